@@ -1,0 +1,18 @@
+"""kiln's IR: the core (ops, values, blocks, regions, types), printer, parser,
+verifier, and one module per dialect. Nothing here imports the rest of kiln."""
+from . import builtin, func, tensor
+from .builder import Builder
+from .diagnostics import DTypeError, KilnError, ParseError, ShapeError, VerificationError
+from .ir import OP_REGISTRY, Block, BlockArgument, Operation, OpResult, Region, Value
+from .location import Location
+from .parser import parse_ir
+from .printer import print_ir
+from .types import FunctionType, ScalarType, TensorType, Type, scalar_type_of, tensor_type
+from .verifier import verify
+
+__all__ = [
+    "builtin", "func", "tensor", "Builder", "DTypeError", "KilnError", "ParseError", "ShapeError",
+    "VerificationError", "OP_REGISTRY", "Block", "BlockArgument", "Operation", "OpResult", "Region", "Value",
+    "Location", "parse_ir", "print_ir", "FunctionType", "ScalarType", "TensorType", "Type", "scalar_type_of",
+    "tensor_type", "verify",
+]

@@ -1,0 +1,402 @@
+"""Read back the text the printer writes (custom and generic forms).
+
+A small recursive-descent parser working directly on characters: MLIR's type
+syntax (``tensor<4x8xf32>``) is context sensitive, so regular expressions at
+the current position serve better than a separate token stream.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .builtin import ModuleOp
+from .diagnostics import ParseError
+from .ir import OP_REGISTRY, Block, Operation, Region, Value
+from .location import Location
+from .types import SCALAR_TYPES, FunctionType, TensorType
+
+_WS = re.compile(r"(\s|//[^\n]*)*")
+_BARE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
+_VALUE_ID = re.compile(r"%([A-Za-z_$.][A-Za-z0-9_$.]*|[0-9]+)(#[0-9]+)?")
+_ARG_ID = re.compile(r"%([A-Za-z_$.][A-Za-z0-9_$.]*|[0-9]+)")
+_RESULT_ID = re.compile(r"%([A-Za-z_$.][A-Za-z0-9_$.]*|[0-9]+)(:[0-9]+)?")
+_SYMBOL = re.compile(r"@([A-Za-z_][A-Za-z0-9_$.]*)")
+_NUMBER = re.compile(r"[-+]?(\d+\.\d*([eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+)")
+_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_DIMS = re.compile(r"((?:\d+x)*)")
+
+
+class Parser:
+    def __init__(self, text: str, filename: str = "<string>"):
+        self.text = text
+        self.filename = filename
+        self.pos = 0
+        self.scopes: list[dict] = [{}]
+
+    # -- characters ----------------------------------------------------------
+    def skip(self) -> None:
+        self.pos = _WS.match(self.text, self.pos).end()
+
+    def peek(self, literal: str) -> bool:
+        self.skip()
+        return self.text.startswith(literal, self.pos)
+
+    def accept(self, literal: str) -> bool:
+        if self.peek(literal):
+            self.pos += len(literal)
+            return True
+        return False
+
+    def expect(self, literal: str) -> None:
+        if not self.accept(literal):
+            self.fail(f"expected '{literal}'")
+
+    def match(self, pattern: re.Pattern):
+        self.skip()
+        m = pattern.match(self.text, self.pos)
+        if m:
+            self.pos = m.end()
+        return m
+
+    def at_end(self) -> bool:
+        self.skip()
+        return self.pos >= len(self.text)
+
+    def fail(self, message: str):
+        line = self.text.count("\n", 0, self.pos) + 1
+        col = self.pos - (self.text.rfind("\n", 0, self.pos) + 1)
+        found = self.text[self.pos:self.pos + 20].split("\n")[0]
+        raise ParseError(f"{self.filename}:{line}:{col + 1}: {message} (found '{found}')")
+
+    def comma_list(self, item, close: str) -> list:
+        """Items separated by ',' up to (and consuming) `close`."""
+        items = []
+        if self.accept(close):
+            return items
+        while True:
+            items.append(item())
+            if self.accept(close):
+                return items
+            self.expect(",")
+
+    # -- values --------------------------------------------------------------
+    def define(self, name: str, value: Value) -> None:
+        if name in self.scopes[-1]:
+            self.fail(f"redefinition of {name}")
+        self.scopes[-1][name] = value
+
+    def parse_value(self) -> Value:
+        m = self.match(_VALUE_ID)
+        if not m:
+            self.fail("expected an SSA value")
+        name = "%" + m.group(1)
+        for scope in reversed(self.scopes):
+            if name in scope:
+                value = scope[name]
+                break
+        else:
+            self.fail(f"use of undefined value {name}")
+        if m.group(2):
+            if not isinstance(value, list):
+                self.fail(f"{name} has a single result")
+            index = int(m.group(2)[1:])
+            if index >= len(value):
+                self.fail(f"{name} has only {len(value)} results")
+            return value[index]
+        if isinstance(value, list):
+            self.fail(f"{name} has {len(value)} results; use {name}#k")
+        return value
+
+    def parse_operands(self) -> list:
+        operands = []
+        if self.peek("%"):
+            operands.append(self.parse_value())
+            while self.accept(","):
+                operands.append(self.parse_value())
+        return operands
+
+    def parse_argument(self) -> tuple:
+        """`%name: type`, as in function signatures and block labels."""
+        m = self.match(_ARG_ID)
+        if not m:
+            self.fail("expected an argument like %x: f32")
+        self.expect(":")
+        return m.group(0), self.parse_type()
+
+    def parse_symbol(self) -> str:
+        if self.accept('@"'):
+            self.pos -= 1
+            return self.parse_string()
+        m = self.match(_SYMBOL)
+        if not m:
+            self.fail("expected a symbol name like @f")
+        return m.group(1)
+
+    # -- types ---------------------------------------------------------------
+    def parse_type(self):
+        if self.peek("("):
+            return self.parse_function_type()
+        m = self.match(_BARE_ID)
+        if not m:
+            self.fail("expected a type")
+        word = m.group(0)
+        if word in SCALAR_TYPES:
+            return SCALAR_TYPES[word]
+        if word == "tensor":
+            self.expect("<")
+            dims = _DIMS.match(self.text, self.pos)
+            self.pos = dims.end()
+            shape = tuple(int(d) for d in dims.group(1).split("x") if d)
+            element = self.parse_type()
+            if element not in SCALAR_TYPES.values():
+                self.fail("a tensor's element type must be a scalar type")
+            self.expect(">")
+            return TensorType(shape, element)
+        self.pos = m.start()
+        self.fail(f"unknown type '{word}'")
+
+    def parse_type_list(self) -> list:
+        """`(t1, t2)` or a single bare type."""
+        if self.accept("("):
+            return self.comma_list(self.parse_type, ")")
+        return [self.parse_type()]
+
+    def parse_function_type(self) -> FunctionType:
+        self.expect("(")
+        inputs = self.comma_list(self.parse_type, ")")
+        self.expect("->")
+        return FunctionType(tuple(inputs), tuple(self.parse_type_list()))
+
+    # -- attributes ----------------------------------------------------------
+    def parse_attr_dict(self) -> dict:
+        attributes = {}
+        if not self.accept("{"):
+            return attributes
+
+        def entry():
+            m = self.match(_BARE_ID)
+            if not m:
+                self.fail("expected an attribute name")
+            self.expect("=")
+            attributes[m.group(0)] = self.parse_attribute()
+
+        self.comma_list(entry, "}")
+        return attributes
+
+    def parse_attribute(self):
+        if self.accept("true"):
+            return True
+        if self.accept("false"):
+            return False
+        if self.peek('"'):
+            return self.parse_string()
+        if self.accept("["):
+            return tuple(self.comma_list(self.parse_attribute, "]"))
+        if self.accept("array<"):
+            self.expect("i64")
+            values = []
+            if self.accept(":"):
+                values = [self.parse_int()]
+                while self.accept(","):
+                    values.append(self.parse_int())
+            self.expect(">")
+            return tuple(values)
+        if self.accept("dense<"):
+            return self.parse_dense()
+        m = self.match(_NUMBER)
+        if m:
+            text = m.group(0)
+            is_float = any(c in text for c in ".eE")
+            if self.accept(":"):
+                is_float = self.parse_type() in (SCALAR_TYPES["f32"], SCALAR_TYPES["f64"])
+            return float(text) if is_float else int(text)
+        return self.parse_type()
+
+    def parse_int(self) -> int:
+        m = self.match(_NUMBER)
+        if not m or not m.group(0).lstrip("+-").isdigit():
+            self.fail("expected an integer")
+        return int(m.group(0))
+
+    def parse_string(self) -> str:
+        m = self.match(_STRING)
+        if not m:
+            self.fail("expected a string")
+        return re.sub(r"\\(.)", r"\1", m.group(1))
+
+    def parse_dense(self) -> np.ndarray:
+        """The part of ``dense<...> : tensor<...>`` after ``dense<``."""
+        if self.peek('"'):
+            body = ("hex", self.parse_string())
+        else:
+            body = ("literal", self.parse_dense_literal())
+        self.expect(">")
+        self.expect(":")
+        start = self.pos
+        type_ = self.parse_type()
+        if not isinstance(type_, TensorType):
+            self.pos = start
+            self.fail("a dense attribute needs a tensor type")
+        dtype = type_.dtype
+        if body[0] == "hex":
+            if not body[1].startswith("0x"):
+                self.fail("a hex dense attribute starts with 0x")
+            raw = bytes.fromhex(body[1][2:])
+            storage = np.uint8 if dtype == np.bool_ else dtype.newbyteorder("<")
+            if len(raw) != type_.size * np.dtype(storage).itemsize:
+                self.fail(f"hex data has {len(raw)} bytes, {type_} needs {type_.size * np.dtype(storage).itemsize}")
+            return np.frombuffer(raw, storage).astype(dtype).reshape(type_.shape)
+        try:
+            array = np.array(body[1], dtype=dtype)
+        except (ValueError, OverflowError) as exc:
+            self.fail(f"bad dense literal for {type_}: {exc}")
+        if array.ndim == 0 and type_.rank > 0:
+            return np.full(type_.shape, array, dtype=dtype)
+        if array.size == 0 and type_.size == 0:
+            return array.reshape(type_.shape)
+        if array.shape != type_.shape:
+            self.fail(f"dense literal of shape {array.shape} does not match {type_}")
+        return array
+
+    def parse_dense_literal(self):
+        if self.accept("["):
+            return self.comma_list(self.parse_dense_literal, "]")
+        if self.accept("true"):
+            return True
+        if self.accept("false"):
+            return False
+        m = self.match(_NUMBER)
+        if not m:
+            self.fail("expected a number in a dense literal")
+        text = m.group(0)
+        return float(text) if any(c in text for c in ".eE") else int(text)
+
+    def parse_location(self):
+        if not self.accept("loc("):
+            return None
+        if self.accept("unknown"):
+            self.expect(")")
+            return None
+        file = self.parse_string()
+        self.expect(":")
+        line = self.parse_int()
+        self.expect(":")
+        col = self.parse_int()
+        self.expect(")")
+        return Location(file, line, col)
+
+    # -- ops -----------------------------------------------------------------
+    def parse_op(self) -> Operation:
+        names = []
+        if self.peek("%"):
+            def result_def():
+                m = self.match(_RESULT_ID)
+                if not m:
+                    self.fail("expected a result name")
+                return "%" + m.group(1), int(m.group(2)[1:]) if m.group(2) else 1
+            names.append(result_def())
+            while self.accept(","):
+                names.append(result_def())
+            self.expect("=")
+        num_results = sum(n for _, n in names)
+        start = self.pos
+        if self.peek('"'):
+            op = self.parse_generic(num_results)
+        else:
+            m = self.match(_BARE_ID)
+            if not m:
+                self.fail("expected an operation")
+            name = {"module": "builtin.module"}.get(m.group(0), m.group(0))
+            if name not in OP_REGISTRY:
+                self.pos = start
+                self.fail(f"unknown operation '{name}'")
+            op = OP_REGISTRY[name].parse_custom(self, num_results)
+        loc = self.parse_location()
+        if loc is not None:
+            op.loc = loc
+        if len(op.results) != num_results:
+            self.pos = start
+            self.fail(f"{op.name} has {len(op.results)} results but {num_results} names")
+        results = iter(op.results)
+        for name, count in names:
+            group = [next(results) for _ in range(count)]
+            if count == 1:
+                if not name[1:].isdigit():
+                    group[0].name_hint = name[1:]
+                self.define(name, group[0])
+            else:
+                self.define(name, group)
+        return op
+
+    def parse_generic(self, num_results: int) -> Operation:
+        start = self.pos
+        name = self.parse_string()
+        if name not in OP_REGISTRY:
+            self.pos = start
+            self.fail(f"unknown operation '{name}'")
+        self.expect("(")
+        operands = self.parse_operands()
+        self.expect(")")
+        regions = []
+        if self.accept("("):
+            regions = self.comma_list(self.parse_region, ")")
+        attributes = self.parse_attr_dict()
+        self.expect(":")
+        ftype = self.parse_function_type()
+        if len(ftype.inputs) != len(operands):
+            self.fail(f"{len(operands)} operands but {len(ftype.inputs)} operand types")
+        return OP_REGISTRY[name](operands, attributes, list(ftype.results), regions)
+
+    def parse_uniform(self, cls, num_results: int) -> Operation:
+        operands = self.parse_operands()
+        attributes = self.parse_attr_dict()
+        self.expect(":")
+        if self.peek("("):
+            ftype = self.parse_function_type()
+            ins, outs = list(ftype.inputs), list(ftype.results)
+        else:
+            t = self.parse_type()
+            ins, outs = [t] * len(operands), [t] * num_results
+        if len(ins) != len(operands):
+            self.fail(f"{len(operands)} operands but {len(ins)} operand types")
+        for value, t in zip(operands, ins):
+            if value.type != t:
+                self.fail(f"operand has type {value.type}, but the op says {t}")
+        return cls(operands, attributes, outs)
+
+    def parse_region(self, entry_args=None) -> Region:
+        """`{ ops }` or `{ ^bb0(%a: t): ops }`; `entry_args` = [(name, type)] given by the op."""
+        self.expect("{")
+        self.scopes.append({})
+        region = Region()
+        block = region.append(Block())
+        args = list(entry_args or ())
+        if self.accept("^bb0"):
+            if self.accept("("):
+                args += self.comma_list(self.parse_argument, ")")
+            self.expect(":")
+        for name, type_ in args:
+            self.define(name, block.add_argument(type_, None if name[1:].isdigit() else name[1:]))
+        while not self.accept("}"):
+            if self.at_end():
+                self.fail("unterminated region")
+            if self.peek("^"):
+                self.fail("regions with several blocks are not supported")
+            block.append(self.parse_op())
+        self.scopes.pop()
+        return region
+
+
+def parse_ir(text: str, filename: str = "<string>") -> Operation:
+    """Parse a module (or bare top-level ops, which are wrapped in one)."""
+    parser = Parser(text, filename)
+    ops = []
+    while not parser.at_end():
+        ops.append(parser.parse_op())
+    if len(ops) == 1 and isinstance(ops[0], ModuleOp):
+        return ops[0]
+    module = ModuleOp.empty()
+    for op in ops:
+        module.body.append(op)
+    return module

@@ -1,0 +1,416 @@
+"""The ``tensor`` dialect: value-semantics array ops, no loops.
+
+Each op declares its operands and attributes, infers its result type with
+numpy's rules, verifies what the declaration cannot say, and carries its numpy
+reference semantics in ``evaluate`` (the interpreter and the tests' oracle).
+
+No op broadcasts or promotes implicitly: elementwise operands have one type,
+and the tracer inserts ``tensor.broadcast_to`` and ``tensor.cast`` to make
+numpy's broadcasting and promotion explicit (this keeps autodiff and fusion
+simple). A traced ``x * 2.0 + b`` with ``x: f32[4, 8]`` and ``b: f32[8]``::
+
+    %0 = tensor.constant dense<2.0> : tensor<f32>
+    %1 = tensor.broadcast_to %0 : (tensor<f32>) -> tensor<4x8xf32>
+    %2 = tensor.mul %x, %1 : tensor<4x8xf32>
+    %3 = tensor.broadcast_to %b : (tensor<8xf32>) -> tensor<4x8xf32>
+    %4 = tensor.add %2, %3 : tensor<4x8xf32>
+"""
+from __future__ import annotations
+
+from typing import Callable, ClassVar
+
+import numpy as np
+
+from .diagnostics import DTypeError, ShapeError
+from .ir import Operation
+from .printer import format_dense
+from .types import TensorType, f32, f64, i1, i32, i64, tensor_type
+
+FLOAT = (f32, f64)
+INT = (i32, i64)
+NUMERIC = FLOAT + INT
+ALL = NUMERIC + (i1,)
+
+
+def _kinds(elements) -> str:
+    return ", ".join(str(e) for e in elements)
+
+
+class TensorOp(Operation):
+    """Shared checks: operands are tensors, attribute tuples are well formed."""
+
+    def tensor_operand(self, index: int) -> TensorType:
+        t = self.operands[index].type
+        if not isinstance(t, TensorType):
+            raise self.error(f"{self.name} operand #{index} must be a tensor, got {t}")
+        return t
+
+    def int_tuple(self, key: str, length: int | None = None) -> tuple:
+        value = self.attributes.get(key)
+        if not isinstance(value, tuple) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise self.error(f"{self.name} attribute '{key}' must be a tuple of integers, got {value!r}")
+        if length is not None and len(value) != length:
+            raise self.error(f"{self.name} attribute '{key}' needs {length} entries, got {len(value)}")
+        return value
+
+    def check_element(self, t: TensorType, allowed) -> None:
+        if t.element not in allowed:
+            raise self.error(f"{self.name} does not take {t.element} (it takes {_kinds(allowed)})", DTypeError)
+
+    def evaluate(self, *inputs):
+        """numpy reference semantics: input arrays in, one result array out."""
+        raise NotImplementedError(f"{self.name} has no reference semantics")
+
+
+# -- elementwise -------------------------------------------------------------
+class ElementwiseOp(TensorOp):
+    allowed: ClassVar[tuple] = NUMERIC
+    numpy_fn: ClassVar[Callable]
+
+    def infer_result_types(self):
+        types = [self.tensor_operand(i) for i in range(len(self.operands))]
+        first = types[0]
+        for t in types[1:]:
+            if t.shape != first.shape:
+                raise self.error(f"{self.name} operands have different shapes {first.shape} and {t.shape} "
+                                 "(broadcasting must be explicit)", ShapeError)
+            if t.element != first.element:
+                raise self.error(f"{self.name} operands have different element types "
+                                 f"{first.element} and {t.element}", DTypeError)
+        self.check_element(first, self.allowed)
+        return [self.result_type(first)]
+
+    def result_type(self, operand: TensorType) -> TensorType:
+        return operand
+
+    def evaluate(self, *inputs):
+        return type(self).numpy_fn(*inputs)
+
+
+def _elementwise(class_name, op_name, operands, numpy_fn, allowed=NUMERIC):
+    cls = type(class_name, (ElementwiseOp,), {
+        "name": op_name, "operand_names": operands, "allowed": allowed,
+        "numpy_fn": staticmethod(numpy_fn), "__doc__": f"``{op_name}``: elementwise numpy.{numpy_fn.__name__}.",
+        "__module__": __name__})
+    return cls
+
+
+_BINARY = ("lhs", "rhs")
+_UNARY = ("operand",)
+AddOp = _elementwise("AddOp", "tensor.add", _BINARY, np.add)
+SubOp = _elementwise("SubOp", "tensor.sub", _BINARY, np.subtract)
+MulOp = _elementwise("MulOp", "tensor.mul", _BINARY, np.multiply)
+DivOp = _elementwise("DivOp", "tensor.div", _BINARY, np.true_divide, FLOAT)
+MaximumOp = _elementwise("MaximumOp", "tensor.maximum", _BINARY, np.maximum)
+MinimumOp = _elementwise("MinimumOp", "tensor.minimum", _BINARY, np.minimum)
+PowOp = _elementwise("PowOp", "tensor.pow", _BINARY, np.power)
+AndOp = _elementwise("AndOp", "tensor.and", _BINARY, np.logical_and, (i1,))
+OrOp = _elementwise("OrOp", "tensor.or", _BINARY, np.logical_or, (i1,))
+NegOp = _elementwise("NegOp", "tensor.neg", _UNARY, np.negative)
+AbsOp = _elementwise("AbsOp", "tensor.abs", _UNARY, np.absolute)
+ExpOp = _elementwise("ExpOp", "tensor.exp", _UNARY, np.exp, FLOAT)
+LogOp = _elementwise("LogOp", "tensor.log", _UNARY, np.log, FLOAT)
+SqrtOp = _elementwise("SqrtOp", "tensor.sqrt", _UNARY, np.sqrt, FLOAT)
+TanhOp = _elementwise("TanhOp", "tensor.tanh", _UNARY, np.tanh, FLOAT)
+SinOp = _elementwise("SinOp", "tensor.sin", _UNARY, np.sin, FLOAT)
+CosOp = _elementwise("CosOp", "tensor.cos", _UNARY, np.cos, FLOAT)
+NotOp = _elementwise("NotOp", "tensor.not", _UNARY, np.logical_not, (i1,))
+
+COMPARISONS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less,
+               "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal}
+
+
+class CmpOp(ElementwiseOp):
+    """``tensor.cmp``: elementwise comparison; `predicate` is eq, ne, lt, le, gt or ge."""
+    name = "tensor.cmp"
+    operand_names = _BINARY
+    attribute_names = ("predicate",)
+    allowed = ALL
+
+    def result_type(self, operand):
+        if self.attributes.get("predicate") not in COMPARISONS:
+            raise self.error(f"tensor.cmp predicate must be one of {', '.join(COMPARISONS)}, "
+                             f"got {self.attributes.get('predicate')!r}")
+        return operand.with_element(i1)
+
+    def evaluate(self, lhs, rhs):
+        return COMPARISONS[self.predicate](lhs, rhs)
+
+
+class SelectOp(TensorOp):
+    """``tensor.select``: np.where(condition, true_value, false_value), all of one shape."""
+    name = "tensor.select"
+    operand_names = ("condition", "true_value", "false_value")
+
+    def infer_result_types(self):
+        cond, a, b = (self.tensor_operand(i) for i in range(3))
+        if cond.element != i1:
+            raise self.error(f"tensor.select condition must be i1, got {cond.element}", DTypeError)
+        if not cond.shape == a.shape == b.shape:
+            raise self.error(f"tensor.select operands have shapes {cond.shape}, {a.shape}, {b.shape}", ShapeError)
+        if a.element != b.element:
+            raise self.error(f"tensor.select values have types {a.element} and {b.element}", DTypeError)
+        return [a]
+
+    def evaluate(self, cond, a, b):
+        return np.where(cond, a, b)
+
+
+class CastOp(TensorOp):
+    """``tensor.cast``: numpy's astype to the result's element type (same shape)."""
+    name = "tensor.cast"
+    operand_names = _UNARY
+
+    def verify(self):
+        super().verify()
+        src, dst = self.tensor_operand(0), self.result.type
+        if not isinstance(dst, TensorType) or dst.shape != src.shape:
+            raise self.error(f"tensor.cast must keep the shape: {src} -> {dst}", ShapeError)
+        self.check_element(src, ALL)
+        self.check_element(dst, ALL)
+
+    def evaluate(self, x):
+        return x.astype(self.result.type.dtype)
+
+
+class ConstantOp(TensorOp):
+    """``tensor.constant``: a dense array known at compile time."""
+    name = "tensor.constant"
+    attribute_names = ("value",)
+
+    def infer_result_types(self):
+        value = self.attributes.get("value")
+        if not isinstance(value, np.ndarray):
+            raise self.error("tensor.constant value must be a numpy array")
+        try:
+            return [tensor_type(value.shape, value.dtype)]
+        except KeyError:
+            raise self.error(f"tensor.constant of unsupported dtype {value.dtype}", DTypeError) from None
+
+    def evaluate(self):
+        return self.value
+
+    def print_custom(self, printer):
+        printer.write(f"tensor.constant {format_dense(self.value)}")
+
+    @classmethod
+    def parse_custom(cls, parser, num_results):
+        parser.expect("dense<")
+        return cls([], {"value": parser.parse_dense()})
+
+
+# -- reductions --------------------------------------------------------------
+class ReduceOp(TensorOp):
+    operand_names = _UNARY
+    attribute_names = ("axes", "keepdims")
+    allowed: ClassVar[tuple] = NUMERIC
+    numpy_fn: ClassVar[Callable]
+
+    def infer_result_types(self):
+        t = self.tensor_operand(0)
+        self.check_element(t, self.allowed)
+        axes = self.int_tuple("axes")
+        if list(axes) != sorted(set(axes)) or any(not 0 <= a < t.rank for a in axes):
+            raise self.error(f"{self.name} axes {axes} must be sorted, unique and in range for rank {t.rank}",
+                             ShapeError)
+        if not isinstance(self.attributes.get("keepdims"), bool):
+            raise self.error(f"{self.name} keepdims must be a bool")
+        if self.numpy_fn is not np.sum and any(t.shape[a] == 0 for a in axes):
+            raise self.error(f"{self.name} over an empty axis has no identity", ShapeError)
+        if self.keepdims:
+            shape = tuple(1 if i in axes else d for i, d in enumerate(t.shape))
+        else:
+            shape = tuple(d for i, d in enumerate(t.shape) if i not in axes)
+        return [t.with_shape(shape)]
+
+    def evaluate(self, x):
+        return np.asarray(type(self).numpy_fn(x, axis=self.axes, keepdims=self.keepdims)).astype(x.dtype, copy=False)
+
+
+class ReduceSumOp(ReduceOp):
+    """``tensor.reduce_sum`` over `axes`; the element type is kept (the tracer widens first, as numpy does)."""
+    name = "tensor.reduce_sum"
+    numpy_fn = staticmethod(np.sum)
+
+
+class ReduceMaxOp(ReduceOp):
+    """``tensor.reduce_max`` over `axes`."""
+    name = "tensor.reduce_max"
+    allowed = ALL
+    numpy_fn = staticmethod(np.max)
+
+
+class ReduceMinOp(ReduceOp):
+    """``tensor.reduce_min`` over `axes`."""
+    name = "tensor.reduce_min"
+    allowed = ALL
+    numpy_fn = staticmethod(np.min)
+
+
+# -- linear algebra ----------------------------------------------------------
+class MatmulOp(TensorOp):
+    """``tensor.matmul``: [..., M, K] x [..., K, N] -> [..., M, N]; batch dims equal (broadcast is explicit)."""
+    name = "tensor.matmul"
+    operand_names = _BINARY
+
+    def infer_result_types(self):
+        a, b = self.tensor_operand(0), self.tensor_operand(1)
+        if a.rank < 2 or a.rank != b.rank:
+            raise self.error(f"tensor.matmul needs operands of one rank >= 2, got {a} and {b}", ShapeError)
+        if a.shape[:-2] != b.shape[:-2]:
+            raise self.error(f"tensor.matmul batch dimensions differ: {a.shape[:-2]} and {b.shape[:-2]}", ShapeError)
+        if a.shape[-1] != b.shape[-2]:
+            raise self.error(f"matmul: contracted dimensions differ: {a.shape} @ {b.shape} "
+                             f"({a.shape[-1]} != {b.shape[-2]})", ShapeError)
+        if a.element != b.element:
+            raise self.error(f"tensor.matmul operands have types {a.element} and {b.element}", DTypeError)
+        self.check_element(a, NUMERIC)
+        return [a.with_shape(a.shape[:-1] + b.shape[-1:])]
+
+    def evaluate(self, a, b):
+        return np.matmul(a, b)
+
+
+class Conv2DOp(TensorOp):
+    """``tensor.conv2d``: NCHW input, FCHW weight, symmetric zero padding, no bias."""
+    name = "tensor.conv2d"
+    operand_names = ("input", "weight")
+    attribute_names = ("stride", "padding")
+
+    def infer_result_types(self):
+        x, w = self.tensor_operand(0), self.tensor_operand(1)
+        if x.rank != 4 or w.rank != 4:
+            raise self.error(f"conv2d takes an NCHW input and an FCHW weight, got {x} and {w}", ShapeError)
+        if x.shape[1] != w.shape[1]:
+            raise self.error(f"conv2d: input has {x.shape[1]} channels, weight expects {w.shape[1]}", ShapeError)
+        if x.element != w.element:
+            raise self.error(f"conv2d operands have types {x.element} and {w.element}", DTypeError)
+        self.check_element(x, NUMERIC)
+        stride, padding = self.int_tuple("stride", 2), self.int_tuple("padding", 2)
+        if min(stride) < 1 or min(padding) < 0:
+            raise self.error(f"conv2d needs stride >= 1 and padding >= 0, got {stride} and {padding}", ShapeError)
+        out = [(x.shape[2 + i] + 2 * padding[i] - w.shape[2 + i]) // stride[i] + 1 for i in range(2)]
+        if min(out) < 1:
+            raise self.error(f"conv2d: a {w.shape[2:]} kernel does not fit the padded {x.shape[2:]} input",
+                             ShapeError)
+        return [x.with_shape((x.shape[0], w.shape[0], *out))]
+
+    def evaluate(self, x, w):
+        return conv2d_reference(x, w, self.stride, self.padding)
+
+
+def conv2d_reference(x, w, stride=(1, 1), padding=(0, 0)):
+    """NCHW convolution in numpy (cross-correlation, as in every ML framework)."""
+    (sh, sw), (ph, pw) = stride, padding
+    padded = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, w.shape[2:], axis=(2, 3))[:, :, ::sh, ::sw]
+    return np.einsum("nchwij,fcij->nfhw", windows, w).astype(x.dtype, copy=False)
+
+
+# -- layout --------------------------------------------------------------------
+class ReshapeOp(TensorOp):
+    """``tensor.reshape`` to the result type's shape (row-major order, same size)."""
+    name = "tensor.reshape"
+    operand_names = _UNARY
+
+    def verify(self):
+        super().verify()
+        src, dst = self.tensor_operand(0), self.result.type
+        if not isinstance(dst, TensorType) or dst.element != src.element:
+            raise self.error(f"tensor.reshape must keep the element type: {src} -> {dst}", DTypeError)
+        if dst.size != src.size:
+            raise self.error(f"cannot reshape {src.shape} ({src.size} elements) to {dst.shape} "
+                             f"({dst.size} elements)", ShapeError)
+
+    def evaluate(self, x):
+        return x.reshape(self.result.type.shape)
+
+
+class TransposeOp(TensorOp):
+    """``tensor.transpose``: result dim i is operand dim permutation[i]."""
+    name = "tensor.transpose"
+    operand_names = _UNARY
+    attribute_names = ("permutation",)
+
+    def infer_result_types(self):
+        t = self.tensor_operand(0)
+        perm = self.int_tuple("permutation")
+        if sorted(perm) != list(range(t.rank)):
+            raise self.error(f"{perm} is not a permutation of the {t.rank} axes of {t}", ShapeError)
+        return [t.with_shape(tuple(t.shape[p] for p in perm))]
+
+    def evaluate(self, x):
+        return np.transpose(x, self.permutation)
+
+
+class BroadcastToOp(TensorOp):
+    """``tensor.broadcast_to`` the result shape, aligning trailing dims as numpy does."""
+    name = "tensor.broadcast_to"
+    operand_names = _UNARY
+
+    def verify(self):
+        super().verify()
+        src, dst = self.tensor_operand(0), self.result.type
+        if not isinstance(dst, TensorType) or dst.element != src.element:
+            raise self.error(f"tensor.broadcast_to must keep the element type: {src} -> {dst}", DTypeError)
+        lead = dst.rank - src.rank
+        if lead < 0 or any(s not in (1, d) for s, d in zip(src.shape, dst.shape[lead:])):
+            raise self.error(f"cannot broadcast {src.shape} to {dst.shape}", ShapeError)
+
+    def evaluate(self, x):
+        return np.broadcast_to(x, self.result.type.shape)
+
+
+class SliceOp(TensorOp):
+    """``tensor.slice``: per dim, indices start, start+step, ... short of stop (Python's
+    ``slice.indices`` normal form; step may be negative, stop -1 then means "past the front")."""
+    name = "tensor.slice"
+    operand_names = _UNARY
+    attribute_names = ("start", "stop", "step")
+
+    def infer_result_types(self):
+        t = self.tensor_operand(0)
+        start, stop, step = (self.int_tuple(k, t.rank) for k in ("start", "stop", "step"))
+        shape = []
+        for dim, (a, b, s) in enumerate(zip(start, stop, step)):
+            if s == 0:
+                raise self.error("tensor.slice step cannot be zero", ShapeError)
+            count = len(range(a, b, s))
+            last = a + (count - 1) * s
+            if count and not (0 <= a < t.shape[dim] and 0 <= last < t.shape[dim]):
+                raise self.error(f"tensor.slice {a}:{b}:{s} reads outside dim {dim} of size {t.shape[dim]}",
+                                 ShapeError)
+            shape.append(count)
+        return [t.with_shape(tuple(shape))]
+
+    def evaluate(self, x):
+        key = tuple(slice(a, b if b >= 0 else None, s) for a, b, s in zip(self.start, self.stop, self.step))
+        return x[key]
+
+
+class ConcatOp(TensorOp):
+    """``tensor.concat`` of one or more tensors along `axis`."""
+    name = "tensor.concat"
+    operand_names = ("inputs*",)
+    attribute_names = ("axis",)
+
+    def infer_result_types(self):
+        types = [self.tensor_operand(i) for i in range(len(self.operands))]
+        first, axis = types[0], self.attributes.get("axis")
+        if not isinstance(axis, int) or not 0 <= axis < first.rank:
+            raise self.error(f"tensor.concat axis {axis!r} is out of range for rank {first.rank}", ShapeError)
+        for t in types[1:]:
+            if t.element != first.element:
+                raise self.error(f"tensor.concat inputs have types {first.element} and {t.element}", DTypeError)
+            if t.rank != first.rank or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != axis):
+                raise self.error(f"cannot concatenate {first.shape} and {t.shape} along axis {axis}", ShapeError)
+        shape = list(first.shape)
+        shape[axis] = sum(t.shape[axis] for t in types)
+        return [first.with_shape(tuple(shape))]
+
+    def evaluate(self, *inputs):
+        return np.concatenate(inputs, axis=self.axis)
+
+
+TENSOR_OPS = tuple(cls for cls in list(globals().values())
+                   if isinstance(cls, type) and issubclass(cls, TensorOp) and cls.__dict__.get("name"))

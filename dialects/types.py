@@ -1,0 +1,107 @@
+"""The types of kiln's IR, written as MLIR writes them.
+
+``f32``, ``f64``, ``i1``, ``i32``, ``i64`` and ``index`` are scalar types;
+``tensor<4x8xf32>`` is a value-semantics tensor of static shape;
+``(tensor<4xf32>) -> tensor<f32>`` is a function type.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class Type:
+    """Base class of all IR types; subclasses are frozen dataclasses."""
+
+
+@dataclass(frozen=True)
+class ScalarType(Type):
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def dtype(self) -> np.dtype:
+        if self.name not in _TO_NUMPY:
+            raise TypeError(f"{self.name} has no numpy dtype")
+        return np.dtype(_TO_NUMPY[self.name])
+
+    @property
+    def is_float(self) -> bool:
+        return self.name in ("f32", "f64")
+
+    @property
+    def is_int(self) -> bool:
+        return self.name in ("i32", "i64")
+
+    @property
+    def is_bool(self) -> bool:
+        return self.name == "i1"
+
+
+f32 = ScalarType("f32")
+f64 = ScalarType("f64")
+i1 = ScalarType("i1")
+i32 = ScalarType("i32")
+i64 = ScalarType("i64")
+index = ScalarType("index")
+
+SCALAR_TYPES = {t.name: t for t in (f32, f64, i1, i32, i64, index)}
+_TO_NUMPY = {"f32": np.float32, "f64": np.float64, "i1": np.bool_, "i32": np.int32, "i64": np.int64}
+_FROM_NUMPY = {np.dtype(v): SCALAR_TYPES[k] for k, v in _TO_NUMPY.items()}
+
+SUPPORTED_DTYPES = tuple(_FROM_NUMPY)
+
+
+def scalar_type_of(dtype) -> ScalarType:
+    """The IR element type of a numpy dtype; KeyError if kiln has none."""
+    return _FROM_NUMPY[np.dtype(dtype)]
+
+
+@dataclass(frozen=True)
+class TensorType(Type):
+    shape: tuple
+    element: ScalarType
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+
+    def __str__(self) -> str:
+        dims = "".join(f"{d}x" for d in self.shape)
+        return f"tensor<{dims}{self.element}>"
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.element.dtype
+
+    def with_shape(self, shape) -> "TensorType":
+        return TensorType(tuple(shape), self.element)
+
+    def with_element(self, element: ScalarType) -> "TensorType":
+        return TensorType(self.shape, element)
+
+
+def tensor_type(shape, dtype) -> TensorType:
+    return TensorType(tuple(shape), scalar_type_of(dtype))
+
+
+@dataclass(frozen=True)
+class FunctionType(Type):
+    inputs: tuple
+    results: tuple
+
+    def __str__(self) -> str:
+        ins = ", ".join(map(str, self.inputs))
+        if len(self.results) == 1 and not isinstance(self.results[0], FunctionType):
+            return f"({ins}) -> {self.results[0]}"
+        return f"({ins}) -> ({', '.join(map(str, self.results))})"

@@ -1,0 +1,1 @@
+"""Transformations of kiln's IR: graph passes, autodiff, lowering, schedules."""

@@ -1,0 +1,1 @@
+"""Loading and running compiled code. It knows nothing of the IR."""
