@@ -1,0 +1,23 @@
+"""kiln: an ahead-of-time tensor compiler for numpy code.
+
+    @kiln.compile
+    def predict(x, w, b):
+        return np.maximum(x @ w + b, 0)
+
+    predict(x, w, b)                              # numpy in, numpy out
+    print(predict.lower(kiln.f32[64, 784], kiln.f32[784, 10], kiln.f32[10]).text("tensor"))
+"""
+from .errors import (ArgumentError, DTypeError, KilnError, OutOfBoundsError, ParseError, ShapeError, StageError,
+                     TracerBoolError, TracerConversionError, UnsupportedError, VerificationError)
+from .jit import CompiledFunction, Lowered, compile
+from .nn import conv2d, logsumexp, relu, sigmoid, softmax
+from .specs import TensorSpec, bool_, f32, f64, i32, i64
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "compile", "CompiledFunction", "Lowered", "TensorSpec", "f32", "f64", "i32", "i64", "bool_",
+    "relu", "sigmoid", "softmax", "logsumexp", "conv2d",
+    "KilnError", "ShapeError", "DTypeError", "VerificationError", "ParseError", "TracerBoolError",
+    "TracerConversionError", "UnsupportedError", "OutOfBoundsError", "ArgumentError", "StageError", "__version__",
+]

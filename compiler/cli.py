@@ -1,0 +1,91 @@
+"""The ``kiln`` command line.
+
+    kiln dump examples/mlp.py:predict --stage tensor
+
+Functions are named ``path.py:function``; their input specs come from
+parameter annotations such as ``x: kiln.f32[256, 784]`` (a dict or tuple of
+specs for a structured argument).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import inspect
+import os
+import sys
+
+from .errors import KilnError
+from .jit import CompiledFunction, compile
+from .specs import TensorSpec
+from . import pytree
+
+
+def load_function(target: str):
+    """Import ``path.py:function`` and return (the compiled function, its input specs)."""
+    path, sep, name = target.rpartition(":")
+    if not sep or not path or not name:
+        raise KilnError(f"expected path.py:function, got {target!r}")
+    if not os.path.isfile(path):
+        raise KilnError(f"no such file: {path}")
+    module_name = "_kiln_cli_" + os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.pop(0)
+    fn = getattr(module, name, None)
+    if fn is None:
+        raise KilnError(f"{path} has no function {name!r}")
+    compiled = fn if isinstance(fn, CompiledFunction) else compile(fn)
+    return compiled, annotated_specs(compiled.fn)
+
+
+def annotated_specs(fn) -> list:
+    annotations = inspect.get_annotations(fn, eval_str=True)
+    specs = []
+    for param in inspect.signature(fn).parameters.values():
+        if param.name not in annotations:
+            raise KilnError(f"parameter '{param.name}' of {fn.__name__} has no input spec; annotate it, "
+                            f"e.g. {param.name}: kiln.f32[8, 4]")
+        spec = annotations[param.name]
+        if not all(isinstance(leaf, TensorSpec) for leaf in pytree.flatten(spec)[0]):
+            raise KilnError(f"the annotation of '{param.name}' is not a kiln spec like kiln.f32[8, 4]: {spec!r}")
+        specs.append(spec)
+    return specs
+
+
+def cmd_dump(args) -> int:
+    compiled, specs = load_function(args.function)
+    lowered = compiled.lower(*specs)
+    stages = lowered.stages if args.stage == "all" else [args.stage]
+    for stage in stages:
+        if args.stage == "all":
+            print(f"// ----- stage: {stage} -----")
+        print(lowered.text(stage, locations=not args.no_locations, generic=args.generic), end="")
+    return 0
+
+
+def main(argv=None) -> int:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="kiln", description="kiln: an ahead-of-time tensor compiler for numpy")
+    parser.add_argument("--version", action="version", version=f"kiln {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    dump = commands.add_parser("dump", help="print the IR of a function at one stage or all stages")
+    dump.add_argument("function", help="path.py:function, inputs given by parameter annotations")
+    dump.add_argument("--stage", default="tensor", help="a stage name, or 'all' (default: tensor)")
+    dump.add_argument("--no-locations", action="store_true", help="leave out loc(...) source locations")
+    dump.add_argument("--generic", action="store_true", help="print every op in MLIR's generic form")
+    dump.set_defaults(run=cmd_dump)
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except KilnError as exc:
+        print(f"kiln: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

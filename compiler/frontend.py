@@ -1,0 +1,140 @@
+"""From a Python function and its arguments to a ``tensor``-level module.
+
+The arguments are bound to the function's parameters and flattened into
+leaves; each leaf becomes one function argument (named after its path, e.g.
+``%params_w1``), and the function is run once on Tracers to record its ops.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from kiln.dialects import builtin, verify
+from kiln.dialects import func as F
+from kiln.dialects.types import SUPPORTED_DTYPES, FunctionType, tensor_type
+
+from . import pytree
+from .errors import ArgumentError, DTypeError
+from .specs import TensorSpec
+from .tracing import TraceContext, Tracer
+
+_INT64 = np.iinfo(np.int64)
+
+
+@dataclass(frozen=True)
+class LeafSpec:
+    """What a compiled function is specialized on, per leaf: shape, dtype, weakness."""
+    spec: TensorSpec
+    weak: bool = False
+
+
+@dataclass
+class BoundCall:
+    """A call's arguments, bound to parameters; the traced ones flattened into leaves.
+
+    Parameters left at their defaults and those named static are not traced:
+    the function sees their Python values, and they are part of the cache key.
+    """
+    signature: inspect.Signature
+    arguments: dict
+    static: tuple
+    treedef: pytree.TreeDef
+    paths: list
+    leaves: list
+
+    def rebuild(self, leaves):
+        """The (args, kwargs) to call the Python function with, from new leaves."""
+        traced = [name for name in self.arguments if name not in dict(self.static)]
+        arguments = dict(self.arguments)
+        arguments.update(zip(traced, pytree.unflatten(self.treedef, leaves)))
+        bound = inspect.BoundArguments(self.signature, arguments)
+        return bound.args, bound.kwargs
+
+
+def bind(fn, args, kwargs, static_argnames=()) -> BoundCall:
+    signature = inspect.signature(fn)
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise ArgumentError(f"{fn.__name__}(): {exc}") from None
+    static = tuple((k, v) for k, v in bound.arguments.items() if k in static_argnames)
+    for name, value in static:
+        try:
+            hash(value)
+        except TypeError:
+            raise ArgumentError(f"static argument '{name}' must be hashable, got a {type(value).__name__}") from None
+    traced = {k: v for k, v in bound.arguments.items() if k not in static_argnames}
+    leaves, treedef = pytree.flatten_with_paths(tuple(traced.values()))
+    names = list(traced)
+    paths = [names[int(re.match(r"\[(\d+)\]", p).group(1))] + p[p.index("]") + 1:] for p, _ in leaves]
+    return BoundCall(signature, dict(bound.arguments), static, treedef, paths, [leaf for _, leaf in leaves])
+
+
+def leaf_spec(path: str, leaf) -> LeafSpec:
+    """The spec of one argument leaf; a clear error for anything kiln cannot take."""
+    if isinstance(leaf, TensorSpec):
+        spec, weak = leaf, False
+    elif isinstance(leaf, bool) or isinstance(leaf, (np.ndarray, np.generic)):
+        spec, weak = TensorSpec.of(leaf), False
+    elif isinstance(leaf, (int, float)):
+        if isinstance(leaf, int) and not _INT64.min <= leaf <= _INT64.max:
+            raise ArgumentError(f"argument '{path}' = {leaf} does not fit in int64")
+        spec, weak = TensorSpec.of(leaf), True
+    else:
+        raise ArgumentError(f"argument '{path}' is a {type(leaf).__name__}; compiled functions take numpy "
+                            "arrays, Python scalars, and tuples, lists and dicts of them")
+    if spec.dtype not in SUPPORTED_DTYPES:
+        supported = ", ".join(str(d) for d in SUPPORTED_DTYPES)
+        raise DTypeError(f"argument '{path}' has dtype {spec.dtype}, which kiln does not support "
+                         f"(it supports {supported})")
+    return LeafSpec(spec, weak)
+
+
+def ssa_name(path: str) -> str:
+    """``params['w1']`` -> ``params_w1``: a readable SSA name for an argument leaf."""
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", path).strip("_")
+    return name if name and not name[0].isdigit() else f"arg_{name}"
+
+
+@dataclass
+class TracedFunction:
+    module: builtin.ModuleOp
+    function: F.FuncOp
+    out_treedef: pytree.TreeDef
+
+
+def trace(fn, call: BoundCall, specs: list) -> TracedFunction:
+    """Run `fn` on Tracers standing for `call`'s leaves; record a verified module."""
+    input_types = [tensor_type(s.spec.shape, s.spec.dtype) for s in specs]
+    function = F.FuncOp.create(fn.__name__, input_types, [], [ssa_name(p) for p in call.paths])
+    module = builtin.ModuleOp.empty()
+    module.body.append(function)
+    ctx = TraceContext(function)
+    tracers = [Tracer(arg, ctx, s.weak) for arg, s in zip(function.arguments, specs)]
+    args, kwargs = call.rebuild(tracers)
+    try:
+        result = fn(*args, **kwargs)
+        outputs, out_treedef = pytree.flatten(result)
+        values = [_output_value(ctx, leaf, i) for i, leaf in enumerate(outputs)]
+    finally:
+        ctx.closed = True
+    function.body.append(F.ReturnOp(values, {}, []))
+    function.attributes["function_type"] = FunctionType(tuple(input_types), tuple(v.type for v in values))
+    verify(module)
+    return TracedFunction(module, function, out_treedef)
+
+
+def _output_value(ctx: TraceContext, leaf, index: int):
+    if isinstance(leaf, Tracer):
+        ctx.check_owned(leaf)
+        return leaf.value
+    if isinstance(leaf, (bool, int, float, np.ndarray, np.generic)):
+        array = np.asarray(leaf)
+        if array.dtype not in SUPPORTED_DTYPES:
+            raise DTypeError(f"result #{index} has dtype {array.dtype}, which kiln does not support")
+        return ctx.constant(array).value
+    raise ArgumentError(f"result #{index} is a {type(leaf).__name__}; compiled functions return arrays, "
+                        "scalars, and tuples, lists and dicts of them")

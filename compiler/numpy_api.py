@@ -1,0 +1,238 @@
+"""Which numpy ufuncs and functions the tracer understands, and how.
+
+Rule tables, not class hierarchies: a ufunc maps to a function that builds
+the tensor op from operands that numpy's own type resolution has already
+promoted (``ufunc.resolve_dtypes`` is the single source of promotion rules,
+NEP 50 weak scalars included) and that have been broadcast to one shape.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.dialects import tensor as T
+from kiln.dialects.types import SUPPORTED_DTYPES
+
+from . import traced_ops as ops
+from .errors import DTypeError, UnsupportedError
+from .tracing import user_location
+
+
+def _op(op_class, bool_op=None, **attributes):
+    """Rule emitting `op_class`, or `bool_op` when numpy computes in bool (add on bools is or)."""
+    def rule(ctx, operands):
+        chosen = bool_op if operands[0].dtype == np.bool_ and bool_op is not None else op_class
+        return ctx.emit(chosen, operands, attributes or None)
+    return rule
+
+
+def _identity_on_bool(op_class):
+    def rule(ctx, operands):
+        return operands[0] if operands[0].dtype == np.bool_ else ctx.emit(op_class, operands)
+    return rule
+
+
+def _square(ctx, operands):
+    return ctx.emit(T.MulOp, [operands[0], operands[0]])
+
+
+def _reciprocal(ctx, operands):
+    (x,) = operands
+    if x.dtype.kind != "f":
+        raise DTypeError(f"np.reciprocal of {x.dtype} is integer division in numpy; use 1.0 / x",
+                         user_location())
+    one = ops.broadcast_to(ops.lift(ctx, np.ones((), x.dtype), x.dtype), x.shape)
+    return ctx.emit(T.DivOp, [one, x])
+
+
+def _bool_only(op_class, name):
+    def rule(ctx, operands):
+        if operands[0].dtype != np.bool_:
+            raise UnsupportedError(f"np.{name} on {operands[0].dtype} (bitwise on integers) is not supported; "
+                                   "it works on bool arrays", user_location())
+        return ctx.emit(op_class, operands)
+    return rule
+
+
+UFUNC_RULES = {
+    np.add: _op(T.AddOp, T.OrOp),
+    np.subtract: _op(T.SubOp),
+    np.multiply: _op(T.MulOp, T.AndOp),
+    np.true_divide: _op(T.DivOp),
+    np.maximum: _op(T.MaximumOp, T.OrOp),
+    np.minimum: _op(T.MinimumOp, T.AndOp),
+    np.power: _op(T.PowOp),
+    np.negative: _op(T.NegOp),
+    np.positive: lambda ctx, operands: operands[0],
+    np.absolute: _identity_on_bool(T.AbsOp),
+    np.square: _square,
+    np.reciprocal: _reciprocal,
+    np.exp: _op(T.ExpOp),
+    np.log: _op(T.LogOp),
+    np.sqrt: _op(T.SqrtOp),
+    np.tanh: _op(T.TanhOp),
+    np.sin: _op(T.SinOp),
+    np.cos: _op(T.CosOp),
+    np.equal: _op(T.CmpOp, predicate="eq"),
+    np.not_equal: _op(T.CmpOp, predicate="ne"),
+    np.less: _op(T.CmpOp, predicate="lt"),
+    np.less_equal: _op(T.CmpOp, predicate="le"),
+    np.greater: _op(T.CmpOp, predicate="gt"),
+    np.greater_equal: _op(T.CmpOp, predicate="ge"),
+    np.logical_and: _op(T.AndOp),
+    np.logical_or: _op(T.OrOp),
+    np.logical_xor: _op(T.CmpOp, predicate="ne"),
+    np.logical_not: _op(T.NotOp),
+    np.bitwise_and: _bool_only(T.AndOp, "bitwise_and"),
+    np.bitwise_or: _bool_only(T.OrOp, "bitwise_or"),
+    np.invert: _bool_only(T.NotOp, "invert"),
+}
+
+# Logical ufuncs compute in the operands' dtype and then test truthiness;
+# kiln's and/or/not take bools, so their operands are cast to bool first.
+_TRUTH_UFUNCS = (np.logical_and, np.logical_or, np.logical_xor, np.logical_not)
+_REDUCE_METHODS = {np.add: "sum", np.maximum: "max", np.minimum: "min"}
+
+
+def _name(fn) -> str:
+    module = getattr(fn, "__module__", None) or "numpy"
+    module = "np" + module[len("numpy"):] if module.startswith("numpy") else module
+    return f"{module}.{fn.__name__}"
+
+
+def apply_ufunc(ufunc, method, inputs, kwargs):
+    if kwargs.get("out") is not None:
+        raise UnsupportedError(f"np.{ufunc.__name__}(..., out=...) is not supported inside a compiled function "
+                               "(traced arrays are immutable); use the returned value", user_location())
+    unknown = sorted(k for k in kwargs if k != "out")
+    if unknown:
+        raise UnsupportedError(f"np.{ufunc.__name__} keyword(s) {', '.join(unknown)} are not supported",
+                               user_location())
+    if method == "reduce" and ufunc in _REDUCE_METHODS:
+        return ops.reduce(_REDUCE_METHODS[ufunc], inputs[0], axis=0)
+    if method != "__call__":
+        raise UnsupportedError(f"np.{ufunc.__name__}.{method} is not supported", user_location())
+    if ufunc is np.matmul:
+        return ops.matmul(*inputs)
+    if ufunc not in UFUNC_RULES:
+        raise UnsupportedError(f"np.{ufunc.__name__} is not supported by kiln", user_location())
+
+    operands = [ops.check_operand(x) for x in inputs]
+    keys = tuple(ops.promotion_key(x) for x in operands)
+    try:
+        loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout)
+    except (TypeError, ValueError) as exc:
+        listed = ", ".join(str(k.__name__ if isinstance(k, type) else k) for k in keys)
+        raise DTypeError(f"np.{ufunc.__name__} does not take ({listed}): {exc}", user_location()) from None
+    in_dtypes, out_dtype = loop[:ufunc.nin], loop[ufunc.nin]
+    if ufunc in _TRUTH_UFUNCS:
+        in_dtypes = (np.dtype(bool),) * ufunc.nin
+    for dtype in (*in_dtypes, out_dtype):
+        if dtype not in SUPPORTED_DTYPES:
+            listed = ", ".join(str(d) for d in in_dtypes)
+            raise DTypeError(f"np.{ufunc.__name__} on ({listed}) computes in {dtype}, which kiln does not "
+                             "support; cast the inputs first (e.g. .astype(np.float32))", user_location())
+
+    ctx = ops.context_of(operands)
+    tracers = [ops.lift(ctx, x, d) for x, d in zip(operands, in_dtypes)]
+    shape = ops.broadcast_shapes(*(t.shape for t in tracers))
+    tracers = [ops.broadcast_to(t, shape) for t in tracers]
+    result = UFUNC_RULES[ufunc](ctx, tracers)
+    result = ops.Tracer(result.value, ctx, weak=all(ops.is_weak(x) for x in operands))
+    assert result.dtype == out_dtype, f"np.{ufunc.__name__}: traced {result.dtype}, numpy gives {out_dtype}"
+    return result
+
+
+def _no_extras(name, extras):
+    given = sorted(k for k, v in extras.items() if v is not None)
+    if given:
+        raise UnsupportedError(f"{name}: keyword(s) {', '.join(given)} are not supported", user_location())
+
+
+def _sum(a, axis=None, dtype=None, out=None, keepdims=False, **extras):
+    _no_extras("np.sum", dict(extras, out=out))
+    return ops.reduce("sum", a, axis, keepdims, dtype)
+
+
+def _max(a, axis=None, out=None, keepdims=False, **extras):
+    _no_extras("np.max", dict(extras, out=out))
+    return ops.reduce("max", a, axis, keepdims)
+
+
+def _min(a, axis=None, out=None, keepdims=False, **extras):
+    _no_extras("np.min", dict(extras, out=out))
+    return ops.reduce("min", a, axis, keepdims)
+
+
+def _mean(a, axis=None, dtype=None, out=None, keepdims=False, **extras):
+    _no_extras("np.mean", dict(extras, out=out))
+    return ops.mean(a, axis, dtype, keepdims)
+
+
+def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **extras):
+    _no_extras("np.var", dict(extras, out=out))
+    return ops.var(a, axis, dtype, ddof, keepdims)
+
+
+def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **extras):
+    _no_extras("np.std", dict(extras, out=out))
+    return np.sqrt(ops.var(a, axis, dtype, ddof, keepdims))
+
+
+def _clip(a, a_min=None, a_max=None, out=None, **extras):
+    _no_extras("np.clip", dict(extras, out=out))
+    result = a if a_min is None else np.maximum(a, a_min)
+    return result if a_max is None else np.minimum(result, a_max)
+
+
+def _dot(a, b, out=None):
+    _no_extras("np.dot", {"out": out})
+    return ops.dot(a, b)
+
+
+def _reshape(a, shape=None, order="C", newshape=None, copy=None):
+    return ops.reshape(a, shape if newshape is None else newshape, order)
+
+
+def _concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
+    _no_extras("np.concatenate", {"out": out, "casting": casting})
+    return ops.concatenate(arrays, axis, dtype)
+
+
+FUNCTION_RULES = {
+    np.sum: _sum,
+    np.max: _max,
+    np.amax: _max,
+    np.min: _min,
+    np.amin: _min,
+    np.mean: _mean,
+    np.var: _var,
+    np.std: _std,
+    np.matmul: lambda a, b, **kw: ops.matmul(a, b),
+    np.dot: _dot,
+    np.reshape: _reshape,
+    np.transpose: lambda a, axes=None: ops.transpose(a, axes),
+    np.swapaxes: ops.swapaxes,
+    np.moveaxis: ops.moveaxis,
+    np.expand_dims: ops.expand_dims,
+    np.squeeze: lambda a, axis=None: ops.squeeze(a, axis),
+    np.ravel: lambda a, order="C": ops.reshape(a, (-1,), order),
+    np.broadcast_to: lambda array, shape, subok=False: ops.broadcast_to(ops.as_tracer(array), tuple(shape)),
+    np.concatenate: _concatenate,
+    np.stack: lambda arrays, axis=0, out=None: ops.stack(arrays, axis),
+    np.where: ops.where,
+    np.clip: _clip,
+    np.zeros_like: lambda a, dtype=None: ops.full_like(a, 0, dtype),
+    np.ones_like: lambda a, dtype=None: ops.full_like(a, 1, dtype),
+    np.full_like: lambda a, fill_value, dtype=None: ops.full_like(a, fill_value, dtype),
+    np.shape: lambda a: a.shape,
+    np.ndim: lambda a: a.ndim,
+    np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
+    np.copy: lambda a, order="K", subok=False: a,
+}
+
+
+def apply_function(func, args, kwargs):
+    rule = FUNCTION_RULES.get(func)
+    if rule is None:
+        raise UnsupportedError(f"{_name(func)} is not supported by kiln", user_location())
+    return rule(*args, **kwargs)

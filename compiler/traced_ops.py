@@ -1,0 +1,401 @@
+"""numpy semantics on traced values: promotion, broadcasting, axes, indexing.
+
+Each function takes Tracers (and numpy arrays or Python scalars mixed in),
+makes numpy's implicit rules explicit in the IR (``tensor.cast``,
+``tensor.broadcast_to``), and emits the tensor ops that compute the result.
+Errors are raised at the user's line.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.dialects import tensor as T
+from kiln.dialects.types import SUPPORTED_DTYPES, tensor_type
+
+from .errors import DTypeError, OutOfBoundsError, ShapeError, UnsupportedError
+from .tracing import Tracer, user_location
+
+_DTYPE_NAMES = ", ".join(str(d) for d in SUPPORTED_DTYPES)
+
+
+# -- operands: Tracers, constants and weak Python scalars ---------------------------
+def context_of(values):
+    for v in values:
+        if isinstance(v, Tracer):
+            return v.ctx
+    raise AssertionError("no traced value among the operands")
+
+
+def check_dtype(dtype, what: str) -> np.dtype:
+    dtype = np.dtype(dtype)
+    if dtype not in SUPPORTED_DTYPES:
+        raise DTypeError(f"{what} has dtype {dtype}, which kiln does not support (it supports {_DTYPE_NAMES})",
+                         user_location())
+    return dtype
+
+
+def is_python_scalar(x) -> bool:
+    """A Python int or float (not a bool, and not numpy's float64, which subclasses float)."""
+    return isinstance(x, (int, float)) and not isinstance(x, (bool, np.generic))
+
+
+def is_weak(x) -> bool:
+    return is_python_scalar(x) or isinstance(x, Tracer) and x.weak
+
+
+def check_operand(x):
+    """Accept a Tracer, a numpy array or scalar, or a Python scalar; reject anything else."""
+    if isinstance(x, (Tracer, bool, int, float, np.ndarray, np.generic)):
+        if isinstance(x, (complex, np.complexfloating)) or (isinstance(x, np.ndarray) and x.dtype.kind == "c"):
+            raise DTypeError("complex numbers are not supported", user_location())
+        return x
+    if isinstance(x, complex):
+        raise DTypeError("complex numbers are not supported", user_location())
+    raise UnsupportedError(f"cannot use a {type(x).__name__} in a traced computation "
+                           "(only arrays and numbers)", user_location())
+
+
+def promotion_key(x):
+    """What numpy's type resolution sees: a dtype, or a Python type for a weak scalar."""
+    if isinstance(x, Tracer):
+        if x.weak:
+            return {"f": float, "i": int}.get(x.dtype.kind, x.dtype)
+        return x.dtype
+    if is_python_scalar(x):
+        return int if isinstance(x, int) else float
+    return np.asarray(x).dtype
+
+
+def promotion_sample(x):
+    """Like promotion_key, for np.result_type (which wants weak scalars as values)."""
+    key = promotion_key(x)
+    return key(0) if key is int or key is float else key
+
+
+def lift(ctx, x, dtype) -> Tracer:
+    """`x` as a Tracer of `dtype`: a cast for Tracers, a constant otherwise."""
+    dtype = np.dtype(dtype)
+    if isinstance(x, Tracer):
+        return cast(x, dtype)
+    try:
+        array = np.asarray(x, dtype=dtype) if not isinstance(x, (np.ndarray, np.generic)) else np.asarray(x)
+    except OverflowError as exc:
+        raise DTypeError(f"{x!r} does not fit in {dtype}: {exc}", user_location()) from None
+    check_dtype(array.dtype, "a constant")
+    return cast(ctx.constant(array, weak=is_weak(x)), dtype)
+
+
+def cast(x: Tracer, dtype) -> Tracer:
+    dtype = check_dtype(dtype, "the cast target")
+    if x.dtype == dtype:
+        return x
+    return x.ctx.emit(T.CastOp, [x], result_type=tensor_type(x.shape, dtype), weak=x.weak)
+
+
+def astype(x: Tracer, dtype) -> Tracer:
+    result = cast(x, dtype)
+    return Tracer(result.value, result.ctx, weak=False)
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        listed = " and ".join(str(tuple(s)) for s in shapes)
+        raise ShapeError(f"shapes {listed} do not broadcast", user_location()) from None
+
+
+def broadcast_to(x: Tracer, shape) -> Tracer:
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    broadcast_shapes(x.shape, shape)  # the error message names both shapes
+    if len(x.shape) > len(shape) or broadcast_shapes(x.shape, shape) != shape:
+        raise ShapeError(f"cannot broadcast {x.shape} to {shape}", user_location())
+    return x.ctx.emit(T.BroadcastToOp, [x], result_type=tensor_type(shape, x.dtype), weak=x.weak)
+
+
+def elementwise(op_class, operands, dtypes, attributes=None) -> Tracer:
+    """Cast each operand to its dtype, broadcast all to one shape, emit one op."""
+    ctx = context_of(operands)
+    tracers = [lift(ctx, x, d) for x, d in zip(operands, dtypes)]
+    shape = broadcast_shapes(*(t.shape for t in tracers))
+    tracers = [broadcast_to(t, shape) for t in tracers]
+    return ctx.emit(op_class, tracers, attributes, weak=all(is_weak(x) for x in operands))
+
+
+# -- axes ----------------------------------------------------------------------------
+def normalize_axis(axis, ndim: int) -> int:
+    if isinstance(axis, Tracer) or not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise ShapeError(f"axis must be a Python int, got {axis!r}", user_location())
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"axis {axis} is out of range for an array of rank {ndim}", user_location())
+    return int(axis) % ndim
+
+
+def normalize_axes(axis, ndim: int) -> tuple:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = [normalize_axis(a, ndim) for a in (axis if isinstance(axis, (tuple, list)) else (axis,))]
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"repeated axis in {axis!r}", user_location())
+    return tuple(sorted(axes))
+
+
+# -- reductions ------------------------------------------------------------------------
+_REDUCE_OPS = {"sum": T.ReduceSumOp, "max": T.ReduceMaxOp, "min": T.ReduceMinOp}
+
+
+def reduce(kind: str, x, axis=None, keepdims=False, dtype=None) -> Tracer:
+    x = as_tracer(x)
+    axes = normalize_axes(axis, x.ndim)
+    if dtype is not None:
+        x = cast(x, check_dtype(dtype, f"np.{kind}(dtype=...)"))
+    elif kind == "sum" and x.dtype in (np.bool_, np.int32):
+        x = cast(x, np.int64)  # numpy sums small integers in the default int
+    if kind != "sum" and any(x.shape[a] == 0 for a in axes):
+        raise ShapeError(f"np.{kind} of an empty axis has no identity (shape {x.shape}, axis {axis})",
+                         user_location())
+    return x.ctx.emit(_REDUCE_OPS[kind], [x], {"axes": axes, "keepdims": bool(keepdims)})
+
+
+def reduced_count(x, axis) -> int:
+    return int(np.prod([x.shape[a] for a in normalize_axes(axis, x.ndim)], dtype=np.int64))
+
+
+def mean(x, axis=None, dtype=None, keepdims=False) -> Tracer:
+    x = as_tracer(x)
+    if dtype is None:
+        dtype = x.dtype if x.dtype.kind == "f" else np.float64  # numpy means ints in float64
+    total = reduce("sum", cast(x, dtype), axis, keepdims)
+    with np.errstate(divide="ignore"):
+        inverse = np.asarray(1.0 / reduced_count(x, axis), dtype=total.dtype)
+    return np.multiply(total, inverse)  # mean is sum x 1/n
+
+
+def var(x, axis=None, dtype=None, ddof=0, keepdims=False) -> Tracer:
+    x = as_tracer(x)
+    centered = x - mean(x, axis, dtype, keepdims=True)
+    squares = reduce("sum", centered * centered, axis, keepdims)
+    with np.errstate(divide="ignore"):
+        inverse = np.asarray(1.0 / max(reduced_count(x, axis) - ddof, 0), dtype=squares.dtype)
+    return np.multiply(squares, inverse)
+
+
+# -- linear algebra ----------------------------------------------------------------------
+def matmul(a, b) -> Tracer:
+    ctx = context_of((a, b))
+    a, b = check_operand(a), check_operand(b)
+    a_dtype, b_dtype, out_dtype = np.matmul.resolve_dtypes((promotion_key(a), promotion_key(b), None))
+    if out_dtype == np.bool_:
+        raise DTypeError("matmul of bool arrays is not supported; cast them to an integer or float dtype",
+                         user_location())
+    a, b = lift(ctx, a, a_dtype), lift(ctx, b, b_dtype)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError("matmul does not take 0-d arrays (use * to scale)", user_location())
+    vector_a, vector_b = a.ndim == 1, b.ndim == 1
+    if vector_a:
+        a = reshape(a, (1,) + a.shape)
+    if vector_b:
+        b = reshape(b, b.shape + (1,))
+    if a.shape[-1] != b.shape[-2]:
+        raise ShapeError(f"matmul: contracted dimensions differ: {a.shape} @ {b.shape} "
+                         f"({a.shape[-1]} != {b.shape[-2]})", user_location())
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = broadcast_to(a, batch + a.shape[-2:])
+    b = broadcast_to(b, batch + b.shape[-2:])
+    result = ctx.emit(T.MatmulOp, [a, b])
+    if vector_a or vector_b:
+        shape = batch + (() if vector_a else a.shape[-2:-1]) + (() if vector_b else b.shape[-1:])
+        result = reshape(result, shape)
+    return result
+
+
+def dot(a, b) -> Tracer:
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return np.multiply(a, b)
+    if np.ndim(a) > 2 or np.ndim(b) > 2:
+        raise UnsupportedError("np.dot of arrays with more than 2 dimensions is not supported; use np.matmul "
+                               "(or @), whose batching rules differ", user_location())
+    return matmul(a, b)
+
+
+# -- layout ---------------------------------------------------------------------------------
+def as_tracer(x) -> Tracer:
+    if not isinstance(x, Tracer):
+        raise UnsupportedError(f"expected a traced array, got {type(x).__name__}", user_location())
+    return x
+
+
+def reshape(x, shape, order="C") -> Tracer:
+    x = as_tracer(x)
+    if order != "C":
+        raise UnsupportedError(f"reshape order={order!r} is not supported (only 'C')", user_location())
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    if any(isinstance(d, Tracer) or not isinstance(d, (int, np.integer)) for d in shape):
+        raise ShapeError(f"reshape needs a shape of Python ints, got {shape!r}", user_location())
+    shape = tuple(int(d) for d in shape)
+    if shape.count(-1) > 1 or any(d < -1 for d in shape):
+        raise ShapeError(f"invalid shape {shape} for reshape", user_location())
+    if -1 in shape:
+        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        if known == 0 or x.size % known:
+            raise ShapeError(f"cannot reshape an array of size {x.size} into shape {shape}", user_location())
+        shape = tuple(x.size // known if d == -1 else d for d in shape)
+    if int(np.prod(shape, dtype=np.int64)) != x.size:
+        raise ShapeError(f"cannot reshape an array of size {x.size} (shape {x.shape}) into shape {shape}",
+                         user_location())
+    if shape == x.shape:
+        return x
+    return x.ctx.emit(T.ReshapeOp, [x], result_type=tensor_type(shape, x.dtype), weak=x.weak)
+
+
+def transpose(x, axes=None) -> Tracer:
+    x = as_tracer(x)
+    if axes is None:
+        perm = tuple(reversed(range(x.ndim)))
+    else:
+        perm = tuple(normalize_axis(a, x.ndim) for a in axes)
+        if sorted(perm) != list(range(x.ndim)):
+            raise ShapeError(f"axes {tuple(axes)} are not a permutation of the {x.ndim} axes", user_location())
+    if perm == tuple(range(x.ndim)):
+        return x
+    return x.ctx.emit(T.TransposeOp, [x], {"permutation": perm}, weak=x.weak)
+
+
+def swapaxes(x, axis1, axis2) -> Tracer:
+    x = as_tracer(x)
+    perm = list(range(x.ndim))
+    i, j = normalize_axis(axis1, x.ndim), normalize_axis(axis2, x.ndim)
+    perm[i], perm[j] = perm[j], perm[i]
+    return transpose(x, perm)
+
+
+def moveaxis(x, source, destination) -> Tracer:
+    x = as_tracer(x)
+    src = normalize_axis(source, x.ndim)
+    dst = normalize_axis(destination, x.ndim)
+    order = [a for a in range(x.ndim) if a != src]
+    order.insert(dst, src)
+    return transpose(x, order)
+
+
+def expand_dims(x, axis) -> Tracer:
+    x = as_tracer(x)
+    axes = normalize_axes(axis, x.ndim + len(axis if isinstance(axis, (tuple, list)) else (axis,)))
+    shape = iter(x.shape)
+    return reshape(x, tuple(1 if i in axes else next(shape) for i in range(x.ndim + len(axes))))
+
+
+def squeeze(x, axis=None) -> Tracer:
+    x = as_tracer(x)
+    axes = tuple(i for i, d in enumerate(x.shape) if d == 1) if axis is None else normalize_axes(axis, x.ndim)
+    for a in axes:
+        if x.shape[a] != 1:
+            raise ShapeError(f"cannot squeeze axis {a} of size {x.shape[a]} (shape {x.shape})", user_location())
+    return reshape(x, tuple(d for i, d in enumerate(x.shape) if i not in axes))
+
+
+def getitem(x: Tracer, key) -> Tracer:
+    """Basic indexing: ints, slices (any step), None and Ellipsis."""
+    key = key if isinstance(key, tuple) else (key,)
+    for k in key:
+        if isinstance(k, (Tracer, np.ndarray, list)) or (isinstance(k, np.generic) and k.dtype == np.bool_):
+            raise UnsupportedError("advanced indexing (with arrays, lists or masks) is not supported; use basic "
+                                   "slices, np.where for masks, or reshape/concatenate", user_location())
+        if not (k is None or k is Ellipsis or isinstance(k, slice) or
+                (isinstance(k, (int, np.integer)) and not isinstance(k, bool))):
+            raise UnsupportedError(f"cannot index with {k!r}", user_location())
+    if sum(k is Ellipsis for k in key) > 1:
+        raise ShapeError("an index can only have a single ellipsis ('...')", user_location())
+    indexing = sum(k is not None and k is not Ellipsis for k in key)
+    if indexing > x.ndim:
+        raise ShapeError(f"too many indices ({indexing}) for an array of rank {x.ndim}", user_location())
+    if Ellipsis in key:
+        at = key.index(Ellipsis)
+        key = key[:at] + (slice(None),) * (x.ndim - indexing) + key[at + 1:]
+    else:
+        key = key + (slice(None),) * (x.ndim - indexing)
+
+    start, stop, step, out_shape = [], [], [], []
+    dim = 0
+    for k in key:
+        if k is None:
+            out_shape.append(1)
+            continue
+        size = x.shape[dim]
+        if isinstance(k, slice):
+            a, b, s = k.indices(size)
+            start.append(a), stop.append(b), step.append(s)
+            out_shape.append(len(range(a, b, s)))
+        else:
+            if not -size <= k < size:
+                raise OutOfBoundsError(f"index {k} is out of bounds for axis {dim} with size {size}", user_location())
+            i = int(k) % size
+            start.append(i), stop.append(i + 1), step.append(1)
+        dim += 1
+    result = x
+    if (start, stop, step) != ([0] * x.ndim, list(x.shape), [1] * x.ndim):
+        result = x.ctx.emit(T.SliceOp, [x], {"start": tuple(start), "stop": tuple(stop), "step": tuple(step)},
+                            weak=x.weak)
+    return reshape(result, tuple(out_shape))
+
+
+def concatenate(arrays, axis=0, dtype=None) -> Tracer:
+    arrays = [check_operand(a) for a in arrays]
+    if not arrays:
+        raise ShapeError("need at least one array to concatenate", user_location())
+    ctx = context_of(arrays)
+    target = check_dtype(dtype or np.result_type(*(promotion_sample(a) for a in arrays)), "np.concatenate")
+    tracers = [lift(ctx, a, target) for a in arrays]
+    if axis is None:
+        tracers, axis = [reshape(t, (-1,)) for t in tracers], 0
+    if any(t.ndim == 0 for t in tracers):
+        raise ShapeError("zero-dimensional arrays cannot be concatenated", user_location())
+    axis = normalize_axis(axis, tracers[0].ndim)
+    for t in tracers[1:]:
+        if t.ndim != tracers[0].ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, tracers[0].shape))
+                                            if i != axis):
+            raise ShapeError(f"cannot concatenate shapes {tracers[0].shape} and {t.shape} along axis {axis}",
+                             user_location())
+    if len(tracers) == 1:
+        return tracers[0]
+    return ctx.emit(T.ConcatOp, tracers, {"axis": axis})
+
+
+def stack(arrays, axis=0) -> Tracer:
+    arrays = [check_operand(a) for a in arrays]
+    shapes = {np.shape(a) for a in arrays}
+    if len(shapes) != 1:
+        raise ShapeError(f"all input arrays must have the same shape to stack, got {sorted(shapes)}",
+                         user_location())
+    ctx = context_of(arrays)
+    ndim = len(shapes.pop()) + 1
+    axis = normalize_axis(axis, ndim)
+    target = np.result_type(*(promotion_sample(a) for a in arrays))
+    return concatenate([expand_dims(lift(ctx, a, target), axis) for a in arrays], axis)
+
+
+def where(condition, x, y) -> Tracer:
+    operands = [check_operand(v) for v in (condition, x, y)]
+    ctx = context_of(operands)
+    cond = operands[0]
+    # numpy's where tests truthiness, which is exactly a cast to bool.
+    cond = cast(cond, np.bool_) if isinstance(cond, Tracer) else lift(ctx, np.asarray(cond).astype(bool), np.bool_)
+    target = check_dtype(np.result_type(*(promotion_sample(v) for v in operands[1:])), "np.where")
+    return elementwise(T.SelectOp, [cond, operands[1], operands[2]], [np.bool_, target, target])
+
+
+def full_like(x, fill_value, dtype=None) -> Tracer:
+    x = as_tracer(x)
+    dtype = check_dtype(dtype or x.dtype, "the fill dtype")
+    return broadcast_to(lift(x.ctx, fill_value, dtype), x.shape)
+
+
+def conv2d(x, w, stride=1, padding=0) -> Tracer:
+    ctx = context_of((x, w))
+    x, w = check_operand(x), check_operand(w)
+    dtype = np.result_type(promotion_sample(x), promotion_sample(w))
+    x, w = lift(ctx, x, dtype), lift(ctx, w, dtype)
+    pair = lambda v: (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(e) for e in v)  # noqa: E731
+    return ctx.emit(T.Conv2DOp, [x, w], {"stride": pair(stride), "padding": pair(padding)})
