@@ -1,0 +1,169 @@
+"""The op table: every traced numpy operation with sample inputs.
+
+Shapes are awkward on purpose (1, primes, broadcasting on every side) and
+dtypes cover float32/float64/int32/int64/bool where numpy allows them. The
+same table drives interpreter-vs-numpy tests and IR round trips now, and the
+compiled and gradient tests later.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import kiln
+
+_rng = np.random.default_rng(20261129)
+
+
+def floats(*shape, dtype=np.float32):
+    return _rng.standard_normal(shape).astype(dtype)
+
+
+def positive(*shape, dtype=np.float64):
+    return (_rng.random(shape) + 0.5).astype(dtype)
+
+
+def ints(*shape, dtype=np.int32, low=-20, high=20):
+    return _rng.integers(low, high, shape).astype(dtype)
+
+
+def bools(*shape):
+    return _rng.random(shape) < 0.5
+
+
+@dataclass
+class OpCase:
+    name: str
+    fn: object
+    args: tuple
+
+    def __repr__(self):
+        return self.name
+
+
+CAPTURED = floats(1, 13)
+
+
+def _captured_constant(x):
+    return x * CAPTURED
+
+
+CASES = [
+    # elementwise arithmetic, with numpy's broadcasting and promotion
+    OpCase("add_broadcast_rhs", lambda x, y: x + y, (floats(7, 13), floats(13))),
+    OpCase("add_broadcast_both", lambda x, y: x + y, (floats(7, 1), floats(1, 13))),
+    OpCase("add_weak_scalar", lambda x: x + 2.5, (floats(3, 5),)),
+    OpCase("add_int_widen", lambda x, y: x + y, (ints(5), ints(1, dtype=np.int64))),
+    OpCase("add_bool_is_or", lambda x, y: x + y, (bools(4, 3), bools(3))),
+    OpCase("add_int_float_scalar", lambda x: x + 0.5, (ints(2, 3),)),
+    OpCase("add_f32_i32_to_f64", lambda x, y: x + y, (floats(3,), ints(3))),
+    OpCase("sub", lambda x, y: x - y, (floats(1, 7, dtype=np.float64), floats(5, 1, dtype=np.float64))),
+    OpCase("rsub_scalar", lambda x: 1 - x, (ints(6, dtype=np.int64),)),
+    OpCase("mul", lambda x, y: x * y, (ints(3, 7), ints(7))),
+    OpCase("mul_bool_is_and", lambda x, y: x * y, (bools(5), bools(5))),
+    OpCase("div", lambda x, y: x / y, (floats(7, 3), positive(3, dtype=np.float32))),
+    OpCase("div_int_to_float", lambda x, y: x / y, (ints(11), ints(11, low=1, high=9))),
+    OpCase("maximum", np.maximum, (floats(13, 1), floats(2, 1, 5))),
+    OpCase("minimum", np.minimum, (ints(4, 3, dtype=np.int64), ints(3, dtype=np.int64))),
+    OpCase("maximum_bool", np.maximum, (bools(3), bools(3))),
+    OpCase("pow", lambda x, y: x ** y, (positive(7), floats(7, dtype=np.float64))),
+    OpCase("pow_int", lambda x: x ** 2, (ints(5, 2),)),
+    OpCase("square", np.square, (floats(3, 3),)),
+    OpCase("reciprocal", np.reciprocal, (positive(5, dtype=np.float32),)),
+    # elementwise unary
+    OpCase("neg", lambda x: -x, (floats(7),)),
+    OpCase("neg_int", np.negative, (ints(1, 5, dtype=np.int64),)),
+    OpCase("abs", abs, (floats(2, 13),)),
+    OpCase("abs_int", np.abs, (ints(3),)),
+    OpCase("exp", np.exp, (floats(5, 1),)),
+    OpCase("exp_int_to_f64", np.exp, (ints(4, low=-3, high=3),)),
+    OpCase("log", np.log, (positive(13),)),
+    OpCase("sqrt", np.sqrt, (positive(2, 7, dtype=np.float32),)),
+    OpCase("tanh", np.tanh, (floats(11),)),
+    OpCase("sin", np.sin, (floats(3, 1, 2, dtype=np.float64),)),
+    OpCase("cos", np.cos, (floats(1),)),
+    OpCase("positive", lambda x: +x, (floats(3),)),
+    # comparisons and logic
+    OpCase("eq", lambda x, y: x == y, (ints(13), ints(13, low=-2, high=2))),
+    OpCase("ne", lambda x, y: x != y, (bools(3, 1), bools(4))),
+    OpCase("lt", lambda x, y: x < y, (floats(7, 1), floats(5))),
+    OpCase("le_scalar", lambda x: x <= 0.25, (floats(7, dtype=np.float64),)),
+    OpCase("gt_int_float", lambda x, y: x > y, (ints(3, 5), floats(5))),
+    OpCase("ge", np.greater_equal, (ints(2, 2, dtype=np.int64), ints(2, 2, dtype=np.int64))),
+    OpCase("logical_and", np.logical_and, (bools(5, 3), bools(3))),
+    OpCase("logical_or_of_floats", np.logical_or, (floats(4), floats(4))),
+    OpCase("logical_not", np.logical_not, (bools(6),)),
+    OpCase("logical_xor", np.logical_xor, (bools(2, 2), bools(2, 1))),
+    OpCase("bool_operators", lambda a, b: (a & b) | ~a, (bools(7), bools(7))),
+    OpCase("where", lambda c, x: np.where(c, x, 0.0), (bools(5, 1), floats(5, 4))),
+    OpCase("where_int_condition", lambda c, x, y: np.where(c, x, y), (ints(3), ints(3, dtype=np.int64), floats(1))),
+    OpCase("clip", lambda x: np.clip(x, -0.5, 0.5), (floats(13),)),
+    # casts
+    OpCase("astype_f32_i32", lambda x: (x * 10).astype(np.int32), (floats(7),)),
+    OpCase("astype_i64_f32", lambda x: x.astype(np.float32), (ints(3, 2, dtype=np.int64),)),
+    OpCase("astype_bool_f64", lambda x: x.astype(np.float64), (bools(5),)),
+    OpCase("astype_f64_bool", lambda x: x.astype(bool), (np.array([0.0, -0.0, 1.5, np.nan, -2.0]),)),
+    # reductions
+    OpCase("sum_all", np.sum, (floats(7, 13),)),
+    OpCase("sum_axis_keepdims", lambda x: x.sum(axis=1, keepdims=True), (floats(5, 3, dtype=np.float64),)),
+    OpCase("sum_axes_3d", lambda x: np.sum(x, axis=(0, 2)), (floats(2, 3, 5),)),
+    OpCase("sum_negative_axis", lambda x: x.sum(axis=-1), (floats(3, 1),)),
+    OpCase("sum_int32_widens", np.sum, (ints(7),)),
+    OpCase("sum_bool_counts", lambda x: x.sum(axis=0), (bools(13, 2),)),
+    OpCase("sum_dtype", lambda x: np.sum(x, dtype=np.float64), (floats(9),)),
+    OpCase("max", lambda x: x.max(axis=0), (floats(7, 3),)),
+    OpCase("max_bool", np.max, (bools(4),)),
+    OpCase("min_int", lambda x: np.min(x, axis=1, keepdims=True), (ints(3, 5, dtype=np.int64),)),
+    OpCase("amax_all", np.amax, (floats(1, 1),)),
+    OpCase("add_reduce", np.add.reduce, (floats(3, 2),)),
+    OpCase("mean", lambda x: x.mean(axis=0), (floats(7, 3),)),
+    OpCase("mean_int", np.mean, (ints(5),)),
+    OpCase("var", lambda x: np.var(x, axis=1), (floats(3, 13, dtype=np.float64),)),
+    OpCase("std_ddof", lambda x: x.std(ddof=1), (floats(11, dtype=np.float64),)),
+    # linear algebra
+    OpCase("matmul", lambda a, b: a @ b, (floats(7, 13), floats(13, 1))),
+    OpCase("matmul_vec_mat", np.matmul, (floats(5), floats(5, 3))),
+    OpCase("matmul_mat_vec", lambda a, b: a @ b, (floats(2, 5), floats(5))),
+    OpCase("matmul_vec_vec", lambda a, b: a @ b, (floats(7, dtype=np.float64), floats(7, dtype=np.float64))),
+    OpCase("matmul_batched_broadcast", lambda a, b: a @ b, (floats(2, 1, 3, 5), floats(4, 5, 2))),
+    OpCase("matmul_int", lambda a, b: a @ b, (ints(3, 4), ints(4, 2))),
+    OpCase("matmul_mixed_promotes", lambda a, b: a @ b, (floats(3, 4), floats(4, 2, dtype=np.float64))),
+    OpCase("dot", np.dot, (floats(3, 4), floats(4, 5))),
+    OpCase("conv2d", lambda x, w: kiln.conv2d(x, w, stride=2, padding=1), (floats(2, 3, 7, 5), floats(4, 3, 3, 2))),
+    OpCase("conv2d_1x1", kiln.conv2d, (floats(1, 2, 3, 3, dtype=np.float64), floats(5, 2, 1, 1, dtype=np.float64))),
+    # layout
+    OpCase("reshape", lambda x: x.reshape(13, -1), (floats(7, 13),)),
+    OpCase("reshape_to_scalar", lambda x: np.reshape(x, ()), (floats(1, 1),)),
+    OpCase("transpose", np.transpose, (floats(2, 3, 5),)),
+    OpCase("transpose_perm", lambda x: x.transpose(1, 2, 0), (ints(2, 3, 5),)),
+    OpCase("T", lambda x: x.T, (floats(7, 1),)),
+    OpCase("swapaxes", lambda x: np.swapaxes(x, 0, -1), (floats(3, 1, 2),)),
+    OpCase("moveaxis", lambda x: np.moveaxis(x, 0, -1), (floats(3, 2, 5),)),
+    OpCase("expand_dims", lambda x: np.expand_dims(x, (0, 2)), (floats(3, 5),)),
+    OpCase("squeeze", np.squeeze, (floats(1, 7, 1),)),
+    OpCase("ravel", np.ravel, (bools(3, 5),)),
+    OpCase("broadcast_to", lambda x: np.broadcast_to(x, (2, 7, 3)), (floats(7, 1),)),
+    OpCase("slice_steps", lambda x: x[1:6:2, ::-1], (floats(7, 13),)),
+    OpCase("slice_int_index", lambda x: x[3], (floats(7, 13),)),
+    OpCase("slice_negative", lambda x: x[-1, 2:], (ints(5, 7),)),
+    OpCase("slice_ellipsis_newaxis", lambda x: x[..., None, 1], (floats(2, 3, 5),)),
+    OpCase("slice_reverse_step3", lambda x: x[::-3], (floats(13, dtype=np.float64),)),
+    OpCase("slice_empty", lambda x: x[5:2], (floats(7),)),
+    OpCase("concat", lambda x, y: np.concatenate([x, y], axis=1), (floats(3, 2), floats(3, 5))),
+    OpCase("concat_promotes", lambda x, y: np.concatenate([x, y]), (ints(3), floats(2, dtype=np.float64))),
+    OpCase("stack", lambda x, y: np.stack([x, y], axis=-1), (floats(7), floats(7))),
+    # constants
+    OpCase("captured_constant", _captured_constant, (floats(7, 13),)),
+    OpCase("numpy_scalar_is_strong", lambda x: x * np.float64(2.0), (floats(3),)),
+    OpCase("zeros_like", lambda x: x + np.zeros_like(x), (floats(3),)),
+    OpCase("ones_like_dtype", lambda x: np.ones_like(x, dtype=np.int32), (floats(2, 2),)),
+    OpCase("full_like", lambda x: np.full_like(x, 7), (ints(5, dtype=np.int64),)),
+    # kiln's helpers
+    OpCase("relu", kiln.relu, (floats(7, 13),)),
+    OpCase("sigmoid", kiln.sigmoid, (floats(13, dtype=np.float64) * 40,)),
+    OpCase("softmax", kiln.softmax, (floats(3, 13),)),
+    OpCase("softmax_axis0", lambda x: kiln.softmax(x, axis=0), (floats(5, 2, dtype=np.float64),)),
+    OpCase("logsumexp", lambda x: kiln.logsumexp(x, axis=1), (floats(7, 5),)),
+    OpCase("logsumexp_all_keepdims", lambda x: kiln.logsumexp(x, keepdims=True), (floats(2, 3, dtype=np.float64),)),
+]

@@ -1,0 +1,191 @@
+"""Every error a user can cause: a Python exception that names the problem and,
+at trace time, points at the user's line (marked below with `# error:`)."""
+import re
+
+import numpy as np
+import pytest
+
+import kiln
+
+x32 = np.ones((3, 4), np.float32)
+
+
+def line_of(tag: str) -> int:
+    with open(__file__) as f:
+        for number, line in enumerate(f, 1):
+            if line.rstrip().endswith(f"# error: {tag}"):
+                return number
+    raise AssertionError(f"no line tagged {tag}")
+
+
+def raises_at(exc_type, tag, match, fn, *args):
+    with pytest.raises(exc_type, match=match) as info:
+        fn(*args)
+    message = str(info.value)
+    assert re.search(rf"test_errors\.py:{line_of(tag)}: ", message), message
+    assert f"# error: {tag}" in message, "the message quotes the user's source line"
+    return info.value
+
+
+def test_shapes_that_do_not_broadcast():
+    def f(x, b):
+        return x + b  # error: broadcast
+    raises_at(kiln.ShapeError, "broadcast", r"shapes \(3, 4\) and \(5,\) do not broadcast",
+              kiln.compile(f), x32, np.ones(5, np.float32))
+
+
+def test_matmul_dimension_mismatch():
+    def f(a, b):
+        return a @ b  # error: matmul
+    raises_at(kiln.ShapeError, "matmul", r"matmul: contracted dimensions differ: \(3, 4\) @ \(3, 4\) \(4 != 3\)",
+              kiln.compile(f), x32, x32)
+
+
+def test_reshape_to_a_different_size():
+    def f(x):
+        return x.reshape(5, 3)  # error: reshape
+    raises_at(kiln.ShapeError, "reshape", r"cannot reshape an array of size 12 \(shape \(3, 4\)\) into shape \(5, 3\)",
+              kiln.compile(f), x32)
+
+
+@pytest.mark.parametrize("tag", ["axis-sum", "axis-transpose", "axis-concat"])
+def test_axis_out_of_range(tag):
+    def f(x):
+        if tag == "axis-sum":
+            return x.sum(axis=2)  # error: axis-sum
+        if tag == "axis-transpose":
+            return np.transpose(x, (0, 3))  # error: axis-transpose
+        return np.concatenate([x, x], axis=-3)  # error: axis-concat
+    raises_at(kiln.ShapeError, tag, r"axis -?\d is out of range for an array of rank 2", kiln.compile(f), x32)
+
+
+def test_unsupported_numpy_function_is_named():
+    def f(x):
+        return np.cumsum(x)  # error: cumsum
+    raises_at(kiln.UnsupportedError, "cumsum", r"np\.cumsum is not supported", kiln.compile(f), x32)
+
+
+def test_unsupported_ufunc_is_named():
+    def f(x):
+        return np.arctan2(x, x)  # error: arctan2
+    raises_at(kiln.UnsupportedError, "arctan2", r"np\.arctan2 is not supported", kiln.compile(f), x32)
+
+
+def test_python_if_on_a_traced_value_says_to_use_where():
+    def f(x):
+        if x.sum() > 0:  # error: if
+            return x
+        return -x
+    raises_at(kiln.TracerBoolError, "if", r"choose between values with np\.where", kiln.compile(f), x32)
+
+
+def test_python_while_and_bool_are_refused_too():
+    def g(x):
+        while x.max() > 1:  # error: while
+            x = x / 2
+        return x
+    raises_at(kiln.TracerBoolError, "while", "truth value", kiln.compile(g), x32)
+
+    def h(x):
+        return bool(x[0, 0])  # error: bool
+    raises_at(kiln.TracerBoolError, "bool", "truth value", kiln.compile(h), x32)
+
+
+def test_converting_a_traced_value_to_a_concrete_one():
+    def f(x):
+        return float(x.sum())  # error: float
+    raises_at(kiln.TracerConversionError, "float", "Python float", kiln.compile(f), x32)
+
+
+def test_item_assignment_suggests_an_alternative():
+    def f(x):
+        x[0] = 1  # error: setitem
+        return x
+    raises_at(kiln.TracerConversionError, "setitem", "immutable", kiln.compile(f), x32)
+
+
+def test_advanced_indexing_is_refused():
+    def f(x):
+        return x[np.array([0, 2])]  # error: fancy
+    raises_at(kiln.UnsupportedError, "fancy", "advanced indexing", kiln.compile(f), x32)
+
+
+def test_index_out_of_bounds():
+    def f(x):
+        return x[3]  # error: index
+    raises_at(IndexError, "index", "index 3 is out of bounds for axis 0 with size 3", kiln.compile(f), x32)
+
+
+def test_function_that_computes_in_an_unsupported_dtype():
+    def f(m):
+        return np.exp(m)  # error: float16
+    raises_at(kiln.DTypeError, "float16", "computes in float16", kiln.compile(f), np.ones(3, bool))
+
+
+def test_python_int_that_does_not_fit_the_array_dtype():
+    def f(x):
+        return x + 2**40  # error: overflow
+    raises_at(kiln.DTypeError, "overflow", "does not fit in int32", kiln.compile(f), np.ones(3, np.int32))
+
+
+def test_ufunc_out_argument_is_refused():
+    def f(x):
+        return np.add(x, 1, out=x)  # error: out
+    raises_at(kiln.UnsupportedError, "out", "out=", kiln.compile(f), x32)
+
+
+def test_a_traced_value_that_escapes_its_trace():
+    leaked = []
+
+    def keep(x):
+        leaked.append(x)
+        return x
+
+    def use(x):
+        return x + leaked[0]  # error: leak
+    kiln.compile(keep)(x32)
+    raises_at(kiln.KilnError, "leak", "escaped the function that made it", kiln.compile(use), x32)
+
+
+@pytest.mark.parametrize("argument, match", [
+    ("a string", r"argument 'x' is a str; compiled functions take numpy arrays"),
+    ({1, 2}, r"argument 'x' is a set"),
+    (object(), r"argument 'x' is a object"),
+    ({"w": [np.ones(2), "oops"]}, r"argument 'x\['w'\]\[1\]' is a str"),
+])
+def test_arguments_that_are_not_arrays_scalars_or_containers(argument, match):
+    with pytest.raises(kiln.ArgumentError, match=match):
+        kiln.compile(lambda x: x)(argument)
+
+
+@pytest.mark.parametrize("array, name", [(np.ones(3, np.float16), "float16"), (np.ones(2, np.complex64), "complex64"),
+                                         (np.ones(2, np.uint8), "uint8")])
+def test_unsupported_argument_dtypes(array, name):
+    with pytest.raises(kiln.DTypeError, match=f"argument 'x' has dtype {name}, which kiln does not support"):
+        kiln.compile(lambda x: x)(array)
+
+
+def test_wrong_number_of_arguments():
+    with pytest.raises(kiln.ArgumentError, match="missing a required argument: 'y'"):
+        kiln.compile(lambda x, y: x)(x32)
+
+
+def test_specs_are_for_lower_not_for_calls():
+    with pytest.raises(kiln.ArgumentError, match="specs are for .lower"):
+        kiln.compile(lambda x: x)(kiln.f32[3])
+
+
+def test_out_must_match_the_results():
+    f = kiln.compile(lambda x: x * 2)
+    with pytest.raises(kiln.ArgumentError, match=r"out= leaf #0 is float64\[3, 4\], the result is float32\[3, 4\]"):
+        f(x32, out=np.empty((3, 4)))
+    with pytest.raises(kiln.ArgumentError, match="same structure"):
+        f(x32, out=(np.empty((3, 4), np.float32),))
+
+
+def test_unknown_stage_and_target():
+    lowered = kiln.compile(lambda x: x).lower(kiln.f32[2])
+    with pytest.raises(kiln.StageError, match="no stage 'affine' .*not built yet"):
+        lowered.text("affine")
+    with pytest.raises(kiln.KilnError, match="unknown target 'tpu'"):
+        kiln.compile(lambda x: x, target="tpu")

@@ -1,0 +1,22 @@
+"""The examples run as users run them, and agree with numpy."""
+import runpy
+import subprocess
+import sys
+
+import pytest
+
+ROOT = __file__.rsplit("/tests/", 1)[0]
+
+
+@pytest.mark.parametrize("name", ["layernorm", "attention"])
+def test_example_agrees_with_numpy(name, capsys):
+    runpy.run_path(f"{ROOT}/examples/{name}.py", run_name="__main__")
+    out = capsys.readouterr().out
+    error = float(out.rsplit("=", 1)[1])
+    assert error < 1e-5, out
+
+
+def test_main_example_prints_its_ir():
+    result = subprocess.run([sys.executable, f"{ROOT}/examples/mlp.py"], capture_output=True, text=True, check=True)
+    assert "max |kiln - numpy| = " in result.stdout
+    assert "func.func @predict(" in result.stdout and "tensor.reduce_max" in result.stdout

@@ -1,0 +1,189 @@
+"""Tracing: pytrees, scalars, constants, methods, caching, specs and dumps."""
+import collections
+import inspect
+import os
+import re
+
+import numpy as np
+import pytest
+
+import kiln
+
+rng = np.random.default_rng(7)
+
+
+def test_dict_of_parameters_model():
+    def mlp(params, x):
+        h = np.tanh(x @ params["w1"] + params["b1"])
+        return h @ params["w2"] + params["b2"]
+    params = {"w2": rng.standard_normal((5, 3)), "w1": rng.standard_normal((7, 5)),
+              "b1": rng.standard_normal(5), "b2": rng.standard_normal(3)}
+    x = rng.standard_normal((11, 7))
+    np.testing.assert_allclose(kiln.compile(mlp)(params, x), mlp(params, x), rtol=1e-12)
+    text = kiln.compile(mlp).lower(params, x).text()
+    # leaves are named after their path, dict keys in sorted order
+    assert "func.func @mlp(%params_b1: tensor<5xf64>, %params_b2: tensor<3xf64>, %params_w1: tensor<7x5xf64>, " \
+           "%params_w2: tensor<5x3xf64>, %x: tensor<11x7xf64>)" in text
+
+
+def test_nested_containers_in_and_out():
+    Pair = collections.namedtuple("Pair", "first second")
+
+    @kiln.compile
+    def f(pair, items):
+        return {"sum": pair.first + pair.second, "list": [items[0] * 2, (items[1], None)]}
+    a, b = np.ones(3), np.arange(3.0)
+    out = f(Pair(a, b), [np.float32(1.5), np.int64(4)])
+    np.testing.assert_array_equal(out["sum"], a + b)
+    assert out["list"][0] == 3.0 and out["list"][0].dtype == np.float32
+    assert out["list"][1][0] == 4 and out["list"][1][1] is None
+
+
+def test_python_scalar_arguments_are_weak_like_in_numpy():
+    @kiln.compile
+    def scale(x, factor):
+        return x * factor
+    x = np.ones(4, np.float32)
+    result = scale(x, 0.5)
+    assert result.dtype == np.float32  # as numpy: float32 array * Python float stays float32
+    np.testing.assert_array_equal(result, x * 0.5)
+    assert scale(np.ones(2, np.int32), 3).dtype == np.int32
+    assert scale(np.ones(2, np.int32), 0.5).dtype == np.float64
+    assert scale(2.0, 3) == 6.0 and isinstance(scale(2.0, 3), np.float64)
+
+
+def test_zero_dimensional_results_are_numpy_scalars():
+    result = kiln.compile(lambda x: x.sum())(np.arange(5.0))
+    assert isinstance(result, np.float64) and result == 10.0
+
+
+def test_captured_arrays_become_constants_at_trace_time():
+    table = np.array([1.0, 2.0, 3.0])
+
+    @kiln.compile
+    def f(x):
+        return x * table
+    text = f.lower(kiln.f64[3]).text()
+    assert "tensor.constant dense<[1.0, 2.0, 3.0]> : tensor<3xf64>" in text
+    first = f(np.ones(3))
+    table[:] = 0  # the trace captured the values it saw
+    np.testing.assert_array_equal(f(np.ones(3)), first)
+
+
+def test_one_trace_per_signature():
+    calls = []
+
+    @kiln.compile
+    def f(x, y):
+        calls.append(1)
+        return x + y
+    f(np.ones(3), 1.0)
+    f(np.zeros(3), 2.0)                # same shapes and dtypes: cached
+    assert len(calls) == 1
+    f(np.ones(4), 1.0)                 # new shape
+    f(np.ones(3, np.float32), 1.0)     # new dtype
+    f(np.ones(3), 1)                   # a weak int is not a weak float
+    f(np.ones(3), np.float64(1.0))     # a numpy scalar is strong
+    assert len(calls) == 5
+
+
+def test_keyword_arguments_defaults_and_static_arguments():
+    @kiln.compile(static_argnames="axis")
+    def normalize(x, axis, eps=1e-6):
+        return x / (np.sum(x, axis=axis, keepdims=True) + eps)
+    x = rng.random((3, 5)) + 0.1
+    np.testing.assert_allclose(normalize(x, axis=0), normalize.fn(x, 0), rtol=1e-12)
+    np.testing.assert_allclose(normalize(x, 1), normalize.fn(x, 1), rtol=1e-12)
+    np.testing.assert_allclose(normalize(x, 1, eps=0.5), normalize.fn(x, 1, eps=0.5), rtol=1e-12)
+    assert "%eps" not in normalize.lower(x, 1).text()   # a default is compiled in
+    assert "%eps" in normalize.lower(x, 1, eps=0.5).text()  # a passed value is traced
+
+
+def test_array_methods_and_attributes():
+    @kiln.compile
+    def f(x):
+        assert x.shape == (4, 6) and x.ndim == 2 and x.dtype == np.float32 and x.size == 24 and len(x) == 4
+        y = x.T.reshape(3, 8).transpose().astype(np.float64)
+        return (y.sum(axis=0), y.mean(), y.max(axis=1, keepdims=True), y.min(), y.var(axis=0), y.std(),
+                x.squeeze(), x[None].swapaxes(0, 1).ravel(), x.clip(0, 1), x.dot(x.T), [r for r in x[:2]])
+    x = rng.standard_normal((4, 6)).astype(np.float32)
+    got, want = f(x), f.fn(x)
+    for g, w in zip(got[:-1], want[:-1]):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+        assert np.asarray(g).dtype == np.asarray(w).dtype
+    np.testing.assert_array_equal(got[-1][1], x[1])
+
+
+def test_lower_with_specs_and_stages():
+    @kiln.compile
+    def predict(x, w, b):
+        return np.maximum(x @ w + b, 0)
+    lowered = predict.lower(kiln.f32[64, 784], kiln.f32[784, 10], kiln.f32[10])
+    assert lowered.stages == ["tensor"]
+    text = lowered.text("tensor")
+    assert text.startswith("module {\n  func.func @predict(%x: tensor<64x784xf32>, %w: tensor<784x10xf32>, "
+                           "%b: tensor<10xf32>) -> tensor<64x10xf32> {\n")
+    line = inspect.getsourcelines(predict.fn)[1] + 2
+    assert re.search(r'tensor.matmul %x, %w : \(tensor<64x784xf32>, tensor<784x10xf32>\) -> tensor<64x10xf32> '
+                     rf'loc\("[^"]*test_tracing\.py":{line}:\d+\)', text), text
+
+
+def test_specs_print_like_they_are_written():
+    assert repr(kiln.f32[64, 784]) == "kiln.f32[64, 784]"
+    assert kiln.bool_[3].dtype == np.bool_ and kiln.i64[()].shape == ()
+
+
+def test_out_writes_into_given_arrays():
+    f = kiln.compile(lambda x: (x + 1, x.sum()))
+    a, s = np.empty(3), np.empty(())
+    result = f(np.arange(3.0), out=(a, s))
+    assert result[0] is a and result[1] is s
+    np.testing.assert_array_equal(a, [1, 2, 3])
+    assert s == 3
+
+
+def test_results_never_alias_inputs_or_constants():
+    x = np.arange(3.0)
+    y = kiln.compile(lambda v: v)(x)
+    y[0] = 42
+    assert x[0] == 0
+
+
+def test_compiled_function_called_inside_another_is_inlined():
+    inner = kiln.compile(lambda v: v * 2)
+
+    @kiln.compile
+    def outer(v):
+        return inner(v) + 1
+    np.testing.assert_array_equal(outer(np.ones(2)), [3, 3])
+
+
+def test_non_contiguous_inputs_are_read_correctly():
+    x = np.arange(24.0).reshape(4, 6)[:, ::2].T
+    np.testing.assert_array_equal(kiln.compile(lambda v: v * 1.0)(x), x)
+
+
+def test_dump_dir_gets_every_new_trace(tmp_path, monkeypatch):
+    monkeypatch.setenv("KILN_DUMP_DIR", str(tmp_path))
+    f = kiln.compile(lambda v: v + 1)
+    f(np.ones(2))
+    f(np.ones(2))
+    f(np.ones(3))
+    files = sorted(os.listdir(tmp_path))
+    assert len(files) == 2 and all(name.startswith("<lambda>.") and name.endswith(".tensor.mlir") for name in files)
+    assert "tensor.add" in (tmp_path / files[0]).read_text()
+
+
+@pytest.mark.parametrize("shape", [(1,), (7, 13), (2, 1, 3)])
+def test_softmax_layernorm_losses_match_numpy(shape):
+    x = rng.standard_normal(shape)
+    labels = np.eye(shape[-1])[rng.integers(0, shape[-1], shape[:-1])]
+
+    def loss(logits, onehot):
+        return -np.mean(np.sum(onehot * (logits - kiln.logsumexp(logits, axis=-1, keepdims=True)), axis=-1))
+
+    def layernorm(v):
+        m = v.mean(axis=-1, keepdims=True)
+        return (v - m) / np.sqrt(v.var(axis=-1, keepdims=True) + 1e-5)
+    for fn, args in [(loss, (x, labels)), (layernorm, (x,)), (kiln.softmax, (x,)), (kiln.sigmoid, (x,))]:
+        np.testing.assert_allclose(kiln.compile(fn)(*args), fn(*args), rtol=1e-12, atol=1e-12)
