@@ -96,9 +96,7 @@ class ReturnOp(Operation):
         operands = parser.parse_operands()
         if operands:
             parser.expect(":")
-            types = [parser.parse_type()]
-            while parser.accept(","):
-                types.append(parser.parse_type())
+            types = parser.comma_list_until(parser.parse_type, len(operands))
             if types != [v.type for v in operands]:
                 parser.fail("func.return types do not match its operands")
         return cls(operands, {}, [])

@@ -14,7 +14,8 @@ from .builtin import ModuleOp
 from .diagnostics import ParseError
 from .ir import OP_REGISTRY, Block, Operation, Region, Value
 from .location import Location
-from .types import SCALAR_TYPES, FunctionType, TensorType
+from . import affine_expr as ax
+from .types import SCALAR_TYPES, FunctionType, MemRefType, TensorType
 
 _WS = re.compile(r"(\s|//[^\n]*)*")
 _BARE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
@@ -25,6 +26,9 @@ _SYMBOL = re.compile(r"@([A-Za-z_][A-Za-z0-9_$.]*)")
 _NUMBER = re.compile(r"[-+]?(\d+\.\d*([eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+)")
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 _DIMS = re.compile(r"((?:\d+x)*)")
+_DIVISION = re.compile(r"(floordiv|ceildiv|mod)\b")
+_DIGITS = re.compile(r"\d+")
+_HEX = re.compile(r"0x[0-9A-Fa-f]+")
 
 
 class Parser:
@@ -116,6 +120,20 @@ class Parser:
                 operands.append(self.parse_value())
         return operands
 
+    def parse_argument_name(self) -> str:
+        m = self.match(_ARG_ID)
+        if not m:
+            self.fail("expected a name like %i")
+        return m.group(0)
+
+    def comma_list_until(self, item, count: int) -> list:
+        """Exactly `count` items separated by ','."""
+        items = [item()]
+        for _ in range(count - 1):
+            self.expect(",")
+            items.append(item())
+        return items
+
     def parse_argument(self) -> tuple:
         """`%name: type`, as in function signatures and block labels."""
         m = self.match(_ARG_ID)
@@ -143,16 +161,16 @@ class Parser:
         word = m.group(0)
         if word in SCALAR_TYPES:
             return SCALAR_TYPES[word]
-        if word == "tensor":
+        if word in ("tensor", "memref"):
             self.expect("<")
             dims = _DIMS.match(self.text, self.pos)
             self.pos = dims.end()
             shape = tuple(int(d) for d in dims.group(1).split("x") if d)
             element = self.parse_type()
             if element not in SCALAR_TYPES.values():
-                self.fail("a tensor's element type must be a scalar type")
+                self.fail(f"a {word}'s element type must be a scalar type")
             self.expect(">")
-            return TensorType(shape, element)
+            return (TensorType if word == "tensor" else MemRefType)(shape, element)
         self.pos = m.start()
         self.fail(f"unknown type '{word}'")
 
@@ -204,6 +222,13 @@ class Parser:
             return tuple(values)
         if self.accept("dense<"):
             return self.parse_dense()
+        if self.peek("affine_map<"):
+            return self.parse_affine_map()
+        m = self.match(_HEX)
+        if m:
+            self.expect(":")
+            self.expect("f64")
+            return float(np.array(int(m.group(0), 16), np.uint64).view(np.float64))
         m = self.match(_NUMBER)
         if m:
             text = m.group(0)
@@ -227,17 +252,25 @@ class Parser:
 
     def parse_dense(self) -> np.ndarray:
         """The part of ``dense<...> : tensor<...>`` after ``dense<``."""
-        if self.peek('"'):
-            body = ("hex", self.parse_string())
-        else:
-            body = ("literal", self.parse_dense_literal())
-        self.expect(">")
+        body = self._dense_body()
         self.expect(":")
         start = self.pos
         type_ = self.parse_type()
         if not isinstance(type_, TensorType):
             self.pos = start
             self.fail("a dense attribute needs a tensor type")
+        return self._dense_array(body, type_)
+
+    def parse_dense_body(self, type_) -> np.ndarray:
+        """The part of ``dense<...>`` after ``dense<``, its shape and type given by `type_`."""
+        return self._dense_array(self._dense_body(), type_)
+
+    def _dense_body(self):
+        body = ("hex", self.parse_string()) if self.peek('"') else ("literal", self.parse_dense_literal())
+        self.expect(">")
+        return body
+
+    def _dense_array(self, body, type_) -> np.ndarray:
         dtype = type_.dtype
         if body[0] == "hex":
             if not body[1].startswith("0x"):
@@ -271,6 +304,67 @@ class Parser:
             self.fail("expected a number in a dense literal")
         text = m.group(0)
         return float(text) if any(c in text for c in ".eE") else int(text)
+
+    # -- affine expressions --------------------------------------------------
+    def parse_affine_expr(self, atom) -> ax.AffineExpr:
+        """``d0 * 4 + d1``-style text; `atom()` parses a dimension (``d0`` or an SSA name)
+        and returns its expression, or None if the text there is not one."""
+        expr = self._affine_term(atom)
+        while True:
+            if self.accept("+"):
+                expr = expr + self._affine_term(atom)
+            elif self.peek("-") and not self.peek("->"):
+                self.pos += 1
+                expr = expr - self._affine_term(atom)
+            else:
+                return expr
+
+    def _affine_term(self, atom) -> ax.AffineExpr:
+        expr = self._affine_factor(atom)
+        while True:
+            if self.accept("*"):
+                expr = expr * self._affine_factor(atom)
+            elif m := self.match(_DIVISION):
+                op = m.group(1)
+                divisor = self._affine_factor(atom)
+                if not isinstance(divisor, ax.Const):
+                    self.fail(f"{op} needs a constant")
+                expr = {"floordiv": ax.floordiv, "ceildiv": ax.ceildiv, "mod": ax.mod}[op](expr, divisor.value)
+            else:
+                return expr
+
+    def _affine_factor(self, atom) -> ax.AffineExpr:
+        if self.accept("("):
+            expr = self.parse_affine_expr(atom)
+            self.expect(")")
+            return expr
+        if self.peek("-"):
+            self.pos += 1
+            return self._affine_factor(atom) * -1
+        m = self.match(_DIGITS)
+        if m:
+            return ax.Const(int(m.group(0)))
+        found = atom()
+        if found is None:
+            self.fail("expected an affine expression")
+        return found
+
+    def parse_affine_map(self) -> ax.AffineMap:
+        """``affine_map<(d0, d1) -> (d0 + 1, d1)>``."""
+        self.expect("affine_map<(")
+        names = self.comma_list(lambda: self.match(_BARE_ID).group(0), ")")
+        self.expect("->")
+        self.expect("(")
+
+        def dim():
+            m = self.match(_BARE_ID)
+            if not m or m.group(0) not in names:
+                return None
+            return ax.Dim(names.index(m.group(0)))
+
+        results = self.comma_list(lambda: self.parse_affine_expr(dim), ")")
+        self.expect(">")
+        return ax.AffineMap(len(names), tuple(results))
 
     def parse_location(self):
         if not self.accept("loc("):

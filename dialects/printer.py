@@ -16,6 +16,7 @@ import re
 
 import numpy as np
 
+from .affine_expr import AffineMap
 from .ir import Block, Operation, Region, Value
 from .types import TensorType, Type, scalar_type_of
 
@@ -78,7 +79,11 @@ def format_attribute(value) -> str:
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     if isinstance(value, (float, np.floating)):
+        if not np.isfinite(value):  # MLIR writes NaN and infinities by their bits
+            return f"0x{int(np.array(value, np.float64).view(np.uint64)):016X} : f64"
         return f"{format_float(value, np.float64)} : f64"
+    if isinstance(value, AffineMap):
+        return str(value)
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, Type):

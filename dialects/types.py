@@ -105,3 +105,42 @@ class FunctionType(Type):
         if len(self.results) == 1 and not isinstance(self.results[0], FunctionType):
             return f"({ins}) -> {self.results[0]}"
         return f"({ins}) -> ({', '.join(map(str, self.results))})"
+
+
+@dataclass(frozen=True)
+class MemRefType(Type):
+    """``memref<4x8xf32>``: a buffer of static shape in row-major (identity) layout."""
+    shape: tuple
+    element: ScalarType
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+
+    def __str__(self) -> str:
+        dims = "".join(f"{d}x" for d in self.shape)
+        return f"memref<{dims}{self.element}>"
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.element.dtype
+
+    @property
+    def strides(self) -> tuple:
+        """Row-major strides in elements."""
+        strides, step = [], 1
+        for d in reversed(self.shape):
+            strides.append(step)
+            step *= d
+        return tuple(reversed(strides))
+
+
+def memref_of(t: TensorType) -> MemRefType:
+    return MemRefType(t.shape, t.element)

@@ -1,0 +1,222 @@
+"""The ``arith`` dialect: scalar arithmetic, as in upstream MLIR.
+
+    %c = arith.constant 1.0 : f32
+    %s = arith.addf %a, %c : f32
+    %p = arith.cmpf olt, %a, %b : f32
+    %w = arith.extf %a : f32 to f64
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import ClassVar
+
+import numpy as np
+
+from .ir import Operation
+from .printer import format_float
+from .types import SCALAR_TYPES, ScalarType, f32, f64, i1, index
+
+FLOATS = (f32, f64)
+INTEGERS = (SCALAR_TYPES["i32"], SCALAR_TYPES["i64"], i1, index)
+
+
+def format_scalar(value, type_: ScalarType) -> str:
+    """A constant's literal: ``1.5``, ``-3``, ``true``, or MLIR's hex form for NaN and infinities."""
+    if type_ == i1:
+        return "true" if value else "false"
+    if type_ in FLOATS:
+        if math.isfinite(value):
+            return format_float(value, type_.dtype)
+        bits = np.array(value, type_.dtype).view(np.uint32 if type_ == f32 else np.uint64)
+        return f"0x{int(bits):0{8 if type_ == f32 else 16}X}"
+    return str(int(value))
+
+
+class ConstantOp(Operation):
+    name = "arith.constant"
+    attribute_names = ("value",)
+
+    def verify(self):
+        super().verify()
+        if not isinstance(self.result.type, ScalarType):
+            raise self.error("arith.constant here takes a scalar type")
+
+    def print_custom(self, printer):
+        t = self.result.type
+        text = format_scalar(self.value, t)
+        printer.write(f"arith.constant {text}" + ("" if t == i1 else f" : {t}"))
+
+    @classmethod
+    def parse_custom(cls, parser, num_results):
+        for word, value in (("true", True), ("false", False)):
+            if parser.accept(word):
+                return cls([], {"value": value}, [i1])
+        m = parser.match(_HEX) or parser.match(_NUMBER)
+        if not m:
+            parser.fail("expected a constant")
+        parser.expect(":")
+        t = parser.parse_type()
+        text = m.group(0)
+        if text.startswith("0x"):
+            bits = np.array(int(text, 16), np.uint32 if t == f32 else np.uint64)
+            value = float(bits.view(t.dtype))
+        else:
+            value = float(text) if t in FLOATS else int(text)
+        return cls([], {"value": value}, [t])
+
+
+class _Same(Operation):
+    """Operands and result of one scalar type, printed ``arith.addf %a, %b : f32``."""
+    allowed: ClassVar[tuple] = FLOATS
+
+    def infer_result_types(self):
+        types = {v.type for v in self.operands}
+        if len(types) != 1:
+            raise self.error(f"{self.name} operands differ in type: {', '.join(sorted(map(str, types)))}")
+        t = types.pop()
+        if t not in self.allowed:
+            raise self.error(f"{self.name} does not take {t}")
+        return [t]
+
+
+def _same(class_name, op_name, arity, allowed, doc):
+    names = ("lhs", "rhs") if arity == 2 else ("operand",)
+    return type(class_name, (_Same,), {"name": op_name, "operand_names": names, "allowed": allowed,
+                                       "__doc__": doc, "__module__": __name__})
+
+
+AddFOp = _same("AddFOp", "arith.addf", 2, FLOATS, "float addition")
+SubFOp = _same("SubFOp", "arith.subf", 2, FLOATS, "float subtraction")
+MulFOp = _same("MulFOp", "arith.mulf", 2, FLOATS, "float multiplication")
+DivFOp = _same("DivFOp", "arith.divf", 2, FLOATS, "float division")
+MaximumFOp = _same("MaximumFOp", "arith.maximumf", 2, FLOATS, "IEEE maximum (NaN propagates, like np.maximum)")
+MinimumFOp = _same("MinimumFOp", "arith.minimumf", 2, FLOATS, "IEEE minimum (NaN propagates)")
+NegFOp = _same("NegFOp", "arith.negf", 1, FLOATS, "float negation")
+AddIOp = _same("AddIOp", "arith.addi", 2, INTEGERS, "wrapping integer addition")
+SubIOp = _same("SubIOp", "arith.subi", 2, INTEGERS, "wrapping integer subtraction")
+MulIOp = _same("MulIOp", "arith.muli", 2, INTEGERS, "wrapping integer multiplication")
+MaxSIOp = _same("MaxSIOp", "arith.maxsi", 2, INTEGERS, "signed maximum")
+MinSIOp = _same("MinSIOp", "arith.minsi", 2, INTEGERS, "signed minimum")
+AndIOp = _same("AndIOp", "arith.andi", 2, INTEGERS, "bitwise and (logical and on i1)")
+OrIOp = _same("OrIOp", "arith.ori", 2, INTEGERS, "bitwise or (logical or on i1)")
+XOrIOp = _same("XOrIOp", "arith.xori", 2, INTEGERS, "bitwise xor (logical not with true)")
+
+FLOAT_PREDICATES = ("oeq", "one", "olt", "ole", "ogt", "oge", "ueq", "une", "ult", "ule", "ugt", "uge", "ord", "uno")
+INT_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
+
+
+class _Compare(Operation):
+    operand_names = ("lhs", "rhs")
+    attribute_names = ("predicate",)
+    predicates: ClassVar[tuple]
+    allowed: ClassVar[tuple]
+
+    def infer_result_types(self):
+        a, b = (v.type for v in self.operands)
+        if a != b or a not in self.allowed:
+            raise self.error(f"{self.name} takes two operands of one type among {', '.join(map(str, self.allowed))}")
+        if self.attributes.get("predicate") not in self.predicates:
+            raise self.error(f"{self.name}: unknown predicate {self.attributes.get('predicate')!r}")
+        return [i1]
+
+    def print_custom(self, printer):
+        printer.write(f"{self.name} {self.predicate}, {printer.operands(self.operands)} : {self.lhs.type}")
+
+    @classmethod
+    def parse_custom(cls, parser, num_results):
+        predicate = parser.match(_WORD)
+        if not predicate:
+            parser.fail("expected a comparison predicate")
+        parser.expect(",")
+        operands = parser.parse_operands()
+        parser.expect(":")
+        parser.parse_type()
+        return cls(operands, {"predicate": predicate.group(0)})
+
+
+class CmpFOp(_Compare):
+    """Float comparison; ordered predicates are false with NaN, ``une`` is true (as numpy's !=)."""
+    name = "arith.cmpf"
+    predicates = FLOAT_PREDICATES
+    allowed = FLOATS
+
+
+class CmpIOp(_Compare):
+    name = "arith.cmpi"
+    predicates = INT_PREDICATES
+    allowed = INTEGERS
+
+
+class SelectOp(Operation):
+    name = "arith.select"
+    operand_names = ("condition", "true_value", "false_value")
+
+    def infer_result_types(self):
+        c, a, b = (v.type for v in self.operands)
+        if c != i1 or a != b:
+            raise self.error(f"arith.select takes i1 and two values of one type, got {c}, {a}, {b}")
+        return [a]
+
+    def print_custom(self, printer):
+        printer.write(f"arith.select {printer.operands(self.operands)} : {self.true_value.type}")
+
+    @classmethod
+    def parse_custom(cls, parser, num_results):
+        operands = parser.parse_operands()
+        parser.expect(":")
+        parser.parse_type()
+        return cls(operands, {})
+
+
+class _Cast(Operation):
+    """``arith.extf %a : f32 to f64``; the pair of types must be one the cast converts."""
+    operand_names = ("operand",)
+    sources: ClassVar[tuple]
+    targets: ClassVar[tuple]
+    widening: ClassVar[object] = None  # True: target wider; False: narrower; None: any
+
+    def verify(self):
+        super().verify()
+        src, dst = self.operand.type, self.result.type
+        if src not in self.sources or dst not in self.targets:
+            raise self.error(f"{self.name} cannot convert {src} to {dst}")
+        if self.widening is not None and (_bits(dst) > _bits(src)) != self.widening:
+            raise self.error(f"{self.name} cannot convert {src} to {dst}")
+
+    def print_custom(self, printer):
+        printer.write(f"{self.name} {printer.name_of(self.operand)} : {self.operand.type} to {self.result.type}")
+
+    @classmethod
+    def parse_custom(cls, parser, num_results):
+        operand = parser.parse_value()
+        parser.expect(":")
+        parser.parse_type()
+        parser.expect("to")
+        return cls([operand], {}, [parser.parse_type()])
+
+
+def _bits(t: ScalarType) -> int:
+    return {"i1": 1, "i32": 32, "i64": 64, "f32": 32, "f64": 64, "index": 64}[t.name]
+
+
+def _cast(class_name, op_name, sources, targets, widening=None):
+    return type(class_name, (_Cast,), {"name": op_name, "sources": sources, "targets": targets,
+                                       "widening": widening, "__module__": __name__})
+
+
+_INTS = (i1, SCALAR_TYPES["i32"], SCALAR_TYPES["i64"])
+ExtFOp = _cast("ExtFOp", "arith.extf", FLOATS, FLOATS, True)
+TruncFOp = _cast("TruncFOp", "arith.truncf", FLOATS, FLOATS, False)
+SIToFPOp = _cast("SIToFPOp", "arith.sitofp", _INTS, FLOATS)
+UIToFPOp = _cast("UIToFPOp", "arith.uitofp", _INTS, FLOATS)
+FPToSIOp = _cast("FPToSIOp", "arith.fptosi", FLOATS, _INTS)
+ExtSIOp = _cast("ExtSIOp", "arith.extsi", _INTS, _INTS, True)
+ExtUIOp = _cast("ExtUIOp", "arith.extui", _INTS, _INTS, True)
+TruncIOp = _cast("TruncIOp", "arith.trunci", _INTS, _INTS, False)
+
+
+
+_HEX = re.compile(r"0x[0-9A-Fa-f]+")
+_NUMBER = re.compile(r"[-+]?(\d+\.\d*([eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+)")
+_WORD = re.compile(r"[a-z]+")
