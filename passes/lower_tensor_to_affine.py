@@ -1,0 +1,270 @@
+"""Lower the ``tensor`` dialect to affine loop nests over memrefs.
+
+Each function becomes a ``func.func`` of the same name taking one memref per
+input and then one per output (destination-passing style), returning nothing.
+Every computing op becomes one loop nest (fusion comes later); broadcasts,
+transposes, slices and reshapes move no data: they become index arithmetic in
+the loads of whoever reads them (see ``View``). Before::
+
+    func.func @f(%x: tensor<3x4xf32>) -> tensor<4xf32> {
+      %0 = tensor.transpose %x {permutation = array<i64: 1, 0>} : (tensor<3x4xf32>) -> tensor<4x3xf32>
+      %1 = tensor.reduce_sum %0 {axes = array<i64: 1>, keepdims = false} : (tensor<4x3xf32>) -> tensor<4xf32>
+      func.return %1 : tensor<4xf32>
+    }
+
+After::
+
+    func.func @f(%x: memref<3x4xf32>, %out0: memref<4xf32>) {
+      affine.for %i = 0 to 4 {
+        %cst = arith.constant 0.0 : f32
+        %0 = affine.for %r = 0 to 3 iter_args(%acc0 = %cst) -> (f32) {
+          %1 = affine.load %x[%r, %i] : memref<3x4xf32>
+          %2 = arith.addf %acc0, %1 : f32
+          affine.yield %2 : f32
+        }
+        affine.store %0, %out0[%i] : memref<4xf32>
+      }
+      func.return
+    }
+"""
+from __future__ import annotations
+
+from kiln.dialects import arith as AR
+from kiln.dialects import builtin
+from kiln.dialects import func as F
+from kiln.dialects import memref as MR
+from kiln.dialects import tensor as T
+from kiln.dialects.affine_expr import Const, Dim, divide_in_range
+from kiln.dialects.types import MemRefType, memref_of
+
+from .affine_builder import AffineBuilder, View
+from .registry import register_pass
+from .scalar_rules import REDUCTION_COMBINE, SCALAR_RULES, constant, reduction_identity
+
+LOWERINGS: dict = {}
+
+
+def lowers(*op_classes):
+    def register(fn):
+        for cls in op_classes:
+            LOWERINGS[cls] = fn
+        return fn
+    return register
+
+
+@register_pass("lower-tensor-to-affine")
+def lower_tensor_to_affine(module: builtin.ModuleOp) -> builtin.ModuleOp:
+    lowered = builtin.ModuleOp.empty()
+    for function in module.body.ops:
+        FunctionLowering(function, lowered).run()
+    return lowered
+
+
+class FunctionLowering:
+    def __init__(self, function: F.FuncOp, module: builtin.ModuleOp):
+        self.source = function
+        self.module = module
+        results = function.function_type.results
+        inputs = [memref_of(a.type) for a in function.arguments]
+        outputs = [memref_of(t) for t in results]
+        names = [a.name_hint for a in function.arguments] + [f"out{k}" for k in range(len(outputs))]
+        self.function = F.FuncOp.create(function.sym_name, inputs + outputs, [], names, loc=function.loc)
+        module.body.append(self.function)
+        self.b = AffineBuilder(self.function.body)
+        self.views = {arg: View.identity(new) for arg, new in zip(function.arguments, self.function.arguments)}
+        self.outputs = self.function.arguments[len(inputs):]
+        self.allocated = []
+        self.destinations = {}  # tensor value -> the output memref its op writes straight into
+
+    def run(self) -> None:
+        ret = self.source.body.ops[-1]
+        copies = []
+        for k, value in enumerate(ret.operands):
+            producer = getattr(value, "op", None)
+            writes_memory = producer is not None and LOWERINGS.get(type(producer)) not in VIEW_LOWERINGS
+            if writes_memory and value not in self.destinations:
+                self.destinations[value] = self.outputs[k]
+            else:
+                copies.append(k)
+        for op in self.source.body.ops[:-1]:
+            lowering = LOWERINGS.get(type(op))
+            if lowering is None:
+                raise op.error(f"no lowering from {op.name} to the affine dialect")
+            lowering(self, op)
+        for k in copies:
+            value = ret.operands[k]
+            self.copy(self.views[value], self.outputs[k], value.type.shape)
+        for buffer in self.allocated:
+            self.b.emit(MR.DeallocOp, [buffer], {})
+        self.b.emit(F.ReturnOp, [], {})
+
+    # -- helpers ----------------------------------------------------------------------
+    def destination(self, value):
+        """The memref `value` is computed into: an output, or a new buffer."""
+        if value in self.destinations:
+            buffer = self.destinations[value]
+        else:
+            buffer = self.b.op(MR.AllocOp, result_type=memref_of(value.type))
+            self.allocated.append(buffer)
+        self.views[value] = View.identity(buffer)
+        return buffer
+
+    def copy(self, view: View, buffer, shape) -> None:
+        with self.b.loops(shape) as ivs:
+            dims = [Dim(k) for k in range(len(shape))]
+            self.b.store(self.b.load(view, dims, ivs), buffer, dims, ivs)
+
+    def global_constant(self, array) -> View:
+        name = f"cst_{sum(isinstance(op, MR.GlobalOp) for op in self.module.body.ops)}"
+        t = MemRefType(array.shape, T.tensor_type(array.shape, array.dtype).element)
+        self.module.body.ops.insert(0, MR.GlobalOp([], {"sym_name": name, "type": t, "initial_value": array}))
+        self.module.body.ops[0].parent = self.module.body
+        return View.identity(self.b.op(MR.GetGlobalOp, result_type=t, name=name))
+
+
+# -- computing ops ------------------------------------------------------------------------
+@lowers(*SCALAR_RULES)
+def lower_elementwise(L: FunctionLowering, op) -> None:
+    shape = op.result.type.shape
+    element = op.operands[0].type.element
+    out = L.destination(op.result)
+    with L.b.loops(shape) as ivs:
+        dims = [Dim(k) for k in range(len(shape))]
+        scalars = [L.b.load(L.views[v], dims, ivs) for v in op.operands]
+        L.b.store(SCALAR_RULES[type(op)](L.b, op, element, *scalars), out, dims, ivs)
+
+
+@lowers(T.ReduceSumOp, T.ReduceMaxOp, T.ReduceMinOp)
+def lower_reduction(L: FunctionLowering, op) -> None:
+    source, axes = op.operand.type, op.axes
+    element = source.element
+    out = L.destination(op.result)
+    shape = op.result.type.shape
+    with L.b.loops(shape) as outer:
+        kept = iter(range(len(shape)))
+        if op.keepdims:
+            index = [None if a in axes else Dim(a) for a in range(source.rank)]
+        else:
+            index = [None if a in axes else Dim(next(kept)) for a in range(source.rank)]
+        init = constant(L.b, reduction_identity(type(op), element), element)
+        combine = REDUCTION_COMBINE[type(op)]
+
+        def step(rivs, accs):
+            reduced = iter(range(len(shape), len(shape) + len(axes)))
+            logical = [Dim(next(reduced)) if e is None else e for e in index]
+            value = L.b.load(L.views[op.operand], logical, outer + rivs)
+            return [combine(L.b, op, element, accs[0], value)]
+
+        (total,) = L.b.reduction([source.shape[a] for a in axes], [init], step)
+        L.b.store(total, out, [Dim(k) for k in range(len(shape))], outer)
+
+
+@lowers(T.MatmulOp)
+def lower_matmul(L: FunctionLowering, op) -> None:
+    shape, element = op.result.type.shape, op.result.type.element
+    batch, k_extent = len(shape) - 2, op.lhs.type.shape[-1]
+    out = L.destination(op.result)
+    with L.b.loops(shape) as outer:
+        init = constant(L.b, reduction_identity(T.ReduceSumOp, element), element)
+        b_dims, m, n, k = [Dim(d) for d in range(batch)], Dim(batch), Dim(batch + 1), Dim(batch + 2)
+
+        def step(rivs, accs):
+            a = L.b.load(L.views[op.lhs], b_dims + [m, k], outer + rivs)
+            b = L.b.load(L.views[op.rhs], b_dims + [k, n], outer + rivs)
+            product = SCALAR_RULES[T.MulOp](L.b, op, element, a, b)
+            return [SCALAR_RULES[T.AddOp](L.b, op, element, accs[0], product)]
+
+        (total,) = L.b.reduction([k_extent], [init], step)
+        L.b.store(total, out, [Dim(d) for d in range(len(shape))], outer)
+
+
+@lowers(T.Conv2DOp)
+def lower_conv2d(L: FunctionLowering, op) -> None:
+    (sh, sw), (ph, pw) = op.stride, op.padding
+    x_type, w_type = op.input.type, op.weight.type
+    element = x_type.element
+    source = L.views[op.input]
+    if ph or pw:  # zero-pad into a scratch buffer so the kernel below needs no bounds tests
+        n, c, h, w = x_type.shape
+        padded_type = MemRefType((n, c, h + 2 * ph, w + 2 * pw), element)
+        padded = L.b.op(MR.AllocOp, result_type=padded_type)
+        L.allocated.append(padded)
+        with L.b.loops(padded_type.shape) as ivs:
+            L.b.store(constant(L.b, 0, element), padded, [Dim(d) for d in range(4)], ivs)
+        with L.b.loops(x_type.shape) as ivs:
+            value = L.b.load(source, [Dim(d) for d in range(4)], ivs)
+            L.b.store(value, padded, [Dim(0), Dim(1), Dim(2) + ph, Dim(3) + pw], ivs)
+        source = View.identity(padded)
+    out = L.destination(op.result)
+    shape = op.result.type.shape
+    with L.b.loops(shape) as outer:
+        init = constant(L.b, reduction_identity(T.ReduceSumOp, element), element)
+        bn, f, oh, ow, c, kh, kw = (Dim(d) for d in range(7))
+
+        def step(rivs, accs):
+            x = L.b.load(source, [bn, c, oh * sh + kh, ow * sw + kw], outer + rivs)
+            w = L.b.load(L.views[op.weight], [f, c, kh, kw], outer + rivs)
+            product = SCALAR_RULES[T.MulOp](L.b, op, element, x, w)
+            return [SCALAR_RULES[T.AddOp](L.b, op, element, accs[0], product)]
+
+        (total,) = L.b.reduction(list(w_type.shape[1:]), [init], step)
+        L.b.store(total, out, [Dim(d) for d in range(4)], outer)
+
+
+@lowers(T.ConcatOp)
+def lower_concat(L: FunctionLowering, op) -> None:
+    out, axis, offset = L.destination(op.result), op.axis, 0
+    for value in op.operands:
+        shape = value.type.shape
+        with L.b.loops(shape) as ivs:
+            dims = [Dim(d) for d in range(len(shape))]
+            target = [d + offset if k == axis else d for k, d in enumerate(dims)]
+            L.b.store(L.b.load(L.views[value], dims, ivs), out, target, ivs)
+        offset += shape[axis]
+
+
+@lowers(T.ConstantOp)
+def lower_constant(L: FunctionLowering, op) -> None:
+    L.views[op.result] = L.global_constant(op.value)
+
+
+# -- views: index arithmetic, no code ---------------------------------------------------------
+@lowers(T.BroadcastToOp)
+def lower_broadcast_to(L: FunctionLowering, op) -> None:
+    src, dst = op.operand.type.shape, op.result.type.shape
+    lead = len(dst) - len(src)
+    exprs = [Dim(lead + k) if s == dst[lead + k] else Const(0) for k, s in enumerate(src)]
+    L.views[op.result] = L.views[op.operand].through(exprs)
+
+
+@lowers(T.TransposeOp)
+def lower_transpose(L: FunctionLowering, op) -> None:
+    perm = op.permutation
+    L.views[op.result] = L.views[op.operand].through([Dim(perm.index(k)) for k in range(len(perm))])
+
+
+@lowers(T.SliceOp)
+def lower_slice(L: FunctionLowering, op) -> None:
+    exprs = [Dim(k) * s + a for k, (a, s) in enumerate(zip(op.start, op.step))]
+    L.views[op.result] = L.views[op.operand].through(exprs)
+
+
+@lowers(T.ReshapeOp)
+def lower_reshape(L: FunctionLowering, op) -> None:
+    src, dst = op.operand.type, op.result.type
+    linear = Const(0)
+    for k, stride in enumerate(MemRefType(dst.shape, dst.element).strides):
+        if dst.shape[k] != 1:
+            linear = linear + Dim(k) * stride
+    exprs = []
+    for size, stride in zip(src.shape, MemRefType(src.shape, src.element).strides):
+        if size == 1:
+            exprs.append(Const(0))
+            continue
+        quotient, _ = divide_in_range(linear, stride, dst.shape)
+        _, index = divide_in_range(quotient, size, dst.shape)
+        exprs.append(index)
+    L.views[op.result] = L.views[op.operand].through(exprs)
+
+
+VIEW_LOWERINGS = (lower_broadcast_to, lower_transpose, lower_slice, lower_reshape, lower_constant)

@@ -1,0 +1,29 @@
+"""Passes by name. A pass is a function from module to module; the driver
+runs a list of them, verifying after each."""
+from __future__ import annotations
+
+from kiln.dialects import verify
+
+PASSES: dict = {}
+
+
+def register_pass(name: str):
+    def register(fn):
+        if name in PASSES:
+            raise ValueError(f"pass {name!r} is registered twice")
+        PASSES[name] = fn
+        fn.pass_name = name
+        return fn
+    return register
+
+
+def run_passes(module, names, after_each=None):
+    """Run the named passes in order; `after_each(name, module)` sees every intermediate module."""
+    for name in names:
+        if name not in PASSES:
+            raise KeyError(f"unknown pass {name!r}; known passes: {', '.join(sorted(PASSES))}")
+        module = PASSES[name](module)
+        verify(module)
+        if after_each is not None:
+            after_each(name, module)
+    return module
