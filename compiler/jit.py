@@ -1,9 +1,9 @@
-"""``@kiln.compile``: trace once per input signature, then run.
+"""``@kiln.compile``: trace once per input signature, compile, run native code.
 
 A compiled function is specialized on the structure of its arguments and on
 each leaf's shape, dtype and weakness (Python scalars are weak, as in numpy 2);
-the trace for a signature is cached. Until native code generation exists, the
-traced ``tensor`` function runs in the reference interpreter.
+each signature is traced and compiled once. ``target="interpret"`` runs the
+traced ``tensor`` function in the reference interpreter instead.
 """
 from __future__ import annotations
 
@@ -11,45 +11,116 @@ import functools
 import hashlib
 import inspect
 import os
+import time
+from dataclasses import dataclass
 
 import numpy as np
 
-from kiln.dialects import print_ir
+from kiln.runtime.native import LoadedObject
 
 from . import pytree
 from .errors import ArgumentError, KilnError, StageError
 from .frontend import bind, leaf_spec, trace
 from .interpreter import run_function
+from .llvm_codegen import STATUS, symbol_name
+from .pipeline import STAGES, Pipeline
 from .specs import TensorSpec
 from .tracing import Tracer
 
-TARGETS = ("cpu",)
-PLANNED_STAGES = ("tensor", "optimized", "affine", "scheduled", "llvm")
+TARGETS = ("cpu", "interpret")
 
 
 class Lowered:
     """Every stage of one compiled signature, by name."""
 
-    def __init__(self, name: str, modules: dict):
-        self.name = name
-        self._modules = modules
-
-    @property
-    def stages(self) -> list:
-        return list(self._modules)
+    def __init__(self, pipeline: Pipeline, stages):
+        self.name = pipeline.name
+        self._pipeline = pipeline
+        self.stages = list(stages)
 
     def module(self, stage: str = "tensor"):
-        if stage not in self._modules:
-            later = " (it is not built yet in this version of kiln)" if stage in PLANNED_STAGES else ""
-            raise StageError(f"no stage {stage!r}{later}; this function has stages: {', '.join(self._modules)}")
-        return self._modules[stage]
+        """The IR module of an MLIR-level stage (every stage but ``llvm``)."""
+        self._check(stage)
+        if stage == "llvm":
+            raise StageError("the llvm stage is text: use .text('llvm')")
+        return self._pipeline.module(stage)
 
     def text(self, stage: str = "tensor", locations: bool = True, generic: bool = False) -> str:
-        """The IR of `stage` in MLIR syntax; `locations` adds each op's source line."""
-        return print_ir(self.module(stage), locations=locations, generic=generic)
+        """The IR of `stage`: MLIR syntax, or LLVM IR for ``llvm``; `locations` adds source lines."""
+        self._check(stage)
+        return self._pipeline.text(stage, locations, generic)
+
+    def _check(self, stage: str) -> None:
+        if stage not in self.stages:
+            raise StageError(f"no stage {stage!r}; this function has stages: {', '.join(self.stages)}")
 
     def __repr__(self) -> str:
         return f"<Lowered {self.name}: {', '.join(self.stages)}>"
+
+
+@dataclass(frozen=True)
+class Compilation:
+    """How one signature's native code was obtained."""
+    signature: str
+    from_cache: bool
+    seconds: float
+
+
+class Executable:
+    """One signature's native code, with the checks that guard it."""
+
+    def __init__(self, pipeline: Pipeline, traced):
+        started = time.perf_counter()
+        code, self.from_cache = pipeline.object_code()
+        self._object = LoadedObject(code)
+        function = traced.function
+        self.input_specs = [(a.type.shape, a.type.dtype) for a in function.arguments]
+        self.output_specs = [(t.shape, t.dtype) for t in function.function_type.results]
+        self._native = self._object.function(symbol_name(function.sym_name),
+                                             len(self.input_specs) + len(self.output_specs))
+        self.seconds = time.perf_counter() - started
+
+    def run(self, leaves, out_leaves=None) -> list:
+        inputs = [_prepare_input(leaf, shape, dtype) for leaf, (shape, dtype) in zip(leaves, self.input_specs)]
+        outputs, copy_back = [], []
+        for k, (shape, dtype) in enumerate(self.output_specs):
+            target = None if out_leaves is None else out_leaves[k]
+            if target is not None and _writable_in_place(target, inputs + outputs):
+                outputs.append(target)
+            else:
+                outputs.append(np.empty(shape, dtype))
+                if target is not None:
+                    copy_back.append((target, outputs[-1]))
+        status = self._native(inputs + outputs)
+        if status:
+            raise _status_error(status)
+        for target, result in copy_back:
+            np.copyto(target, result)
+        return outputs
+
+
+def _prepare_input(leaf, shape, dtype) -> np.ndarray:
+    """A C-contiguous, aligned array of the compiled shape and dtype; copies what is not."""
+    array = np.asarray(leaf, dtype=dtype)
+    if array.shape != shape:
+        raise ArgumentError(f"an argument has shape {array.shape}, the compiled code expects {shape}")
+    if not (array.flags.c_contiguous and array.flags.aligned):
+        array = np.array(array, order="C", copy=True)
+    return array
+
+
+def _writable_in_place(target: np.ndarray, others) -> bool:
+    flags = target.flags
+    return flags.c_contiguous and flags.aligned and flags.writeable and \
+        not any(np.may_share_memory(target, other) for other in others)
+
+
+def _status_error(status: int) -> Exception:
+    if status == STATUS["out of memory"]:
+        return MemoryError("kiln: the compiled function could not allocate its scratch memory")
+    if status == STATUS["negative integer power"]:
+        return ValueError("Integers to negative integer powers are not allowed.")
+    return KilnError(f"the compiled function failed with status {status}")
 
 
 class CompiledFunction:
@@ -64,6 +135,7 @@ class CompiledFunction:
         if unknown:
             raise KilnError(f"static_argnames {unknown} are not parameters of {fn.__name__}")
         self._traces: dict = {}
+        self._executables: dict = {}
 
     def _specialize(self, args, kwargs, allow_specs: bool):
         call = bind(self.fn, args, kwargs, self.static_argnames)
@@ -76,61 +148,88 @@ class CompiledFunction:
         key = (call.treedef, tuple(specs), call.static)
         if key not in self._traces:
             traced = trace(self.fn, call, specs)
-            self._traces[key] = traced
-            _dump(self.fn.__name__, traced.module)
-        return call, self._traces[key]
+            pipeline = Pipeline(self.fn.__name__, traced.module)
+            self._traces[key] = (traced, pipeline)
+            _dump(pipeline, self.stages)
+        return call, key
+
+    @property
+    def stages(self) -> tuple:
+        return ("tensor",) if self.target == "interpret" else STAGES
 
     def lower(self, *args, **kwargs) -> Lowered:
         """The stages of this function for arrays or specs like ``kiln.f32[8, 4]``."""
-        _, traced = self._specialize(args, kwargs, allow_specs=True)
-        return Lowered(self.fn.__name__, {"tensor": traced.module})
+        _, key = self._specialize(args, kwargs, allow_specs=True)
+        _, pipeline = self._traces[key]
+        return Lowered(pipeline, self.stages)
+
+    @property
+    def compilations(self) -> list:
+        """One record per signature compiled to native code so far: cache hit or not, and the time it took."""
+        records = []
+        for key, executable in self._executables.items():
+            traced, _ = self._traces[key]
+            signature = str(traced.function.function_type)
+            records.append(Compilation(signature, executable.from_cache, executable.seconds))
+        return records
+
+    def _executable(self, key) -> Executable:
+        if key not in self._executables:
+            traced, pipeline = self._traces[key]
+            self._executables[key] = Executable(pipeline, traced)
+        return self._executables[key]
 
     def __call__(self, *args, out=None, **kwargs):
         if any(isinstance(leaf, Tracer) for leaf in pytree.flatten((args, kwargs))[0]):
             return self.fn(*args, **kwargs)  # called from inside another trace: inline it
-        call, traced = self._specialize(args, kwargs, allow_specs=False)
-        inputs = [np.asarray(leaf) for leaf in call.leaves]
-        results = run_function(traced.function, inputs)
+        call, key = self._specialize(args, kwargs, allow_specs=False)
+        traced, _ = self._traces[key]
+        out_leaves = None if out is None else _check_out(out, traced)
+        if self.target == "interpret":
+            results = run_function(traced.function, [np.asarray(leaf) for leaf in call.leaves])
+            # The interpreter may hand back inputs or constants themselves; results are always fresh arrays.
+            results = [np.array(r, copy=True) for r in results]
+            if out_leaves is not None:
+                for target, result in zip(out_leaves, results):
+                    np.copyto(target, result)
+        else:
+            results = self._executable(key).run(call.leaves, out_leaves)
         if out is not None:
-            return _write_out(out, results, traced.out_treedef)
-        # The interpreter may hand back inputs or constants themselves; results are always fresh arrays.
-        fresh = [np.array(r, copy=True) for r in results]
-        return pytree.unflatten(traced.out_treedef, [r[()] if r.ndim == 0 else r for r in fresh])
+            return out
+        return pytree.unflatten(traced.out_treedef, [r[()] if r.ndim == 0 else r for r in results])
 
     def __repr__(self) -> str:
         return f"<kiln.compile {self.fn.__qualname__} target={self.target}>"
 
 
-def _write_out(out, results, treedef):
+def _check_out(out, traced) -> list:
     targets, out_treedef = pytree.flatten(out)
-    if out_treedef != treedef:
+    if out_treedef != traced.out_treedef:
         raise ArgumentError("out= must have the same structure as the function's results")
-    for i, (target, result) in enumerate(zip(targets, results)):
+    for i, (target, t) in enumerate(zip(targets, traced.function.function_type.results)):
         if not isinstance(target, np.ndarray):
             raise ArgumentError(f"out= leaf #{i} is a {type(target).__name__}, not a numpy array")
-        if target.shape != result.shape or target.dtype != result.dtype:
+        if target.shape != t.shape or target.dtype != t.dtype:
             raise ArgumentError(f"out= leaf #{i} is {target.dtype}{list(target.shape)}, "
-                                f"the result is {result.dtype}{list(result.shape)}")
+                                f"the result is {t.dtype}{list(t.shape)}")
         if not target.flags.writeable:
             raise ArgumentError(f"out= leaf #{i} is read-only")
-        np.copyto(target, result)
-    return out
+    return targets
 
 
-def _dump(name: str, module) -> None:
-    """With KILN_DUMP_DIR set, write each stage of each new trace to a file."""
+def _dump(pipeline: Pipeline, stages) -> None:
+    """With KILN_DUMP_DIR set, write every stage of each new signature to files."""
     directory = os.environ.get("KILN_DUMP_DIR")
-    if not directory:
-        return
-    text = print_ir(module)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:10]
-    os.makedirs(directory, exist_ok=True)
-    with open(os.path.join(directory, f"{name}.{digest}.tensor.mlir"), "w") as f:
-        f.write(text)
+    if directory:
+        digest = hashlib.sha256(pipeline.text("tensor").encode()).hexdigest()[:10]
+        pipeline.dump(directory, digest, stages)
 
 
 def compile(fn=None, *, target: str = "cpu", static_argnames=()):
     """Compile a numpy function: ``@kiln.compile`` or ``kiln.compile(fn, target="cpu")``.
+
+    `target` is ``"cpu"`` (native code for this machine) or ``"interpret"``
+    (the reference interpreter, slow, for checking).
 
     Arguments are traced, so the compiled code serves any values of the same
     shapes and dtypes. Parameters named in `static_argnames` (an axis, a flag)

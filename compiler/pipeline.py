@@ -1,0 +1,90 @@
+"""The stages one compiled function goes through, computed on demand.
+
+    tensor -> optimized -> affine -> scheduled -> llvm -> object code (cached on disk)
+
+``optimized`` and ``scheduled`` equal their inputs until graph passes and
+schedules exist. Object code is keyed by a hash of the unoptimized LLVM IR
+(the last IR kiln itself writes), the host CPU and kiln's version, so a second
+process finds it on disk and skips LLVM entirely.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+
+from kiln.dialects import print_ir
+from kiln.passes.lower_tensor_to_affine import lower_tensor_to_affine  # noqa: F401  (registers the pass)
+from kiln.passes.registry import run_passes
+from kiln.runtime.cache import DiskCache
+
+from . import llvm_codegen, llvm_target
+
+STAGES = ("tensor", "optimized", "affine", "scheduled", "llvm")
+
+
+class Pipeline:
+    def __init__(self, name: str, tensor_module):
+        self.name = name
+        self._modules = {"tensor": tensor_module}
+        self._llvm_ir = None
+        self._optimized_llvm = None
+
+    def module(self, stage: str):
+        if stage not in self._modules:
+            if stage == "optimized":
+                self._modules[stage] = self.module("tensor")
+            elif stage == "affine":
+                self._modules[stage] = run_passes(self.module("optimized"), ["lower-tensor-to-affine"])
+            elif stage == "scheduled":
+                self._modules[stage] = self.module("affine")
+            else:
+                raise KeyError(stage)
+        return self._modules[stage]
+
+    def text(self, stage: str, locations: bool = True, generic: bool = False) -> str:
+        if stage == "llvm":
+            return self.optimized_llvm()
+        return print_ir(self.module(stage), locations=locations, generic=generic)
+
+    def llvm_ir(self) -> str:
+        """LLVM IR as kiln writes it, before LLVM's optimizations."""
+        if self._llvm_ir is None:
+            tm = llvm_target.host_target_machine()
+            module = llvm_codegen.emit_module(self.module("scheduled"), tm.triple, str(tm.target_data))
+            self._llvm_ir = str(module)
+        return self._llvm_ir
+
+    def optimized_llvm(self) -> str:
+        """The ``llvm`` stage: LLVM IR after LLVM's O3 pipeline for the host CPU."""
+        if self._optimized_llvm is None:
+            module = llvm_target.parse_and_verify(self.llvm_ir())
+            llvm_target.optimize(module)
+            self._optimized_llvm = str(module)
+        return self._optimized_llvm
+
+    def cache_key(self) -> str:
+        from . import __version__
+        text = f"{__version__}\n{llvm_target.host_fingerprint()}\n{self.llvm_ir()}"
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def object_code(self, cache: DiskCache | None = None) -> tuple:
+        """(object code, whether it came from the disk cache)."""
+        cache = cache or DiskCache()
+        key = self.cache_key()
+        cached = cache.load(key)
+        if cached is not None:
+            return cached, True
+        module = llvm_target.parse_and_verify(self.llvm_ir())
+        llvm_target.optimize(module)
+        self._optimized_llvm = str(module)
+        code = llvm_target.emit_object(module)
+        cache.store(key, code)
+        return code, False
+
+    def dump(self, directory: str, digest: str, stages=STAGES) -> None:
+        """Write each stage to `directory` (KILN_DUMP_DIR)."""
+        os.makedirs(directory, exist_ok=True)
+        for stage in stages:
+            suffix = "ll" if stage == "llvm" else "mlir"
+            with open(os.path.join(directory, f"{self.name}.{digest}.{stage}.{suffix}"), "w") as f:
+                f.write(self.text(stage))

@@ -1,0 +1,64 @@
+"""Load object code into this process and call its functions with numpy arrays.
+
+Object code is linked in memory by LLVM's MCJIT loader (no system linker or
+compiler is needed at run time); functions are called through cffi with one
+pointer per array, and return a status code.
+"""
+from __future__ import annotations
+
+import ctypes.util
+import functools
+
+import cffi
+import llvmlite.binding as llvm
+
+_ffi = cffi.FFI()
+
+
+@functools.lru_cache(maxsize=None)
+def _make_c_libraries_visible() -> None:
+    """Let the loader resolve the C and math library functions the code calls
+    (aligned_alloc, free, memset, expf, tanh, ...); LLVM does not search the
+    process's libraries unless they are loaded through it."""
+    for name in ("c", "m"):
+        path = ctypes.util.find_library(name)
+        if path is None:
+            raise OSError(f"cannot find the system's lib{name}, which compiled code calls")
+        llvm.load_library_permanently(path)
+
+
+def _host_target_machine():
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    return llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), reloc="pic")
+
+
+class LoadedObject:
+    """Object code linked into the process; keep it alive while its functions are used."""
+
+    def __init__(self, object_code: bytes):
+        _make_c_libraries_visible()
+        # Each engine takes ownership of its target machine, so each gets a new one.
+        self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _host_target_machine())
+        self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+        self._engine.finalize_object()
+
+    def function(self, name: str, num_args: int) -> "NativeFunction":
+        address = self._engine.get_function_address(name)
+        if not address:
+            raise KeyError(f"the object code has no function {name!r}")
+        return NativeFunction(self, address, num_args)
+
+
+class NativeFunction:
+    """``int32_t f(void *a0, void *a1, ...)`` called with C-contiguous numpy arrays."""
+
+    def __init__(self, owner: LoadedObject, address: int, num_args: int):
+        self._owner = owner  # the code lives as long as the engine that loaded it
+        self._fn = _ffi.cast(f"int32_t(*)({', '.join(['void *'] * num_args) or 'void'})", address)
+        self.num_args = num_args
+
+    def __call__(self, arrays) -> int:
+        """Call with arrays the caller has already checked; returns the status code."""
+        return self._fn(*[_ffi.from_buffer(a, require_writable=False) for a in arrays])
