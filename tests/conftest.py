@@ -1,4 +1,8 @@
 import os
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
+
+# Tests compile into a cache of their own: hermetic, and they exercise the compiler, not a warm cache.
+os.environ["KILN_CACHE_DIR"] = tempfile.mkdtemp(prefix="kiln-test-cache-")

@@ -185,7 +185,11 @@ def test_out_must_match_the_results():
 
 def test_unknown_stage_and_target():
     lowered = kiln.compile(lambda x: x).lower(kiln.f32[2])
-    with pytest.raises(kiln.StageError, match="no stage 'affine' .*not built yet"):
-        lowered.text("affine")
+    with pytest.raises(kiln.StageError, match="no stage 'cuda'; this function has stages: tensor, optimized, "
+                                              "affine, scheduled, llvm"):
+        lowered.text("cuda")
+    interpreted = kiln.compile(lambda x: x, target="interpret").lower(kiln.f32[2])
+    with pytest.raises(kiln.StageError, match="no stage 'affine'; this function has stages: tensor"):
+        interpreted.text("affine")
     with pytest.raises(kiln.KilnError, match="unknown target 'tpu'"):
         kiln.compile(lambda x: x, target="tpu")

@@ -22,13 +22,21 @@ def assert_same(got, want):
 @pytest.mark.parametrize("case", CASES, ids=repr)
 def test_interpreted_matches_numpy(case):
     want = case.fn(*case.args)
-    got = kiln.compile(case.fn)(*case.args)
+    got = kiln.compile(case.fn, target="interpret")(*case.args)
     assert_same(got, want)
 
 
 @pytest.mark.parametrize("case", CASES, ids=repr)
-def test_ir_round_trips(case):
-    module = kiln.compile(case.fn).lower(*case.args).module("tensor")
+def test_native_matches_numpy(case):
+    want = case.fn(*case.args)
+    got = kiln.compile(case.fn)(*case.args)
+    assert_same(got, want)
+
+
+@pytest.mark.parametrize("stage", ["tensor", "affine"])
+@pytest.mark.parametrize("case", CASES, ids=repr)
+def test_ir_round_trips(case, stage):
+    module = kiln.compile(case.fn).lower(*case.args).module(stage)
     text = print_ir(module)
     assert print_ir(parse_ir(text)) == text
     generic = print_ir(module, generic=True)

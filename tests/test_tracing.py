@@ -119,7 +119,7 @@ def test_lower_with_specs_and_stages():
     def predict(x, w, b):
         return np.maximum(x @ w + b, 0)
     lowered = predict.lower(kiln.f32[64, 784], kiln.f32[784, 10], kiln.f32[10])
-    assert lowered.stages == ["tensor"]
+    assert lowered.stages == ["tensor", "optimized", "affine", "scheduled", "llvm"]
     text = lowered.text("tensor")
     assert text.startswith("module {\n  func.func @predict(%x: tensor<64x784xf32>, %w: tensor<784x10xf32>, "
                            "%b: tensor<10xf32>) -> tensor<64x10xf32> {\n")
@@ -170,8 +170,12 @@ def test_dump_dir_gets_every_new_trace(tmp_path, monkeypatch):
     f(np.ones(2))
     f(np.ones(3))
     files = sorted(os.listdir(tmp_path))
-    assert len(files) == 2 and all(name.startswith("<lambda>.") and name.endswith(".tensor.mlir") for name in files)
-    assert "tensor.add" in (tmp_path / files[0]).read_text()
+    stages = ["affine.mlir", "llvm.ll", "optimized.mlir", "scheduled.mlir", "tensor.mlir"]
+    assert len(files) == 10 and sorted({name.split(".", 2)[2] for name in files}) == stages
+    digest = files[0].split(".")[1]
+    assert "tensor.add" in (tmp_path / f"<lambda>.{digest}.tensor.mlir").read_text()
+    assert "affine.for" in (tmp_path / f"<lambda>.{digest}.affine.mlir").read_text()
+    assert "fadd" in (tmp_path / f"<lambda>.{digest}.llvm.ll").read_text()
 
 
 @pytest.mark.parametrize("shape", [(1,), (7, 13), (2, 1, 3)])

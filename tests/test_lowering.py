@@ -1,0 +1,160 @@
+"""Lowering tensor -> affine, checked as text: a small function, its loop nests.
+
+Views (broadcast, transpose, reshape, slice) must show up as index arithmetic
+in the loads, never as copies."""
+import textwrap
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln.dialects import affine_expr as ax
+from kiln.dialects import parse_ir, print_ir, verify
+from kiln.passes.lower_tensor_to_affine import lower_tensor_to_affine
+
+
+def affine_text(fn, *specs):
+    return kiln.compile(fn).lower(*specs).text("affine", locations=False)
+
+
+def expect(text):
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def test_broadcast_is_an_index_not_a_copy():
+    assert affine_text(lambda x, b: x + b, kiln.f32[3, 5], kiln.f32[5]) == expect("""
+        module {
+          func.func @"<lambda>"(%x: memref<3x5xf32>, %b: memref<5xf32>, %out0: memref<3x5xf32>) {
+            affine.for %i = 0 to 3 {
+              affine.for %j = 0 to 5 {
+                %0 = affine.load %x[%i, %j] : memref<3x5xf32>
+                %1 = affine.load %b[%j] : memref<5xf32>
+                %2 = arith.addf %0, %1 : f32
+                affine.store %2, %out0[%i, %j] : memref<3x5xf32>
+              }
+            }
+            func.return
+          }
+        }
+    """)
+
+
+def test_reduction_carries_its_accumulator_through_iter_args():
+    assert affine_text(lambda x: x.T.sum(axis=1), kiln.f32[3, 4]) == expect("""
+        module {
+          func.func @"<lambda>"(%x: memref<3x4xf32>, %out0: memref<4xf32>) {
+            affine.for %i = 0 to 4 {
+              %0 = arith.constant 0.0 : f32
+              %1 = affine.for %r = 0 to 3 iter_args(%acc0 = %0) -> (f32) {
+                %2 = affine.load %x[%r, %i] : memref<3x4xf32>
+                %3 = arith.addf %acc0, %2 : f32
+                affine.yield %3 : f32
+              }
+              affine.store %1, %out0[%i] : memref<4xf32>
+            }
+            func.return
+          }
+        }
+    """)
+
+
+def test_reshape_and_reversed_slice_become_floordiv_and_mod():
+    text = affine_text(lambda x: x.reshape(6, 2)[::-1], kiln.i32[3, 4])
+    assert "affine.load %x[(%i * -2 + %j + 10) floordiv 4, (%i * -2 + %j + 10) mod 4] : memref<3x4xi32>" in text
+    assert "memref.alloc" not in text
+
+
+def test_matmul_is_a_loop_nest_with_a_reduction():
+    assert affine_text(lambda a, b: a @ b, kiln.f64[2, 3], kiln.f64[3, 4]) == expect("""
+        module {
+          func.func @"<lambda>"(%a: memref<2x3xf64>, %b: memref<3x4xf64>, %out0: memref<2x4xf64>) {
+            affine.for %i = 0 to 2 {
+              affine.for %j = 0 to 4 {
+                %0 = arith.constant 0.0 : f64
+                %1 = affine.for %r = 0 to 3 iter_args(%acc0 = %0) -> (f64) {
+                  %2 = affine.load %a[%i, %r] : memref<2x3xf64>
+                  %3 = affine.load %b[%r, %j] : memref<3x4xf64>
+                  %4 = arith.mulf %2, %3 : f64
+                  %5 = arith.addf %acc0, %4 : f64
+                  affine.yield %5 : f64
+                }
+                affine.store %1, %out0[%i, %j] : memref<2x4xf64>
+              }
+            }
+            func.return
+          }
+        }
+    """)
+
+
+def test_constants_are_globals_and_concat_writes_at_offsets():
+    assert affine_text(lambda x: np.concatenate([x, np.array([7, 8], np.int64)]), kiln.i64[3]) == expect("""
+        module {
+          memref.global "private" constant @cst_0 : memref<2xi64> = dense<[7, 8]>
+          func.func @"<lambda>"(%x: memref<3xi64>, %out0: memref<5xi64>) {
+            %0 = memref.get_global @cst_0 : memref<2xi64>
+            affine.for %i = 0 to 3 {
+              %1 = affine.load %x[%i] : memref<3xi64>
+              affine.store %1, %out0[%i] : memref<5xi64>
+            }
+            affine.for %i_1 = 0 to 2 {
+              %2 = affine.load %0[%i_1] : memref<2xi64>
+              affine.store %2, %out0[%i_1 + 3] : memref<5xi64>
+            }
+            func.return
+          }
+        }
+    """)
+
+
+def test_intermediates_are_allocated_and_freed():
+    text = affine_text(lambda c, x: np.where(c, x, 0).astype(np.float32), kiln.bool_[4], kiln.i32[4])
+    assert "%1 = memref.alloc() {alignment = 64 : i64} : memref<4xi32>" in text
+    assert "%5 = arith.select %2, %3, %4 : i32" in text
+    assert "%7 = arith.sitofp %6 : i32 to f32" in text
+    assert text.index("memref.dealloc %1 : memref<4xi32>") > text.index("arith.sitofp")
+
+
+def test_a_returned_input_or_view_is_copied_into_its_output():
+    text = affine_text(lambda x: (x, x.T), kiln.f32[2, 3])
+    assert "affine.store %0, %out0[%i, %j] : memref<2x3xf32>" in text
+    assert "affine.load %x[%j_1, %i_1] : memref<2x3xf32>" in text
+
+
+def test_the_pass_runs_alone_on_parsed_ir():
+    module = parse_ir(expect("""
+        func.func @neg(%x: tensor<3xf32>) -> tensor<3xf32> {
+          %0 = tensor.neg %x : tensor<3xf32>
+          func.return %0 : tensor<3xf32>
+        }
+    """))
+    lowered = lower_tensor_to_affine(module)
+    verify(lowered)
+    assert print_ir(lowered) == expect("""
+        module {
+          func.func @neg(%x: memref<3xf32>, %out0: memref<3xf32>) {
+            affine.for %i = 0 to 3 {
+              %0 = affine.load %x[%i] : memref<3xf32>
+              %1 = arith.negf %0 : f32
+              affine.store %1, %out0[%i] : memref<3xf32>
+            }
+            func.return
+          }
+        }
+    """)
+
+
+@pytest.mark.parametrize("src, dst", [((4, 6), (6, 4)), ((2, 3, 5), (5, 6)), ((7,), (7, 1)), ((1, 5), (5,)),
+                                      ((12,), (2, 2, 3)), ((2, 2, 3), (3, 4))])
+def test_reshape_index_arithmetic_reads_every_element_in_order(src, dst):
+    x = np.arange(np.prod(src)).reshape(src).astype(np.int64)
+    np.testing.assert_array_equal(kiln.compile(lambda v: v.reshape(dst))(x), x.reshape(dst))
+
+
+def test_affine_expressions_simplify_and_print_like_mlir():
+    d0, d1 = ax.Dim(0), ax.Dim(1)
+    assert str((d0 * -1 + 3) * 3 + (d1 + 1)) == "d0 * -3 + d1 + 10"
+    assert str(ax.floordiv(d0 * 4 + d1, 6)) == "(d0 * 4 + d1) floordiv 6"
+    assert str(d0 * 1 + 0) == "d0" and str(d0 - 1) == "d0 - 1"
+    assert ax.divide_in_range(d0 * 3 + d1, 3, (4, 3)) == (d0, d1)
+    assert ax.bounds(ax.mod(d0 * -2 + 5, 4), (3,)) == (0, 3)
