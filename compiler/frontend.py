@@ -54,8 +54,8 @@ class BoundCall:
         return bound.args, bound.kwargs
 
 
-def bind(fn, args, kwargs, static_argnames=()) -> BoundCall:
-    signature = inspect.signature(fn)
+def bind(fn, args, kwargs, static_argnames=(), signature=None) -> BoundCall:
+    signature = signature or inspect.signature(fn)
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError as exc:

@@ -131,27 +131,37 @@ class CompiledFunction:
         self.fn = fn
         self.target = target
         self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
-        unknown = [n for n in self.static_argnames if n not in inspect.signature(fn).parameters]
+        self._signature = inspect.signature(fn)
+        unknown = [n for n in self.static_argnames if n not in self._signature.parameters]
         if unknown:
             raise KilnError(f"static_argnames {unknown} are not parameters of {fn.__name__}")
         self._traces: dict = {}
         self._executables: dict = {}
 
     def _specialize(self, args, kwargs, allow_specs: bool):
-        call = bind(self.fn, args, kwargs, self.static_argnames)
-        specs = []
-        for path, leaf in zip(call.paths, call.leaves):
-            if isinstance(leaf, TensorSpec) and not allow_specs:
-                raise ArgumentError(f"argument '{path}' is a spec ({leaf!r}); specs are for .lower(), "
-                                    "calls need arrays")
-            specs.append(leaf_spec(path, leaf))
-        key = (call.treedef, tuple(specs), call.static)
+        call = bind(self.fn, args, kwargs, self.static_argnames, self._signature)
+        leaves = call.leaves
+        if any(isinstance(leaf, Tracer) for leaf in leaves):
+            return call, None  # called from inside another trace
+        # The dispatch key is cheap for arrays (the common case); everything else goes through leaf_spec.
+        key = (call.treedef, call.static, tuple(
+            (leaf.shape, leaf.dtype) if type(leaf) is np.ndarray else self._leaf_key(path, leaf, allow_specs)
+            for path, leaf in zip(call.paths, leaves)))
         if key not in self._traces:
+            specs = [leaf_spec(path, leaf) for path, leaf in zip(call.paths, leaves)]
             traced = trace(self.fn, call, specs)
             pipeline = Pipeline(self.fn.__name__, traced.module)
             self._traces[key] = (traced, pipeline)
             _dump(pipeline, self.stages)
         return call, key
+
+    @staticmethod
+    def _leaf_key(path, leaf, allow_specs):
+        if isinstance(leaf, TensorSpec) and not allow_specs:
+            raise ArgumentError(f"argument '{path}' is a spec ({leaf!r}); specs are for .lower(), "
+                                "calls need arrays")
+        spec = leaf_spec(path, leaf)
+        return spec.spec.shape, spec.spec.dtype, spec.weak
 
     @property
     def stages(self) -> tuple:
@@ -180,9 +190,9 @@ class CompiledFunction:
         return self._executables[key]
 
     def __call__(self, *args, out=None, **kwargs):
-        if any(isinstance(leaf, Tracer) for leaf in pytree.flatten((args, kwargs))[0]):
-            return self.fn(*args, **kwargs)  # called from inside another trace: inline it
         call, key = self._specialize(args, kwargs, allow_specs=False)
+        if key is None:
+            return self.fn(*args, **kwargs)  # called from inside another trace: inline it
         traced, _ = self._traces[key]
         out_leaves = None if out is None else _check_out(out, traced)
         if self.target == "interpret":

@@ -15,6 +15,14 @@ class TreeDef:
     aux: object = None  # dict keys, or the namedtuple class
     children: tuple = ()
 
+    def __hash__(self) -> int:
+        # Structures are hashed on every call of a compiled function: remember the hash.
+        try:
+            return self._hash
+        except AttributeError:
+            object.__setattr__(self, "_hash", hash((self.kind, self.aux, self.children)))
+            return self._hash
+
     @property
     def num_leaves(self) -> int:
         if self.kind == "leaf":

@@ -115,10 +115,12 @@ class FunctionLowering:
             self.b.store(self.b.load(view, dims, ivs), buffer, dims, ivs)
 
     def global_constant(self, array) -> View:
-        name = f"cst_{sum(isinstance(op, MR.GlobalOp) for op in self.module.body.ops)}"
+        count = sum(isinstance(op, MR.GlobalOp) for op in self.module.body.ops)
+        name = f"cst_{count}"
         t = MemRefType(array.shape, T.tensor_type(array.shape, array.dtype).element)
-        self.module.body.ops.insert(0, MR.GlobalOp([], {"sym_name": name, "type": t, "initial_value": array}))
-        self.module.body.ops[0].parent = self.module.body
+        constant = MR.GlobalOp([], {"sym_name": name, "type": t, "initial_value": array})
+        self.module.body.ops.insert(count, constant)  # globals first, in order of use
+        constant.parent = self.module.body
         return View.identity(self.b.op(MR.GetGlobalOp, result_type=t, name=name))
 
 
