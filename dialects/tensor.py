@@ -370,22 +370,50 @@ class SliceOp(TensorOp):
 
     def infer_result_types(self):
         t = self.tensor_operand(0)
+        return [t.with_shape(self.slice_shape(t))]
+
+    def slice_shape(self, t: TensorType) -> tuple:
+        """The shape of the strided slice of `t`, checking that it stays inside `t`."""
         start, stop, step = (self.int_tuple(k, t.rank) for k in ("start", "stop", "step"))
         shape = []
         for dim, (a, b, s) in enumerate(zip(start, stop, step)):
             if s == 0:
-                raise self.error("tensor.slice step cannot be zero", ShapeError)
+                raise self.error(f"{self.name} step cannot be zero", ShapeError)
             count = len(range(a, b, s))
             last = a + (count - 1) * s
             if count and not (0 <= a < t.shape[dim] and 0 <= last < t.shape[dim]):
-                raise self.error(f"tensor.slice {a}:{b}:{s} reads outside dim {dim} of size {t.shape[dim]}",
+                raise self.error(f"{self.name} {a}:{b}:{s} reaches outside dim {dim} of size {t.shape[dim]}",
                                  ShapeError)
             shape.append(count)
-        return [t.with_shape(tuple(shape))]
+        return tuple(shape)
+
+    def key(self) -> tuple:
+        """The numpy index of the slice."""
+        return tuple(slice(a, b if b >= 0 else None, s) for a, b, s in zip(self.start, self.stop, self.step))
 
     def evaluate(self, x):
-        key = tuple(slice(a, b if b >= 0 else None, s) for a, b, s in zip(self.start, self.stop, self.step))
-        return x[key]
+        return x[self.key()]
+
+
+class InsertSliceOp(SliceOp):
+    """``tensor.insert_slice``: `dest` with its strided slice (as tensor.slice's) replaced by
+    `source`. Made by autodiff: the gradient of a slice, and the dilation in conv2d's."""
+    name = "tensor.insert_slice"
+    operand_names = ("source", "dest")
+
+    def infer_result_types(self):
+        source, dest = self.tensor_operand(0), self.tensor_operand(1)
+        if self.slice_shape(dest) != source.shape:
+            raise self.error(f"tensor.insert_slice: the slice of {dest} has shape {self.slice_shape(dest)}, "
+                             f"the source {source.shape}", ShapeError)
+        if source.element != dest.element:
+            raise self.error(f"tensor.insert_slice of {source.element} into {dest.element}", DTypeError)
+        return [dest]
+
+    def evaluate(self, source, dest):
+        result = np.array(dest, copy=True)
+        result[self.key()] = source
+        return result
 
 
 class ConcatOp(TensorOp):

@@ -225,6 +225,18 @@ def lower_concat(L: FunctionLowering, op) -> None:
         offset += shape[axis]
 
 
+@lowers(T.InsertSliceOp)
+def lower_insert_slice(L: FunctionLowering, op) -> None:
+    shape = op.result.type.shape
+    dest_view = L.views[op.dest]  # read before destination() rebinds anything
+    out = L.destination(op.result)
+    L.copy(dest_view, out, shape)
+    with L.b.loops(op.source.type.shape) as ivs:
+        dims = [Dim(d) for d in range(len(shape))]
+        target = [d * s + a for d, a, s in zip(dims, op.start, op.step)]
+        L.b.store(L.b.load(L.views[op.source], dims, ivs), out, target, ivs)
+
+
 @lowers(T.ConstantOp)
 def lower_constant(L: FunctionLowering, op) -> None:
     L.views[op.result] = L.global_constant(op.value)
