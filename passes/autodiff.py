@@ -1,0 +1,343 @@
+"""Reverse-mode automatic differentiation as a transformation of tensor IR.
+
+``value_and_grad(function, wrt)`` returns a new function with the same
+arguments that returns the original results followed by the gradient of the
+first (a float scalar) with respect to each argument in `wrt`. The forward ops
+are copied, then a vector-Jacobian rule per op is applied walking them
+backwards; each rule is written in tensor ops, so the result is again a plain
+tensor function: it is optimized, lowered and compiled like any other, and can
+be differentiated again. Before::
+
+    func.func @loss(%x: tensor<3xf32>) -> tensor<f32> {
+      %0 = tensor.mul %x, %x : tensor<3xf32>
+      %1 = tensor.reduce_sum %0 {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
+      func.return %1 : tensor<f32>
+    }
+
+After (``wrt=[0]``)::
+
+    func.func @loss(%x: tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>) {
+      %0 = tensor.mul %x, %x : tensor<3xf32>
+      %1 = tensor.reduce_sum %0 {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
+      %2 = tensor.constant dense<1.0> : tensor<f32>
+      %3 = tensor.reshape %2 : (tensor<f32>) -> tensor<1xf32>
+      %4 = tensor.broadcast_to %3 : (tensor<1xf32>) -> tensor<3xf32>
+      %5 = tensor.mul %4, %x : tensor<3xf32>
+      %6 = tensor.mul %x, %4 : tensor<3xf32>
+      %7 = tensor.add %5, %6 : tensor<3xf32>
+      func.return %1, %7 : tensor<f32>, tensor<3xf32>
+    }
+
+Broadcasting is undone by summing over the broadcast axes; max/min and
+maximum/minimum share the gradient between ties, as JAX does; integer and
+bool values carry no gradient.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.dialects import func as F
+from kiln.dialects import tensor as T
+from kiln.dialects.diagnostics import DTypeError, ShapeError, VerificationError
+from kiln.dialects.types import FunctionType, TensorType
+
+from .registry import register_pass
+from .tensor_builder import TensorBuilder
+
+VJP: dict = {}
+
+
+def vjp(*op_classes):
+    """Register the rule ``rule(b, op, g, needs) -> [cotangent or None per operand]``."""
+    def register(rule):
+        for cls in op_classes:
+            VJP[cls] = rule
+        return rule
+    return register
+
+
+def differentiable(t) -> bool:
+    return isinstance(t, TensorType) and t.element.is_float
+
+
+def value_and_grad(function: F.FuncOp, wrt) -> F.FuncOp:
+    results = function.body.ops[-1].operands
+    if not results:
+        raise VerificationError(f"@{function.sym_name} returns nothing to differentiate", function.loc)
+    loss = results[0]
+    if loss.type.shape != ():
+        raise ShapeError(f"can only differentiate a function that returns a scalar; @{function.sym_name} "
+                         f"returns shape {loss.type.shape}", getattr(getattr(loss, "op", None), "loc", None))
+    if not loss.type.element.is_float:
+        raise DTypeError(f"can only differentiate a float result; @{function.sym_name} returns {loss.type.element}")
+    for index in wrt:
+        if not differentiable(function.arguments[index].type):
+            raise DTypeError(f"cannot differentiate with respect to argument #{index} of @{function.sym_name}, "
+                             f"of type {function.arguments[index].type}: gradients need float inputs")
+
+    new = F.FuncOp.create(function.sym_name, [a.type for a in function.arguments], [],
+                          [a.name_hint for a in function.arguments], loc=function.loc)
+    mapping = dict(zip(function.arguments, new.arguments))
+    forward = []
+    for op in function.body.ops[:-1]:
+        clone = type(op)([mapping[v] for v in op.operands], dict(op.attributes), [r.type for r in op.results],
+                         loc=op.loc)
+        new.body.append(clone)
+        mapping.update(zip(op.results, clone.results))
+        forward.append(clone)
+
+    active = {new.arguments[i] for i in wrt}
+    for op in forward:
+        if any(v in active for v in op.operands):
+            active.update(r for r in op.results if differentiable(r.type))
+
+    new_loss = mapping[loss]
+    cotangents = {}
+    if new_loss in active:
+        seed = TensorBuilder(new.body, getattr(new_loss, "op", None) and new_loss.op.loc)
+        cotangents[new_loss] = seed.full(1, new_loss.type)
+    for op in reversed(forward):
+        g = cotangents.get(op.results[0]) if op.results else None
+        needs = [v in active for v in op.operands]
+        if g is None or not any(needs):
+            continue
+        rule = VJP.get(type(op))
+        if rule is None:
+            raise VerificationError(f"no gradient rule for {op.name}", op.loc)
+        b = TensorBuilder(new.body, op.loc)
+        for value, grad, need in zip(op.operands, rule(b, op, g, needs), needs):
+            if need and grad is not None:
+                cotangents[value] = b.add(cotangents[value], grad) if value in cotangents else grad
+
+    end = TensorBuilder(new.body, function.body.ops[-1].loc)
+    grads = [cotangents.get(new.arguments[i]) or end.zeros(new.arguments[i].type) for i in wrt]
+    outputs = [mapping[v] for v in results] + grads
+    new.body.append(F.ReturnOp(outputs, {}, []))
+    new.attributes["function_type"] = FunctionType(tuple(a.type for a in new.arguments),
+                                                   tuple(v.type for v in outputs))
+    return new
+
+
+@register_pass("value-and-grad")
+def value_and_grad_pass(module):
+    """Differentiate every function's first result with respect to all its float arguments."""
+    for index, function in enumerate(list(module.body.ops)):
+        if isinstance(function, F.FuncOp):
+            wrt = [i for i, a in enumerate(function.arguments) if differentiable(a.type)]
+            new = value_and_grad(function, wrt)
+            new.parent = module.body
+            module.body.ops[index] = new
+    return module
+
+
+# -- the rules ----------------------------------------------------------------------------------
+def _when(needs, *thunks):
+    return [thunk() if need else None for need, thunk in zip(needs, thunks)]
+
+
+@vjp(T.AddOp)
+def _add(b, op, g, needs):
+    return [g, g]
+
+
+@vjp(T.SubOp)
+def _sub(b, op, g, needs):
+    return _when(needs, lambda: g, lambda: b.neg(g))
+
+
+@vjp(T.MulOp)
+def _mul(b, op, g, needs):
+    return _when(needs, lambda: b.mul(g, op.rhs), lambda: b.mul(op.lhs, g))
+
+
+@vjp(T.DivOp)
+def _div(b, op, g, needs):
+    scaled = b.div(g, op.rhs)  # d(a/b)/db = -(a/b)/b
+    return _when(needs, lambda: scaled, lambda: b.neg(b.mul(scaled, op.result)))
+
+
+@vjp(T.NegOp)
+def _neg(b, op, g, needs):
+    return [b.neg(g)]
+
+
+@vjp(T.ExpOp)
+def _exp(b, op, g, needs):
+    return [b.mul(g, op.result)]
+
+
+@vjp(T.LogOp)
+def _log(b, op, g, needs):
+    return [b.div(g, op.operand)]
+
+
+@vjp(T.SqrtOp)
+def _sqrt(b, op, g, needs):
+    return [b.div(g, b.mul(b.full(2, op.result.type), op.result))]
+
+
+@vjp(T.TanhOp)
+def _tanh(b, op, g, needs):
+    t = op.result
+    return [b.mul(g, b.sub(b.full(1, t.type), b.mul(t, t)))]
+
+
+@vjp(T.SinOp)
+def _sin(b, op, g, needs):
+    return [b.mul(g, b.op(T.CosOp, op.operand))]
+
+
+@vjp(T.CosOp)
+def _cos(b, op, g, needs):
+    return [b.neg(b.mul(g, b.op(T.SinOp, op.operand)))]
+
+
+@vjp(T.AbsOp)
+def _abs(b, op, g, needs):
+    x, t = op.operand, op.operand.type
+    zero = b.zeros(t)
+    sign = b.select(b.cmp(x, zero, "gt"), b.full(1, t), b.select(b.cmp(x, zero, "lt"), b.full(-1, t), zero))
+    return [b.mul(g, sign)]
+
+
+@vjp(T.PowOp)
+def _pow(b, op, g, needs):
+    x, y, t = op.lhs, op.rhs, op.result.type
+
+    def d_base():
+        return b.mul(g, b.mul(y, b.op(T.PowOp, x, b.sub(y, b.full(1, t)))))
+
+    def d_exponent():  # x ** y * log(x), taken as 0 where x == 0 (where it would be 0 * -inf)
+        zero = b.zeros(t)
+        return b.mul(g, b.select(b.cmp(x, zero, "eq"), zero, b.mul(op.result, b.op(T.LogOp, x))))
+    return _when(needs, d_base, d_exponent)
+
+
+def _tie_shared(b, op, g, needs, predicate):
+    a, c, t = op.lhs, op.rhs, op.result.type
+    share = b.select(b.cmp(a, c, predicate), b.full(1, t), b.select(b.cmp(a, c, "eq"), b.full(0.5, t), b.zeros(t)))
+    return _when(needs, lambda: b.mul(g, share), lambda: b.mul(g, b.sub(b.full(1, t), share)))
+
+
+@vjp(T.MaximumOp)
+def _maximum(b, op, g, needs):
+    return _tie_shared(b, op, g, needs, "gt")
+
+
+@vjp(T.MinimumOp)
+def _minimum(b, op, g, needs):
+    return _tie_shared(b, op, g, needs, "lt")
+
+
+@vjp(T.SelectOp)
+def _select(b, op, g, needs):
+    zero = b.zeros(g.type)
+    return [None, b.select(op.condition, g, zero) if needs[1] else None,
+            b.select(op.condition, zero, g) if needs[2] else None]
+
+
+@vjp(T.CastOp)
+def _cast(b, op, g, needs):
+    return [b.cast(g, op.operand.type.dtype)]
+
+
+def _keepdims_shape(op):
+    source = op.operand.type
+    return tuple(1 if i in op.axes else d for i, d in enumerate(source.shape))
+
+
+@vjp(T.ReduceSumOp)
+def _reduce_sum(b, op, g, needs):
+    return [b.broadcast_to(b.reshape(g, _keepdims_shape(op)), op.operand.type.shape)]
+
+
+@vjp(T.ReduceMaxOp, T.ReduceMinOp)
+def _reduce_extreme(b, op, g, needs):
+    x, shape = op.operand, op.operand.type.shape
+    extreme = b.broadcast_to(b.reshape(op.result, _keepdims_shape(op)), shape)
+    hits = b.cast(b.cmp(x, extreme, "eq"), x.type.dtype)  # ties share the gradient equally
+    count = b.broadcast_to(b.sum(hits, op.axes, keepdims=True), shape)
+    spread = b.broadcast_to(b.reshape(g, _keepdims_shape(op)), shape)
+    return [b.div(b.mul(spread, hits), count)]
+
+
+@vjp(T.MatmulOp)
+def _matmul(b, op, g, needs):
+    return _when(needs, lambda: b.matmul(g, b.swap_last_two(op.rhs)),
+                 lambda: b.matmul(b.swap_last_two(op.lhs), g))
+
+
+@vjp(T.ReshapeOp)
+def _reshape(b, op, g, needs):
+    return [b.reshape(g, op.operand.type.shape)]
+
+
+@vjp(T.TransposeOp)
+def _transpose(b, op, g, needs):
+    return [b.transpose(g, np.argsort(op.permutation).tolist())]
+
+
+@vjp(T.BroadcastToOp)
+def _broadcast_to(b, op, g, needs):
+    source, target = op.operand.type.shape, op.result.type.shape
+    lead = len(target) - len(source)
+    axes = list(range(lead)) + [lead + k for k, d in enumerate(source) if d == 1 and target[lead + k] != 1]
+    return [b.reshape(b.sum(g, axes, keepdims=False), source)]
+
+
+@vjp(T.SliceOp)
+def _slice(b, op, g, needs):
+    return [b.insert_slice(g, b.zeros(op.operand.type), op.start, op.stop, op.step)]
+
+
+@vjp(T.InsertSliceOp)
+def _insert_slice(b, op, g, needs):
+    where = (op.start, op.stop, op.step)
+    return _when(needs, lambda: b.slice(g, *where),
+                 lambda: b.insert_slice(b.zeros(op.source.type), g, *where))
+
+
+@vjp(T.ConcatOp)
+def _concat(b, op, g, needs):
+    grads, offset, axis = [], 0, op.axis
+    for value, need in zip(op.operands, needs):
+        shape = value.type.shape
+        if need:
+            start = [offset if k == axis else 0 for k in range(len(shape))]
+            stop = [offset + shape[axis] if k == axis else d for k, d in enumerate(shape)]
+            grads.append(b.slice(g, start, stop, [1] * len(shape)))
+        else:
+            grads.append(None)
+        offset += shape[axis]
+    return grads
+
+
+@vjp(T.Conv2DOp)
+def _conv2d(b, op, g, needs):
+    x, w = op.input, op.weight
+    (n, c, h, wd), (f, _, kh, kw) = x.type.shape, w.type.shape
+    (sh, sw), (ph, pw) = op.stride, op.padding
+    oh, ow = g.type.shape[2:]
+    # The output gradient spread back to stride 1: row oh lands on row oh * sh.
+    dilated = g
+    if (sh, sw) != (1, 1):
+        dilated_type = g.type.with_shape((n, f, (oh - 1) * sh + 1, (ow - 1) * sw + 1))
+        dilated = b.insert_slice(g, b.zeros(dilated_type), (0, 0, 0, 0), dilated_type.shape, (1, 1, sh, sw))
+    dh, dw = dilated.type.shape[2:]
+
+    def d_input():
+        flipped = b.slice(b.transpose(w, (1, 0, 2, 3)), (0, 0, kh - 1, kw - 1), (c, f, -1, -1), (1, 1, -1, -1))
+        full = b.conv2d(dilated, flipped, (1, 1), (kh - 1, kw - 1))  # gradient of the padded input
+        rows, cols = min(h, dh + kh - 1 - ph), min(wd, dw + kw - 1 - pw)
+        if rows <= 0 or cols <= 0:
+            return b.zeros(x.type)
+        part = b.slice(full, (0, 0, ph, pw), (n, c, ph + rows, pw + cols), (1, 1, 1, 1))
+        if (rows, cols) == (h, wd):
+            return part
+        return b.insert_slice(part, b.zeros(x.type), (0, 0, 0, 0), (n, c, rows, cols), (1, 1, 1, 1))
+
+    def d_weight():
+        correlation = b.conv2d(b.transpose(x, (1, 0, 2, 3)), b.transpose(dilated, (1, 0, 2, 3)), (1, 1), (ph, pw))
+        return b.transpose(b.slice(correlation, (0, 0, 0, 0), (c, f, kh, kw), (1, 1, 1, 1)), (1, 0, 2, 3))
+
+    return _when(needs, d_input, d_weight)
