@@ -9,6 +9,8 @@
 """
 from .errors import (ArgumentError, DTypeError, KilnError, OutOfBoundsError, ParseError, ShapeError, StageError,
                      TracerBoolError, TracerConversionError, UnsupportedError, VerificationError)
+from .grad import grad, value_and_grad
+from .gradcheck import GradcheckReport, GradientMismatchError, gradcheck
 from .jit import CompiledFunction, Lowered, compile
 from .nn import conv2d, logsumexp, relu, sigmoid, softmax
 from .specs import TensorSpec, bool_, f32, f64, i32, i64
@@ -16,7 +18,7 @@ from .specs import TensorSpec, bool_, f32, f64, i32, i64
 __version__ = "0.1.0"
 
 __all__ = [
-    "compile", "CompiledFunction", "Lowered", "TensorSpec", "f32", "f64", "i32", "i64", "bool_",
+    "compile", "CompiledFunction", "Lowered", "grad", "value_and_grad", "gradcheck", "GradcheckReport", "GradientMismatchError", "TensorSpec", "f32", "f64", "i32", "i64", "bool_",
     "relu", "sigmoid", "softmax", "logsumexp", "conv2d",
     "KilnError", "ShapeError", "DTypeError", "VerificationError", "ParseError", "TracerBoolError",
     "TracerConversionError", "UnsupportedError", "OutOfBoundsError", "ArgumentError", "StageError", "__version__",

@@ -17,7 +17,7 @@ from kiln.dialects import func as F
 from kiln.dialects.types import SUPPORTED_DTYPES, FunctionType, tensor_type
 
 from . import pytree
-from .errors import ArgumentError, DTypeError
+from .errors import ArgumentError, DTypeError, KilnError
 from .specs import TensorSpec
 from .tracing import TraceContext, Tracer
 
@@ -104,33 +104,41 @@ class TracedFunction:
     module: builtin.ModuleOp
     function: F.FuncOp
     out_treedef: pytree.TreeDef
+    captures: list  # Tracers of enclosing traces, passed as the last arguments
 
 
-def trace(fn, call: BoundCall, specs: list) -> TracedFunction:
-    """Run `fn` on Tracers standing for `call`'s leaves; record a verified module."""
+def trace_flat(name: str, build, specs: list, names: list) -> TracedFunction:
+    """Record `build(tracers)`, one Tracer per spec, as a verified function `name`."""
     input_types = [tensor_type(s.spec.shape, s.spec.dtype) for s in specs]
-    function = F.FuncOp.create(fn.__name__, input_types, [], [ssa_name(p) for p in call.paths])
+    function = F.FuncOp.create(name, input_types, [], names)
     module = builtin.ModuleOp.empty()
     module.body.append(function)
     ctx = TraceContext(function)
     tracers = [Tracer(arg, ctx, s.weak) for arg, s in zip(function.arguments, specs)]
-    args, kwargs = call.rebuild(tracers)
-    try:
-        result = fn(*args, **kwargs)
-        outputs, out_treedef = pytree.flatten(result)
+    with ctx.active():
+        outputs, out_treedef = pytree.flatten(build(tracers))
         values = [_output_value(ctx, leaf, i) for i, leaf in enumerate(outputs)]
-    finally:
-        ctx.closed = True
     function.body.append(F.ReturnOp(values, {}, []))
-    function.attributes["function_type"] = FunctionType(tuple(input_types), tuple(v.type for v in values))
+    inputs = tuple(a.type for a in function.arguments)  # captures were appended while tracing
+    function.attributes["function_type"] = FunctionType(inputs, tuple(v.type for v in values))
     verify(module)
-    return TracedFunction(module, function, out_treedef)
+    return TracedFunction(module, function, out_treedef, ctx.captures)
+
+
+def trace(fn, call: BoundCall, specs: list) -> TracedFunction:
+    """Run `fn` on Tracers standing for `call`'s leaves; record a verified module."""
+    def build(tracers):
+        args, kwargs = call.rebuild(tracers)
+        return fn(*args, **kwargs)
+    traced = trace_flat(fn.__name__, build, specs, [ssa_name(p) for p in call.paths])
+    if traced.captures:
+        raise KilnError(f"{fn.__name__} reads traced values of an enclosing function; pass them as arguments")
+    return traced
 
 
 def _output_value(ctx: TraceContext, leaf, index: int):
     if isinstance(leaf, Tracer):
-        ctx.check_owned(leaf)
-        return leaf.value
+        return ctx.value_of(leaf)
     if isinstance(leaf, (bool, int, float, np.ndarray, np.generic)):
         array = np.asarray(leaf)
         if array.dtype not in SUPPORTED_DTYPES:

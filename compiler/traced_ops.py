@@ -13,17 +13,16 @@ from kiln.dialects import tensor as T
 from kiln.dialects.types import SUPPORTED_DTYPES, tensor_type
 
 from .errors import DTypeError, OutOfBoundsError, ShapeError, UnsupportedError
-from .tracing import Tracer, user_location
+from .tracing import Tracer, current_context, user_location
 
 _DTYPE_NAMES = ", ".join(str(d) for d in SUPPORTED_DTYPES)
 
 
 # -- operands: Tracers, constants and weak Python scalars ---------------------------
 def context_of(values):
-    for v in values:
-        if isinstance(v, Tracer):
-            return v.ctx
-    raise AssertionError("no traced value among the operands")
+    """The trace being recorded (operands from enclosing traces are captured by it)."""
+    assert any(isinstance(v, Tracer) for v in values), "no traced value among the operands"
+    return current_context()
 
 
 def check_dtype(dtype, what: str) -> np.dtype:
@@ -89,7 +88,7 @@ def cast(x: Tracer, dtype) -> Tracer:
     dtype = check_dtype(dtype, "the cast target")
     if x.dtype == dtype:
         return x
-    return x.ctx.emit(T.CastOp, [x], result_type=tensor_type(x.shape, dtype), weak=x.weak)
+    return current_context().emit(T.CastOp, [x], result_type=tensor_type(x.shape, dtype), weak=x.weak)
 
 
 def astype(x: Tracer, dtype) -> Tracer:
@@ -112,7 +111,7 @@ def broadcast_to(x: Tracer, shape) -> Tracer:
     broadcast_shapes(x.shape, shape)  # the error message names both shapes
     if len(x.shape) > len(shape) or broadcast_shapes(x.shape, shape) != shape:
         raise ShapeError(f"cannot broadcast {x.shape} to {shape}", user_location())
-    return x.ctx.emit(T.BroadcastToOp, [x], result_type=tensor_type(shape, x.dtype), weak=x.weak)
+    return current_context().emit(T.BroadcastToOp, [x], result_type=tensor_type(shape, x.dtype), weak=x.weak)
 
 
 def elementwise(op_class, operands, dtypes, attributes=None) -> Tracer:
@@ -156,7 +155,7 @@ def reduce(kind: str, x, axis=None, keepdims=False, dtype=None) -> Tracer:
     if kind != "sum" and any(x.shape[a] == 0 for a in axes):
         raise ShapeError(f"np.{kind} of an empty axis has no identity (shape {x.shape}, axis {axis})",
                          user_location())
-    return x.ctx.emit(_REDUCE_OPS[kind], [x], {"axes": axes, "keepdims": bool(keepdims)})
+    return current_context().emit(_REDUCE_OPS[kind], [x], {"axes": axes, "keepdims": bool(keepdims)})
 
 
 def reduced_count(x, axis) -> int:
@@ -247,7 +246,7 @@ def reshape(x, shape, order="C") -> Tracer:
                          user_location())
     if shape == x.shape:
         return x
-    return x.ctx.emit(T.ReshapeOp, [x], result_type=tensor_type(shape, x.dtype), weak=x.weak)
+    return current_context().emit(T.ReshapeOp, [x], result_type=tensor_type(shape, x.dtype), weak=x.weak)
 
 
 def transpose(x, axes=None) -> Tracer:
@@ -260,7 +259,7 @@ def transpose(x, axes=None) -> Tracer:
             raise ShapeError(f"axes {tuple(axes)} are not a permutation of the {x.ndim} axes", user_location())
     if perm == tuple(range(x.ndim)):
         return x
-    return x.ctx.emit(T.TransposeOp, [x], {"permutation": perm}, weak=x.weak)
+    return current_context().emit(T.TransposeOp, [x], {"permutation": perm}, weak=x.weak)
 
 
 def swapaxes(x, axis1, axis2) -> Tracer:
@@ -336,7 +335,7 @@ def getitem(x: Tracer, key) -> Tracer:
         dim += 1
     result = x
     if (start, stop, step) != ([0] * x.ndim, list(x.shape), [1] * x.ndim):
-        result = x.ctx.emit(T.SliceOp, [x], {"start": tuple(start), "stop": tuple(stop), "step": tuple(step)},
+        result = current_context().emit(T.SliceOp, [x], {"start": tuple(start), "stop": tuple(stop), "step": tuple(step)},
                             weak=x.weak)
     return reshape(result, tuple(out_shape))
 
@@ -389,7 +388,7 @@ def where(condition, x, y) -> Tracer:
 def full_like(x, fill_value, dtype=None) -> Tracer:
     x = as_tracer(x)
     dtype = check_dtype(dtype or x.dtype, "the fill dtype")
-    return broadcast_to(lift(x.ctx, fill_value, dtype), x.shape)
+    return broadcast_to(lift(current_context(), fill_value, dtype), x.shape)
 
 
 def conv2d(x, w, stride=1, padding=0) -> Tracer:

@@ -8,6 +8,7 @@ user's code that made it; errors point there.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -61,20 +62,40 @@ def _column(frame) -> int:
         return 0
 
 
+_ACTIVE: list = []  # the traces being recorded, innermost last (grad traces nest inside compile traces)
+
+
+def current_context() -> "TraceContext":
+    if not _ACTIVE:
+        raise KilnError("a traced value was used after the function that made it finished tracing "
+                        "(was it stored in a global or an attribute?)", user_location())
+    return _ACTIVE[-1]
+
+
 class TraceContext:
-    """Owns the function being built: emits ops, interns constants."""
+    """Owns the function being built: emits ops, interns constants, captures outer values."""
 
     def __init__(self, func):
         self.func = func
         self.builder = Builder(func.body)
         self._constants: dict = {}
+        self.captures: list = []  # Tracers of enclosing traces this function reads
+        self._captured: dict = {}
         self.closed = False
 
-    def emit(self, op_class, operands, attributes=None, result_type=None, weak=False) -> "Tracer":
-        for t in operands:
-            self.check_owned(t)
-        op = self.builder.create(op_class, [t.value for t in operands], attributes,
-                                 None if result_type is None else [result_type], loc=user_location())
+    @contextlib.contextmanager
+    def active(self):
+        _ACTIVE.append(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE.pop()
+            self.closed = True
+
+    def emit(self, op_class, operands, attributes=None, result_type=None, weak=False, loc=None) -> "Tracer":
+        values = [self.value_of(t) for t in operands]
+        op = self.builder.create(op_class, values, attributes, None if result_type is None else [result_type],
+                                 loc=loc or user_location())
         return Tracer(op.result, self, weak)
 
     def constant(self, array: np.ndarray, weak: bool = False) -> "Tracer":
@@ -87,10 +108,19 @@ class TraceContext:
             self._constants[key] = (value, array)  # keeping `array` alive keeps id() unique
         return Tracer(self._constants[key][0], self, weak)
 
-    def check_owned(self, tracer: "Tracer") -> None:
-        if tracer.ctx is not self or self.closed:
-            raise KilnError("a traced value escaped the function that made it (stored in a global, "
-                            "an attribute or a closure?) and was used in another trace", user_location())
+    def value_of(self, tracer: "Tracer"):
+        """The IR value standing for `tracer` in this function; a value of an enclosing
+        trace becomes an extra argument (a capture)."""
+        if tracer.ctx is self and not self.closed:
+            return tracer.value
+        if tracer.ctx in _ACTIVE[:-1] and not tracer.ctx.closed:
+            key = id(tracer.value)
+            if key not in self._captured:
+                self._captured[key] = self.func.body.add_argument(tracer.value.type, "captured")
+                self.captures.append(tracer)
+            return self._captured[key]
+        raise KilnError("a traced value escaped the function that made it (stored in a global, "
+                        "an attribute or a closure?) and was used in another trace", user_location())
 
 
 class Tracer(np.lib.mixins.NDArrayOperatorsMixin):
