@@ -1,4 +1,5 @@
 """The examples run as users run them, and agree with numpy."""
+import re
 import runpy
 import subprocess
 import sys
@@ -20,3 +21,13 @@ def test_main_example_prints_its_ir():
     result = subprocess.run([sys.executable, f"{ROOT}/examples/mlp.py"], capture_output=True, text=True, check=True)
     assert "max |kiln - numpy| = " in result.stdout
     assert "func.func @predict(" in result.stdout and "tensor.reduce_max" in result.stdout
+
+
+def test_training_example_learns_and_agrees_with_hand_written_numpy():
+    result = subprocess.run([sys.executable, f"{ROOT}/examples/train_mlp.py", "--epochs", "3"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    last_epoch = result.stdout.splitlines()[-2].split()
+    assert last_epoch[0] == "3" and float(last_epoch[3]) > 0.9  # test accuracy; chance is 0.1
+    differences = [float(v) for v in re.findall(r"difference (\S+?)(?:,|$)", result.stdout.splitlines()[-1])]
+    assert len(differences) == 2 and max(differences) < 1e-4
