@@ -23,7 +23,7 @@ from .errors import ArgumentError, KilnError, StageError
 from .frontend import bind, leaf_spec, trace
 from .interpreter import run_function
 from .llvm_codegen import STATUS, symbol_name
-from .pipeline import STAGES, Pipeline
+from .pipeline import GRAPH_PASSES, STAGES, Pipeline
 from .specs import TensorSpec
 from .tracing import Tracer
 
@@ -49,6 +49,16 @@ class Lowered:
         """The IR of `stage`: MLIR syntax, or LLVM IR for ``llvm``; `locations` adds source lines."""
         self._check(stage)
         return self._pipeline.text(stage, locations, generic)
+
+    @property
+    def kernel_count(self) -> int:
+        """How many kernels (loop nests, before output copies) the optimized function has."""
+        return self._pipeline.kernel_count()
+
+    @property
+    def memory_plan(self):
+        """The arena layout of intermediates: ``arena_bytes``, ``unplanned_bytes``, ``buffers``."""
+        return self._pipeline.memory_plan()
 
     def _check(self, stage: str) -> None:
         if stage not in self.stages:
@@ -124,12 +134,13 @@ def _status_error(status: int) -> Exception:
 
 
 class CompiledFunction:
-    def __init__(self, fn, target: str = "cpu", static_argnames=()):
+    def __init__(self, fn, target: str = "cpu", static_argnames=(), optimize: bool = True):
         if target not in TARGETS:
             raise KilnError(f"unknown target {target!r}; this version of kiln compiles for: {', '.join(TARGETS)}")
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.target = target
+        self.optimize = optimize
         self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         self._signature = inspect.signature(fn)
         unknown = [n for n in self.static_argnames if n not in self._signature.parameters]
@@ -150,7 +161,7 @@ class CompiledFunction:
         if key not in self._traces:
             specs = [leaf_spec(path, leaf) for path, leaf in zip(call.paths, leaves)]
             traced = trace(self.fn, call, specs)
-            pipeline = Pipeline(self.fn.__name__, traced.module)
+            pipeline = Pipeline(self.fn.__name__, traced.module, GRAPH_PASSES if self.optimize else ())
             self._traces[key] = (traced, pipeline)
             _dump(pipeline, self.stages)
         return call, key
@@ -235,7 +246,7 @@ def _dump(pipeline: Pipeline, stages) -> None:
         pipeline.dump(directory, digest, stages)
 
 
-def compile(fn=None, *, target: str = "cpu", static_argnames=()):
+def compile(fn=None, *, target: str = "cpu", static_argnames=(), optimize: bool = True):
     """Compile a numpy function: ``@kiln.compile`` or ``kiln.compile(fn, target="cpu")``.
 
     `target` is ``"cpu"`` (native code for this machine) or ``"interpret"``
@@ -244,8 +255,9 @@ def compile(fn=None, *, target: str = "cpu", static_argnames=()):
     Arguments are traced, so the compiled code serves any values of the same
     shapes and dtypes. Parameters named in `static_argnames` (an axis, a flag)
     are passed as Python values instead and compiled in, one trace per value;
-    so are parameters left at their defaults.
+    so are parameters left at their defaults. ``optimize=False`` skips the graph
+    passes (one loop nest per op, no memory plan), for comparison and debugging.
     """
     if fn is None:
-        return lambda f: CompiledFunction(f, target, static_argnames)
-    return CompiledFunction(fn, target, static_argnames)
+        return lambda f: CompiledFunction(f, target, static_argnames, optimize)
+    return CompiledFunction(fn, target, static_argnames, optimize)

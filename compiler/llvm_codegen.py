@@ -25,7 +25,7 @@ from kiln.dialects.types import MemRefType, ScalarType
 STATUS = {"out of memory": 1, "negative integer power": 2}
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
-_SCALARS = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "i1": I1, "i32": I32, "i64": I64, "index": I64}
+_SCALARS = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "i1": I1, "i8": I8, "i32": I32, "i64": I64, "index": I64}
 _INTRINSIC_SUFFIX = {"f32": "f32", "f64": "f64", "i32": "i32", "i64": "i64"}
 
 
@@ -238,6 +238,12 @@ def _alloc(e: FunctionEmitter, op):
 def _dealloc(e: FunctionEmitter, op):
     free = e.declare("free", ir.VoidType(), [I8.as_pointer()])
     e.b.call(free, [e.b.bitcast(e.get(op.memref), I8.as_pointer())])
+
+
+@handles(MR.ViewOp)
+def _view(e: FunctionEmitter, op):
+    byte = e.b.gep(e.b.bitcast(e.get(op.source), I8.as_pointer()), [e.get(op.byte_shift)], inbounds=True)
+    e.values[op.result] = e.b.bitcast(byte, stored(op.result.type.element).as_pointer())
 
 
 @handles(MR.GetGlobalOp)

@@ -13,26 +13,30 @@ import hashlib
 import os
 
 from kiln.dialects import print_ir
-from kiln.passes.lower_tensor_to_affine import lower_tensor_to_affine  # noqa: F401  (registers the pass)
+from kiln.passes import canonicalize, cse, dce, fusion, memory_plan  # noqa: F401  (register the passes)
+from kiln.passes.lower_tensor_to_affine import lower_tensor_to_affine  # noqa: F401
+from kiln.passes.memory_plan import read_plan
 from kiln.passes.registry import run_passes
 from kiln.runtime.cache import DiskCache
 
 from . import llvm_codegen, llvm_target
 
 STAGES = ("tensor", "optimized", "affine", "scheduled", "llvm")
+GRAPH_PASSES = ("canonicalize", "cse", "dce", "fuse", "plan-memory")
 
 
 class Pipeline:
-    def __init__(self, name: str, tensor_module):
+    def __init__(self, name: str, tensor_module, graph_passes=GRAPH_PASSES):
         self.name = name
+        self.graph_passes = tuple(graph_passes)
         self._modules = {"tensor": tensor_module}
         self._llvm_ir = None
         self._optimized_llvm = None
 
     def module(self, stage: str):
         if stage not in self._modules:
-            if stage == "optimized":
-                self._modules[stage] = self.module("tensor")
+            if stage == "optimized":  # passes change IR in place: they work on a copy
+                self._modules[stage] = run_passes(self.module("tensor").clone({}), self.graph_passes)
             elif stage == "affine":
                 self._modules[stage] = run_passes(self.module("optimized"), ["lower-tensor-to-affine"])
             elif stage == "scheduled":
@@ -44,7 +48,26 @@ class Pipeline:
     def text(self, stage: str, locations: bool = True, generic: bool = False) -> str:
         if stage == "llvm":
             return self.optimized_llvm()
-        return print_ir(self.module(stage), locations=locations, generic=generic)
+        text = print_ir(self.module(stage), locations=locations, generic=generic)
+        if stage == "optimized":
+            summary = f"// {self.kernel_count()} kernels"
+            memory = self.memory_plan()
+            if memory is not None:
+                summary += f"; {memory}"
+            text = summary + "\n" + text
+        return text
+
+    def kernels(self) -> list:
+        """The optimized function's kernels: each becomes one loop nest."""
+        from kiln.passes.memory_plan import is_kernel
+        function = self.module("optimized").body.ops[0]
+        return [op for op in function.body.ops if is_kernel(op)]
+
+    def kernel_count(self) -> int:
+        return len(self.kernels())
+
+    def memory_plan(self):
+        return read_plan(self.module("optimized").body.ops[0])
 
     def llvm_ir(self) -> str:
         """LLVM IR as kiln writes it, before LLVM's optimizations."""

@@ -9,6 +9,7 @@ class ModuleOp(Operation):
     name = "builtin.module"
     num_regions = 1
     isolated_from_above = True
+    restarts_numbering = True
 
     @classmethod
     def empty(cls) -> "ModuleOp":

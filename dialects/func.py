@@ -17,6 +17,7 @@ class FuncOp(Operation):
     attribute_names = ("sym_name", "function_type")
     num_regions = 1
     isolated_from_above = True
+    restarts_numbering = True
 
     @classmethod
     def create(cls, name: str, input_types, result_types, arg_names=None, loc=None) -> "FuncOp":

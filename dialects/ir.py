@@ -95,9 +95,10 @@ class Operation:
     operand_names: ClassVar[tuple] = ()
     attribute_names: ClassVar[tuple] = ()
     num_regions: ClassVar[int] = 0
-    # Ops whose regions cannot see values defined outside them (func.func):
-    # SSA numbering restarts inside them when printing.
+    # Ops whose regions cannot see values defined outside them (func.func, tensor.fused).
     isolated_from_above: ClassVar[bool] = False
+    # Ops inside which printed SSA numbering starts again from %0 (functions, modules).
+    restarts_numbering: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -217,6 +218,25 @@ class Operation:
             for region in reversed(op.regions):
                 for block in reversed(region.blocks):
                     stack.extend(reversed(block.ops))
+
+    def clone(self, mapping: dict) -> "Operation":
+        """A deep copy; operands are looked up in `mapping` (value -> value), which the
+        copy's results and block arguments are added to. Values not in it are kept."""
+        regions = []
+        for region in self.regions:
+            new_region = Region()
+            for block in region.blocks:
+                new_block = new_region.append(Block([a.type for a in block.args], [a.name_hint for a in block.args]))
+                mapping.update(zip(block.args, new_block.args))
+                for op in block.ops:
+                    new_block.append(op.clone(mapping))
+            regions.append(new_region)
+        copy = type(self)([mapping.get(v, v) for v in self.operands], dict(self.attributes),
+                          [r.type for r in self.results], regions, loc=self.loc)
+        for old, new in zip(self.results, copy.results):
+            new.name_hint = old.name_hint
+            mapping[old] = new
+        return copy
 
     def __repr__(self) -> str:
         return f"<{self.name} at {id(self):#x}>"

@@ -98,3 +98,34 @@ class GetGlobalOp(Operation):
         name = parser.parse_symbol()
         parser.expect(":")
         return cls([], {"name": name}, [parser.parse_type()])
+
+
+class ViewOp(Operation):
+    """A typed buffer at a byte offset of an ``i8`` arena (memory planning's placements)."""
+    name = "memref.view"
+    operand_names = ("source", "byte_shift")
+
+    def verify(self):
+        super().verify()
+        source, t = self.source.type, self.result.type
+        if not isinstance(source, MemRefType) or source.element.name != "i8" or source.rank != 1:
+            raise self.error(f"memref.view takes a 1-d i8 memref, got {source}")
+        if not isinstance(t, MemRefType):
+            raise self.error("memref.view makes a memref")
+
+    def print_custom(self, printer):
+        printer.write(f"memref.view {printer.name_of(self.source)}[{printer.name_of(self.byte_shift)}][] : "
+                      f"{self.source.type} to {self.result.type}")
+
+    @classmethod
+    def parse_custom(cls, parser, num_results):
+        source = parser.parse_value()
+        parser.expect("[")
+        shift = parser.parse_value()
+        parser.expect("]")
+        parser.expect("[")
+        parser.expect("]")
+        parser.expect(":")
+        parser.parse_type()
+        parser.expect("to")
+        return cls([source, shift], {}, [parser.parse_type()])

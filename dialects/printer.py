@@ -173,7 +173,7 @@ class Printer:
     # -- ops, regions, blocks ------------------------------------------------
     def print_op(self, op: Operation) -> None:
         saved = None
-        if op.isolated_from_above:
+        if op.restarts_numbering:
             saved = (self.names, self.used_names, self.counter)
             self.names, self.used_names, self.counter = dict(self.names), set(), 0
         self.write(self.define_results(op))

@@ -23,7 +23,7 @@ import numpy as np
 
 from .diagnostics import DTypeError, ShapeError
 from .ir import Operation
-from .printer import format_dense
+from .printer import format_attr_dict, format_dense
 from .types import TensorType, f32, f64, i1, i32, i64, tensor_type
 
 FLOAT = (f32, f64)
@@ -361,16 +361,9 @@ class BroadcastToOp(TensorOp):
         return np.broadcast_to(x, self.result.type.shape)
 
 
-class SliceOp(TensorOp):
-    """``tensor.slice``: per dim, indices start, start+step, ... short of stop (Python's
-    ``slice.indices`` normal form; step may be negative, stop -1 then means "past the front")."""
-    name = "tensor.slice"
-    operand_names = _UNARY
+class StridedSlice(TensorOp):
+    """What tensor.slice and tensor.insert_slice share: a strided box of a tensor."""
     attribute_names = ("start", "stop", "step")
-
-    def infer_result_types(self):
-        t = self.tensor_operand(0)
-        return [t.with_shape(self.slice_shape(t))]
 
     def slice_shape(self, t: TensorType) -> tuple:
         """The shape of the strided slice of `t`, checking that it stays inside `t`."""
@@ -391,11 +384,22 @@ class SliceOp(TensorOp):
         """The numpy index of the slice."""
         return tuple(slice(a, b if b >= 0 else None, s) for a, b, s in zip(self.start, self.stop, self.step))
 
+
+class SliceOp(StridedSlice):
+    """``tensor.slice``: per dim, indices start, start+step, ... short of stop (Python's
+    ``slice.indices`` normal form; step may be negative, stop -1 then means "past the front")."""
+    name = "tensor.slice"
+    operand_names = _UNARY
+
+    def infer_result_types(self):
+        t = self.tensor_operand(0)
+        return [t.with_shape(self.slice_shape(t))]
+
     def evaluate(self, x):
         return x[self.key()]
 
 
-class InsertSliceOp(SliceOp):
+class InsertSliceOp(StridedSlice):
     """``tensor.insert_slice``: `dest` with its strided slice (as tensor.slice's) replaced by
     `source`. Made by autodiff: the gradient of a slice, and the dilation in conv2d's."""
     name = "tensor.insert_slice"
@@ -439,6 +443,98 @@ class ConcatOp(TensorOp):
     def evaluate(self, *inputs):
         return np.concatenate(inputs, axis=self.axis)
 
+
+class FusedOp(TensorOp):
+    """``tensor.fused``: a group of ops that becomes one loop nest.
+
+    The body sees only its block arguments (the group's inputs); it ends with
+    ``tensor.yield`` of the group's result. Values inside never touch memory.
+    An ``arena_offset`` attribute, when present, places the result in the
+    function's memory arena::
+
+        %2 = tensor.fused(%in0 = %x, %in1 = %b) -> tensor<4x8xf32> {
+          %0 = tensor.broadcast_to %in1 : (tensor<8xf32>) -> tensor<4x8xf32>
+          %1 = tensor.add %in0, %0 : tensor<4x8xf32>
+          %2 = tensor.tanh %1 : tensor<4x8xf32>
+          tensor.yield %2 : tensor<4x8xf32>
+        }
+    """
+    name = "tensor.fused"
+    operand_names = ("inputs*",)
+    num_regions = 1
+    isolated_from_above = True
+
+    @property
+    def body(self):
+        return self.regions[0].block
+
+    def verify(self):
+        super().verify()
+        body = self.body
+        if [a.type for a in body.args] != [v.type for v in self.operands]:
+            raise self.error("tensor.fused: block arguments must match the inputs")
+        if not body.ops or not isinstance(body.ops[-1], YieldOp):
+            raise self.error("tensor.fused body must end with tensor.yield")
+        if [v.type for v in body.ops[-1].operands] != [r.type for r in self.results]:
+            raise self.error("tensor.fused: tensor.yield must match the results")
+
+    def evaluate(self, *inputs):
+        env = dict(zip(self.body.args, inputs))
+        for op in self.body.ops[:-1]:
+            env[op.results[0]] = np.asarray(op.evaluate(*(env[v] for v in op.operands)))
+        (result,) = (env[v] for v in self.body.ops[-1].operands)
+        return result
+
+    def print_custom(self, printer):
+        pairs = ", ".join(f"{printer.define(a)} = {printer.name_of(v)}" for a, v in zip(self.body.args, self.operands))
+        results = [str(r.type) for r in self.results]
+        printer.write(f"tensor.fused({pairs})")
+        printer.write(format_attr_dict(self.attributes))
+        printer.write(f" -> {results[0] if len(results) == 1 else '(' + ', '.join(results) + ')'} ")
+        printer.print_region(self.regions[0])
+
+    @classmethod
+    def parse_custom(cls, parser, num_results):
+        parser.expect("(")
+        names, inputs = [], []
+
+        def pair():
+            names.append(parser.parse_argument_name())
+            parser.expect("=")
+            inputs.append(parser.parse_value())
+
+        parser.comma_list(pair, ")")
+        attributes = parser.parse_attr_dict()
+        parser.expect("->")
+        types = parser.parse_type_list()
+        region = parser.parse_region(entry_args=list(zip(names, [v.type for v in inputs])))
+        return cls(inputs, attributes, types, [region])
+
+
+class YieldOp(Operation):
+    """``tensor.yield``: the results of a tensor.fused body."""
+    name = "tensor.yield"
+    operand_names = ("values*",)
+
+    def infer_result_types(self):
+        return []
+
+    def print_custom(self, printer):
+        printer.write(f"tensor.yield {printer.operands(self.operands)} : " +
+                      ", ".join(str(v.type) for v in self.operands))
+
+    @classmethod
+    def parse_custom(cls, parser, num_results):
+        operands = parser.parse_operands()
+        parser.expect(":")
+        parser.comma_list_until(parser.parse_type, len(operands))
+        return cls(operands, {})
+
+
+ELEMENTWISE_OPS = tuple(c for c in list(globals().values()) if isinstance(c, type) and
+                        issubclass(c, ElementwiseOp) and c.__dict__.get("name")) + (SelectOp, CastOp)
+REDUCTION_OPS = (ReduceSumOp, ReduceMaxOp, ReduceMinOp)
+VIEW_OPS = (BroadcastToOp, TransposeOp, ReshapeOp, SliceOp)
 
 TENSOR_OPS = tuple(cls for cls in list(globals().values())
                    if isinstance(cls, type) and issubclass(cls, TensorOp) and cls.__dict__.get("name"))

@@ -47,10 +47,12 @@ i1 = ScalarType("i1")
 i32 = ScalarType("i32")
 i64 = ScalarType("i64")
 index = ScalarType("index")
+i8 = ScalarType("i8")  # bytes: the element type of the memory arena, not of user arrays
 
-SCALAR_TYPES = {t.name: t for t in (f32, f64, i1, i32, i64, index)}
-_TO_NUMPY = {"f32": np.float32, "f64": np.float64, "i1": np.bool_, "i32": np.int32, "i64": np.int64}
-_FROM_NUMPY = {np.dtype(v): SCALAR_TYPES[k] for k, v in _TO_NUMPY.items()}
+SCALAR_TYPES = {t.name: t for t in (f32, f64, i1, i8, i32, i64, index)}
+_TO_NUMPY = {"f32": np.float32, "f64": np.float64, "i1": np.bool_, "i32": np.int32, "i64": np.int64,
+             "i8": np.int8}
+_FROM_NUMPY = {np.dtype(v): SCALAR_TYPES[k] for k, v in _TO_NUMPY.items() if k != "i8"}
 
 SUPPORTED_DTYPES = tuple(_FROM_NUMPY)
 

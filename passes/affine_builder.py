@@ -89,15 +89,15 @@ class AffineBuilder:
 
     def load(self, view: View, logical, ivs) -> Value:
         """affine.load of `view` at the logical index `logical` (expressions of `ivs`)."""
-        operands, amap = _access(view.through(logical).exprs, ivs)
+        operands, amap = access(view.through(logical).exprs, ivs)
         return self.emit(A.LoadOp, [view.buffer, *operands], {"map": amap}).result
 
     def store(self, value: Value, buffer: Value, logical, ivs) -> None:
-        operands, amap = _access(tuple(logical), ivs)
+        operands, amap = access(tuple(logical), ivs)
         self.emit(A.StoreOp, [value, buffer, *operands], {"map": amap})
 
 
-def _access(exprs, ivs):
+def access(exprs, ivs):
     """Index operands and map for `exprs` over `ivs`, keeping only the ivs they use."""
     used = sorted({d for e in exprs for d in _dims(e)})
     renumber = [Dim(used.index(d)) if d in used else None for d in range(len(ivs))]

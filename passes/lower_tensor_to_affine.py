@@ -34,12 +34,14 @@ from kiln.dialects import builtin
 from kiln.dialects import func as F
 from kiln.dialects import memref as MR
 from kiln.dialects import tensor as T
-from kiln.dialects.affine_expr import Const, Dim, divide_in_range
-from kiln.dialects.types import MemRefType, memref_of
+from kiln.dialects.affine_expr import Dim
+from kiln.dialects.types import MemRefType, i8, index, memref_of
 
 from .affine_builder import AffineBuilder, View
+from .index_maps import operand_index
 from .registry import register_pass
-from .scalar_rules import REDUCTION_COMBINE, SCALAR_RULES, constant, reduction_identity
+from .kernel_emitter import KernelEmitter
+from .scalar_rules import SCALAR_RULES, constant, reduction_identity
 
 LOWERINGS: dict = {}
 
@@ -75,6 +77,11 @@ class FunctionLowering:
         self.outputs = self.function.arguments[len(inputs):]
         self.allocated = []
         self.destinations = {}  # tensor value -> the output memref its op writes straight into
+        self.arena = None
+        arena_bytes = function.attributes.get("arena_bytes", 0)
+        if arena_bytes:  # the memory plan: one buffer for every intermediate
+            self.arena = self.b.op(MR.AllocOp, result_type=MemRefType((arena_bytes,), i8))
+            self.allocated.append(self.arena)
 
     def run(self) -> None:
         ret = self.source.body.ops[-1]
@@ -101,8 +108,12 @@ class FunctionLowering:
     # -- helpers ----------------------------------------------------------------------
     def destination(self, value):
         """The memref `value` is computed into: an output, or a new buffer."""
+        offset = value.op.attributes.get("arena_offset") if hasattr(value, "op") else None
         if value in self.destinations:
             buffer = self.destinations[value]
+        elif offset is not None and self.arena is not None:
+            shift = self.b.op(AR.ConstantOp, result_type=index, value=offset)
+            buffer = self.b.op(MR.ViewOp, self.arena, shift, result_type=memref_of(value.type))
         else:
             buffer = self.b.op(MR.AllocOp, result_type=memref_of(value.type))
             self.allocated.append(buffer)
@@ -114,70 +125,40 @@ class FunctionLowering:
             dims = [Dim(k) for k in range(len(shape))]
             self.b.store(self.b.load(view, dims, ivs), buffer, dims, ivs)
 
-    def global_constant(self, array) -> View:
+    def declare_global(self, array) -> MR.GetGlobalOp:
+        """A memref.global for `array`, and an (unplaced) op that reads it."""
         count = sum(isinstance(op, MR.GlobalOp) for op in self.module.body.ops)
         name = f"cst_{count}"
         t = MemRefType(array.shape, T.tensor_type(array.shape, array.dtype).element)
         constant = MR.GlobalOp([], {"sym_name": name, "type": t, "initial_value": array})
         self.module.body.ops.insert(count, constant)  # globals first, in order of use
         constant.parent = self.module.body
-        return View.identity(self.b.op(MR.GetGlobalOp, result_type=t, name=name))
+        return MR.GetGlobalOp([], {"name": name}, [t])
+
+    def global_constant(self, array) -> View:
+        return View.identity(self.b.block.append(self.declare_global(array)).result)
 
 
-# -- computing ops ------------------------------------------------------------------------
-@lowers(*SCALAR_RULES)
-def lower_elementwise(L: FunctionLowering, op) -> None:
-    shape = op.result.type.shape
-    element = op.operands[0].type.element
-    out = L.destination(op.result)
-    with L.b.loops(shape) as ivs:
-        dims = [Dim(k) for k in range(len(shape))]
-        scalars = [L.b.load(L.views[v], dims, ivs) for v in op.operands]
-        L.b.store(SCALAR_RULES[type(op)](L.b, op, element, *scalars), out, dims, ivs)
+# -- kernels --------------------------------------------------------------------------------
+@lowers(T.FusedOp, *T.ELEMENTWISE_OPS, *T.REDUCTION_OPS, T.MatmulOp)
+def lower_kernel(L: FunctionLowering, op) -> None:
+    """One loop nest for a tensor.fused group, or for a single computing op."""
+    if isinstance(op, T.FusedOp):
+        body = op.body
+        members = set(body.ops[:-1])
+        root = body.ops[-1].operands[0]
+        bound = dict(zip(body.args, op.operands))
 
+        def outside(value):
+            return L.views[bound.get(value, value)]
+    else:
+        members, root = {op}, op.result
 
-@lowers(T.ReduceSumOp, T.ReduceMaxOp, T.ReduceMinOp)
-def lower_reduction(L: FunctionLowering, op) -> None:
-    source, axes = op.operand.type, op.axes
-    element = source.element
-    out = L.destination(op.result)
-    shape = op.result.type.shape
-    with L.b.loops(shape) as outer:
-        kept = iter(range(len(shape)))
-        if op.keepdims:
-            index = [None if a in axes else Dim(a) for a in range(source.rank)]
-        else:
-            index = [None if a in axes else Dim(next(kept)) for a in range(source.rank)]
-        init = constant(L.b, reduction_identity(type(op), element), element)
-        combine = REDUCTION_COMBINE[type(op)]
-
-        def step(rivs, accs):
-            reduced = iter(range(len(shape), len(shape) + len(axes)))
-            logical = [Dim(next(reduced)) if e is None else e for e in index]
-            value = L.b.load(L.views[op.operand], logical, outer + rivs)
-            return [combine(L.b, op, element, accs[0], value)]
-
-        (total,) = L.b.reduction([source.shape[a] for a in axes], [init], step)
-        L.b.store(total, out, [Dim(k) for k in range(len(shape))], outer)
-
-
-@lowers(T.MatmulOp)
-def lower_matmul(L: FunctionLowering, op) -> None:
-    shape, element = op.result.type.shape, op.result.type.element
-    batch, k_extent = len(shape) - 2, op.lhs.type.shape[-1]
-    out = L.destination(op.result)
-    with L.b.loops(shape) as outer:
-        init = constant(L.b, reduction_identity(T.ReduceSumOp, element), element)
-        b_dims, m, n, k = [Dim(d) for d in range(batch)], Dim(batch), Dim(batch + 1), Dim(batch + 2)
-
-        def step(rivs, accs):
-            a = L.b.load(L.views[op.lhs], b_dims + [m, k], outer + rivs)
-            b = L.b.load(L.views[op.rhs], b_dims + [k, n], outer + rivs)
-            product = SCALAR_RULES[T.MulOp](L.b, op, element, a, b)
-            return [SCALAR_RULES[T.AddOp](L.b, op, element, accs[0], product)]
-
-        (total,) = L.b.reduction([k_extent], [init], step)
-        L.b.store(total, out, [Dim(d) for d in range(len(shape))], outer)
+        def outside(value):
+            return L.views[value]
+    buffer = L.destination(op.result)
+    emitter = KernelEmitter(L.function.body, members, outside, lambda c: L.declare_global(c.value))
+    emitter.emit(root, buffer)
 
 
 @lowers(T.Conv2DOp)
@@ -243,42 +224,10 @@ def lower_constant(L: FunctionLowering, op) -> None:
 
 
 # -- views: index arithmetic, no code ---------------------------------------------------------
-@lowers(T.BroadcastToOp)
-def lower_broadcast_to(L: FunctionLowering, op) -> None:
-    src, dst = op.operand.type.shape, op.result.type.shape
-    lead = len(dst) - len(src)
-    exprs = [Dim(lead + k) if s == dst[lead + k] else Const(0) for k, s in enumerate(src)]
-    L.views[op.result] = L.views[op.operand].through(exprs)
+@lowers(*T.VIEW_OPS)
+def lower_view(L: FunctionLowering, op) -> None:
+    identity = [Dim(k) for k in range(op.result.type.rank)]
+    L.views[op.result] = L.views[op.operand].through(operand_index(op, identity))
 
 
-@lowers(T.TransposeOp)
-def lower_transpose(L: FunctionLowering, op) -> None:
-    perm = op.permutation
-    L.views[op.result] = L.views[op.operand].through([Dim(perm.index(k)) for k in range(len(perm))])
-
-
-@lowers(T.SliceOp)
-def lower_slice(L: FunctionLowering, op) -> None:
-    exprs = [Dim(k) * s + a for k, (a, s) in enumerate(zip(op.start, op.step))]
-    L.views[op.result] = L.views[op.operand].through(exprs)
-
-
-@lowers(T.ReshapeOp)
-def lower_reshape(L: FunctionLowering, op) -> None:
-    src, dst = op.operand.type, op.result.type
-    linear = Const(0)
-    for k, stride in enumerate(MemRefType(dst.shape, dst.element).strides):
-        if dst.shape[k] != 1:
-            linear = linear + Dim(k) * stride
-    exprs = []
-    for size, stride in zip(src.shape, MemRefType(src.shape, src.element).strides):
-        if size == 1:
-            exprs.append(Const(0))
-            continue
-        quotient, _ = divide_in_range(linear, stride, dst.shape)
-        _, index = divide_in_range(quotient, size, dst.shape)
-        exprs.append(index)
-    L.views[op.result] = L.views[op.operand].through(exprs)
-
-
-VIEW_LOWERINGS = (lower_broadcast_to, lower_transpose, lower_slice, lower_reshape, lower_constant)
+VIEW_LOWERINGS = (lower_view, lower_constant)

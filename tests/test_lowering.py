@@ -13,8 +13,8 @@ from kiln.dialects import parse_ir, print_ir, verify
 from kiln.passes.lower_tensor_to_affine import lower_tensor_to_affine
 
 
-def affine_text(fn, *specs):
-    return kiln.compile(fn).lower(*specs).text("affine", locations=False)
+def affine_text(fn, *specs, optimize=True):
+    return kiln.compile(fn, optimize=optimize).lower(*specs).text("affine", locations=False)
 
 
 def expect(text):
@@ -43,8 +43,8 @@ def test_reduction_carries_its_accumulator_through_iter_args():
     assert affine_text(lambda x: x.T.sum(axis=1), kiln.f32[3, 4]) == expect("""
         module {
           func.func @"<lambda>"(%x: memref<3x4xf32>, %out0: memref<4xf32>) {
+            %0 = arith.constant 0.0 : f32
             affine.for %i = 0 to 4 {
-              %0 = arith.constant 0.0 : f32
               %1 = affine.for %r = 0 to 3 iter_args(%acc0 = %0) -> (f32) {
                 %2 = affine.load %x[%r, %i] : memref<3x4xf32>
                 %3 = arith.addf %acc0, %2 : f32
@@ -68,9 +68,9 @@ def test_matmul_is_a_loop_nest_with_a_reduction():
     assert affine_text(lambda a, b: a @ b, kiln.f64[2, 3], kiln.f64[3, 4]) == expect("""
         module {
           func.func @"<lambda>"(%a: memref<2x3xf64>, %b: memref<3x4xf64>, %out0: memref<2x4xf64>) {
+            %0 = arith.constant 0.0 : f64
             affine.for %i = 0 to 2 {
               affine.for %j = 0 to 4 {
-                %0 = arith.constant 0.0 : f64
                 %1 = affine.for %r = 0 to 3 iter_args(%acc0 = %0) -> (f64) {
                   %2 = affine.load %a[%i, %r] : memref<2x3xf64>
                   %3 = affine.load %b[%r, %j] : memref<3x4xf64>
@@ -107,8 +107,8 @@ def test_constants_are_globals_and_concat_writes_at_offsets():
     """)
 
 
-def test_intermediates_are_allocated_and_freed():
-    text = affine_text(lambda c, x: np.where(c, x, 0).astype(np.float32), kiln.bool_[4], kiln.i32[4])
+def test_unoptimized_intermediates_are_allocated_and_freed():
+    text = affine_text(lambda c, x: np.where(c, x, 0).astype(np.float32), kiln.bool_[4], kiln.i32[4], optimize=False)
     assert "%1 = memref.alloc() {alignment = 64 : i64} : memref<4xi32>" in text
     assert "%5 = arith.select %2, %3, %4 : i32" in text
     assert "%7 = arith.sitofp %6 : i32 to f32" in text
@@ -119,6 +119,47 @@ def test_a_returned_input_or_view_is_copied_into_its_output():
     text = affine_text(lambda x: (x, x.T), kiln.f32[2, 3])
     assert "affine.store %0, %out0[%i, %j] : memref<2x3xf32>" in text
     assert "affine.load %x[%j_1, %i_1] : memref<2x3xf32>" in text
+
+
+def test_a_fused_row_softmax_is_one_loop_nest_with_the_reductions_hoisted_to_the_row_loop():
+    assert affine_text(kiln.softmax, kiln.f32[3, 4]) == expect("""
+        module {
+          func.func @softmax(%x: memref<3x4xf32>, %out0: memref<3x4xf32>) {
+            %0 = arith.constant 0xFF800000 : f32
+            %1 = arith.constant 0.0 : f32
+            affine.for %i = 0 to 3 {
+              %2 = affine.for %r = 0 to 4 iter_args(%acc0 = %0) -> (f32) {
+                %3 = affine.load %x[%i, %r] : memref<3x4xf32>
+                %4 = arith.maximumf %acc0, %3 : f32
+                affine.yield %4 : f32
+              }
+              %5 = affine.for %r_1 = 0 to 4 iter_args(%acc0_1 = %1) -> (f32) {
+                %6 = affine.load %x[%i, %r_1] : memref<3x4xf32>
+                %7 = arith.subf %6, %2 : f32
+                %8 = math.exp %7 : f32
+                %9 = arith.addf %acc0_1, %8 : f32
+                affine.yield %9 : f32
+              }
+              affine.for %j = 0 to 4 {
+                %10 = affine.load %x[%i, %j] : memref<3x4xf32>
+                %11 = arith.subf %10, %2 : f32
+                %12 = math.exp %11 : f32
+                %13 = arith.divf %12, %5 : f32
+                affine.store %13, %out0[%i, %j] : memref<3x4xf32>
+              }
+            }
+            func.return
+          }
+        }
+    """)
+
+
+def test_planned_intermediates_are_views_of_one_arena():
+    text = affine_text(lambda x: np.tanh(x.sum(axis=0)) @ x.T, kiln.f32[3, 5])
+    assert "%0 = memref.alloc() {alignment = 64 : i64} : memref<128xi8>" in text
+    assert "%1 = arith.constant 0 : index\n    %2 = memref.view %0[%1][] : memref<128xi8> to memref<5xf32>" in text
+    assert "%8 = arith.constant 64 : index\n    %9 = memref.view %0[%8][] : memref<128xi8> to memref<1x3xf32>" in text
+    assert "memref.dealloc %0 : memref<128xi8>" in text
 
 
 def test_the_pass_runs_alone_on_parsed_ir():

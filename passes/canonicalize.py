@@ -1,0 +1,154 @@
+"""Constant folding and algebraic simplification of tensor IR.
+
+- An op whose operands are all constants is computed now, with the op's own
+  numpy semantics, when that does not make a larger constant; elementwise ops
+  of splats (a scalar constant broadcast) fold to a splat.
+- ``x + 0``, ``x - 0``, ``x * 1``, ``x / 1``, ``x ** 1`` become ``x``; ``x ** 2``
+  becomes ``x * x``. (``x + 0`` turns ``-0.0`` into ``x``'s own ``-0.0`` where
+  IEEE would give ``+0.0``: the one inexactness allowed here.)
+- Transpose of transpose, reshape of reshape and broadcast of broadcast become
+  one op; reshapes, transposes, broadcasts, casts and slices that change nothing
+  disappear.
+
+Before::
+
+    %0 = tensor.constant dense<1.0> : tensor<f32>
+    %1 = tensor.broadcast_to %0 : (tensor<f32>) -> tensor<4xf32>
+    %2 = tensor.mul %x, %1 : tensor<4xf32>
+    %3 = tensor.transpose %y {permutation = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+    %4 = tensor.transpose %3 {permutation = array<i64: 1, 0>} : (tensor<3x2xf32>) -> tensor<2x3xf32>
+    func.return %2, %4 : tensor<4xf32>, tensor<2x3xf32>
+
+After (and DCE)::
+
+    func.return %x, %y : tensor<4xf32>, tensor<2x3xf32>
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.dialects import func as F
+from kiln.dialects import tensor as T
+from kiln.dialects.diagnostics import VerificationError
+
+from .dce import eliminate_dead_code
+from .registry import register_pass
+from .tensor_builder import TensorBuilder
+
+MAX_ROUNDS = 20
+
+
+def constant_value(value):
+    op = getattr(value, "op", None)
+    return op.value if isinstance(op, T.ConstantOp) else None
+
+
+def splat_value(value):
+    """The scalar every element of `value` equals, if it is a constant or a broadcast constant."""
+    op = getattr(value, "op", None)
+    if isinstance(op, T.BroadcastToOp):
+        return splat_value(op.operand)
+    array = constant_value(value)
+    if array is None or array.size == 0:
+        return None
+    flat = array.reshape(-1)
+    return flat[0] if (flat == flat[0]).all() and not np.isnan(flat[0]) else None
+
+
+def _is(value, scalar) -> bool:
+    splat = splat_value(value)
+    return splat is not None and splat == scalar
+
+
+def simplify(op, b: TensorBuilder):
+    """A value to replace `op`'s result with, or None."""
+    result = op.results[0] if op.results else None
+    if result is None or op.regions:
+        return None
+    # identities
+    if isinstance(op, (T.AddOp, T.SubOp)) and _is(op.rhs, 0):
+        return op.lhs
+    if isinstance(op, T.AddOp) and _is(op.lhs, 0):
+        return op.rhs
+    if isinstance(op, (T.MulOp, T.DivOp)) and _is(op.rhs, 1):
+        return op.lhs
+    if isinstance(op, T.MulOp) and _is(op.lhs, 1):
+        return op.rhs
+    if isinstance(op, T.PowOp) and result.type.element.is_float:
+        if _is(op.rhs, 1):
+            return op.lhs
+        if _is(op.rhs, 2):
+            return b.mul(op.lhs, op.lhs)
+    # layout ops that do nothing, or twice
+    if isinstance(op, (T.ReshapeOp, T.BroadcastToOp, T.CastOp)) and op.operand.type == result.type:
+        return op.operand
+    if isinstance(op, T.TransposeOp):
+        inner = getattr(op.operand, "op", None)
+        if op.permutation == tuple(range(len(op.permutation))):
+            return op.operand
+        if isinstance(inner, T.TransposeOp):
+            return b.transpose(inner.operand, [inner.permutation[p] for p in op.permutation])
+    if isinstance(op, (T.ReshapeOp, T.BroadcastToOp)):
+        inner = getattr(op.operand, "op", None)
+        if type(inner) is type(op):
+            return (b.reshape if isinstance(op, T.ReshapeOp) else b.broadcast_to)(inner.operand, result.type.shape)
+    if isinstance(op, T.SliceOp) and op.operand.type == result.type and set(op.step) == {1}:
+        return op.operand
+    # constants
+    if isinstance(op, T.ElementwiseOp) or isinstance(op, (T.SelectOp, T.CastOp)):
+        splats = [splat_value(v) for v in op.operands]
+        if all(s is not None for s in splats) and not all(constant_value(v) is not None and
+                                                          constant_value(v).shape == result.type.shape
+                                                          for v in op.operands):
+            with np.errstate(all="ignore"):
+                scalar = op.evaluate(*(np.array(s, v.type.dtype) for s, v in zip(splats, op.operands)))
+            return b.full(np.asarray(scalar).astype(result.type.dtype), result.type)
+    if not isinstance(op, T.ConstantOp) and op.operands and all(constant_value(v) is not None for v in op.operands):
+        if result.type.size <= max(constant_value(v).size for v in op.operands):
+            with np.errstate(all="ignore"):
+                value = np.asarray(op.evaluate(*(constant_value(v) for v in op.operands)))
+            return b.op(T.ConstantOp, value=np.array(value, dtype=result.type.dtype))
+    return None
+
+
+def canonicalize_block(block) -> int:
+    changes = 0
+    for _ in range(MAX_ROUNDS):
+        changed = 0
+        for op in list(block.ops):
+            if op.parent is None:
+                continue
+            position = block.ops.index(op)
+            staging = TensorBuilder(_Staging(), op.loc)
+            replacement = simplify(op, staging)
+            if replacement is None or replacement is op.results[0]:
+                continue
+            for k, new_op in enumerate(staging.block.ops):  # new ops go right before the old one
+                new_op.parent = block
+                block.ops.insert(position + k, new_op)
+            op.results[0].replace_all_uses_with(replacement)
+            changed += 1
+        eliminate_dead_code(block)
+        changes += changed
+        if not changed:
+            return changes
+    raise VerificationError(f"canonicalization did not settle after {MAX_ROUNDS} rounds")
+
+
+class _Staging:
+    """A scratch block: simplify's new ops, inserted where they belong afterwards."""
+
+    def __init__(self):
+        self.ops = []
+
+    def append(self, op):
+        self.ops.append(op)
+        return op
+
+
+@register_pass("canonicalize")
+def canonicalize(module):
+    for function in module.body.ops:
+        if isinstance(function, F.FuncOp):
+            canonicalize_block(function.body)
+    return module

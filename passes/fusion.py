@@ -1,0 +1,246 @@
+"""Fusion: group ops into kernels that each become one loop nest.
+
+A producer joins the group of its consumers when every use of its result is
+inside that one group (so it never needs memory of its own). Inside a group,
+lowering computes every value where it is needed, hoisted to the outermost
+loop it depends on; so a row reduction consumed through a broadcast is
+computed once per row, and a matmul's bias and activation are applied to its
+accumulator. Recomputation is the price: an elementwise value used in several
+places is computed in each. Two rules keep that cheap:
+
+- a value joins only where its index depends on every loop around the place
+  it is computed (a row reduction inside a row loop, not a column reduction
+  inside it; not a hidden layer inside the next matmul's column loop);
+- an expensive op (reduction, matmul) joins only if it is computed in one
+  place, and no value in more than MAX_PLACES places.
+
+Broadcasts, transposes, reshapes, slices and constants are free: they are
+copied into every group that reads them and are never materialized. conv2d,
+concat and insert_slice are kernels of their own. Before::
+
+    %0 = tensor.matmul %x, %w : (tensor<8x4xf32>, tensor<4x3xf32>) -> tensor<8x3xf32>
+    %1 = tensor.broadcast_to %b : (tensor<3xf32>) -> tensor<8x3xf32>
+    %2 = tensor.add %0, %1 : tensor<8x3xf32>
+    %3 = tensor.tanh %2 : tensor<8x3xf32>
+    func.return %3 : tensor<8x3xf32>
+
+After::
+
+    %0 = tensor.fused(%in0 = %x, %in1 = %w, %in2 = %b) -> tensor<8x3xf32> {
+      %1 = tensor.matmul %in0, %in1 : (tensor<8x4xf32>, tensor<4x3xf32>) -> tensor<8x3xf32>
+      %2 = tensor.broadcast_to %in2 : (tensor<3xf32>) -> tensor<8x3xf32>
+      %3 = tensor.add %1, %2 : tensor<8x3xf32>
+      %4 = tensor.tanh %3 : tensor<8x3xf32>
+      tensor.yield %4 : tensor<8x3xf32>
+    }
+    func.return %0 : tensor<8x3xf32>
+"""
+from __future__ import annotations
+
+import networkx as nx
+
+from kiln.dialects import func as F
+from kiln.dialects import tensor as T
+from kiln.dialects.affine_expr import Dim
+from kiln.dialects.diagnostics import VerificationError
+from kiln.dialects.ir import Block, Region
+
+from .dce import eliminate_dead_code
+from .index_maps import operand_index
+from .registry import register_pass
+
+FUSABLE = T.ELEMENTWISE_OPS + T.REDUCTION_OPS + (T.MatmulOp,)
+EXPENSIVE = T.REDUCTION_OPS + (T.MatmulOp,)
+FREE = T.VIEW_OPS + (T.ConstantOp,)
+MAX_PLACES = 8
+
+
+def computing_uses(value):
+    """(user, operand position, views between) for each use, looking through free ops."""
+    found, stack = [], [(value, ())]
+    while stack:
+        current, views = stack.pop()
+        for user, position in current.uses:
+            if isinstance(user, FREE):
+                stack.append((user.results[0], views + (user,)))
+            else:
+                found.append((user, position, views))
+    return found
+
+
+class Group:
+    def __init__(self, root):
+        self.root = root
+        self.members = [root]
+        shape = root.results[0].type.shape
+        self.extents = {k: n for k, n in enumerate(shape)}
+        # Where each member is computed: a list of (index, enclosing loops), one per
+        # distinct place; lowering computes a value once per place (and per element there).
+        self.placements = {root: [(tuple(Dim(k) for k in range(len(shape))), tuple(range(len(shape))))]}
+
+    def operand_placement(self, user, placement, position):
+        """(index, loops) at which `user`, computed at `placement`, reads operand `position`."""
+        index, loops = placement
+        if isinstance(user, T.ELEMENTWISE_OPS):
+            return index, loops
+        level = _level(index, loops)
+        fresh = []
+        if isinstance(user, T.MatmulOp):
+            k = self._new_dim(user.lhs.type.shape[-1])
+            batch = list(index[:-2])
+            index = tuple(batch + ([index[-2], Dim(k)] if position == 0 else [Dim(k), index[-1]]))
+            fresh = [k]
+        else:  # a reduction: its axes become new loops inside it
+            source = user.operand.type
+            kept = iter(index)
+            new = []
+            for axis in range(source.rank):
+                if axis in user.axes:
+                    d = self._new_dim(source.shape[axis])
+                    fresh.append(d)
+                    new.append(Dim(d))
+                    if user.keepdims:
+                        next(kept)
+                else:
+                    new.append(next(kept))
+            index = tuple(new)
+        return index, loops[:level + 1] + tuple(fresh)
+
+    def _new_dim(self, extent):
+        d = len(self.extents)
+        self.extents[d] = extent
+        return d
+
+    def recomputes(self, index, loops) -> bool:
+        """Would a value at `index` be computed more than once per element in `loops`?"""
+        used = _dims(index)
+        level = _level(index, loops)
+        return any(d not in used and self.extents[d] > 1 for d in loops[:level + 1])
+
+
+def _dims(index):
+    found = set()
+    stack = list(index)
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Dim):
+            found.add(e.index)
+        stack.extend(e.children())
+    return found
+
+
+def _level(index, loops) -> int:
+    used = _dims(index)
+    return max((k for k, d in enumerate(loops) if d in used), default=-1)
+
+
+def plan_groups(body) -> dict:
+    """op -> Group, for every computing op of `body` (consumers decide first)."""
+    computing = [op for op in body.ops[:-1] if not isinstance(op, FREE)]
+    group_of = {}
+    for op in reversed(computing):
+        group = _joinable_group(op, group_of)
+        if group is None:
+            group_of[op] = Group(op)
+        else:
+            group.members.append(op)
+            group_of[op] = group
+    return group_of
+
+
+def _joinable_group(op, group_of):
+    if not isinstance(op, FUSABLE):
+        return None
+    uses = computing_uses(op.results[0])
+    if not uses or any(user not in group_of or not isinstance(user, FUSABLE) for user, _, _ in uses):
+        return None
+    groups = {id(group_of[user]) for user, _, _ in uses}
+    if len(groups) != 1:
+        return None
+    group = group_of[uses[0][0]]
+    places = {}
+    for user, position, views in uses:
+        for placement in group.placements[user]:
+            index, loops = group.operand_placement(user, placement, position)
+            for view in reversed(views):  # from the use back towards op
+                index = operand_index(view, index)
+            places.setdefault((index, loops[:_level(index, loops) + 1]), (index, loops))
+    places = list(places.values())
+    if len(places) > MAX_PLACES or any(group.recomputes(*place) for place in places):
+        return None
+    if isinstance(op, EXPENSIVE) and len(places) != 1:
+        return None
+    group.placements[op] = places
+    return group
+
+
+def _check_acyclic(body, group_of) -> None:
+    """Kernels must form a DAG: fusion may never make a group depend on itself."""
+    graph = nx.DiGraph()
+    for op, group in group_of.items():
+        graph.add_node(id(group))
+        for value in op.operands:
+            producer = _computing_producer(value)
+            if producer is not None and group_of[producer] is not group:
+                graph.add_edge(id(group_of[producer]), id(group))
+    if not nx.is_directed_acyclic_graph(graph):
+        raise VerificationError("fusion made a cycle between kernels")
+
+
+def _computing_producer(value):
+    op = getattr(value, "op", None)
+    while isinstance(op, T.VIEW_OPS):
+        op = getattr(op.operand, "op", None)
+    return None if op is None or isinstance(op, T.ConstantOp) else op
+
+
+def fuse_block(body) -> int:
+    """Replace each group of two or more ops by a tensor.fused; returns the number of groups."""
+    group_of = plan_groups(body)
+    _check_acyclic(body, group_of)
+    groups = {id(g): g for g in group_of.values() if len(g.members) > 1}
+    for group in groups.values():
+        _outline(body, group)
+    eliminate_dead_code(body)
+    return len(groups)
+
+
+def _outline(body, group) -> None:
+    members = set(group.members)
+    ordered = [op for op in body.ops if op in members]
+    inner = Block()
+    mapping, inputs = {}, []
+
+    def resolve(value):
+        if value in mapping:
+            return mapping[value]
+        producer = getattr(value, "op", None)
+        if isinstance(producer, FREE):  # copy views and constants in
+            clone = type(producer)([resolve(v) for v in producer.operands], dict(producer.attributes),
+                                   [producer.results[0].type], loc=producer.loc)
+            inner.append(clone)
+            mapping[value] = clone.results[0]
+        else:  # a value computed elsewhere becomes an input
+            mapping[value] = inner.add_argument(value.type, f"in{len(inputs)}")
+            inputs.append(value)
+        return mapping[value]
+
+    for op in ordered:
+        clone = type(op)([resolve(v) for v in op.operands], dict(op.attributes), [op.results[0].type], loc=op.loc)
+        inner.append(clone)
+        mapping[op.results[0]] = clone.results[0]
+    root = group.root.results[0]
+    inner.append(T.YieldOp([mapping[root]], {}))
+    fused = T.FusedOp(inputs, {}, [root.type], [Region([inner])], loc=group.root.loc)
+    position = body.ops.index(group.root)
+    body.ops.insert(position, fused)
+    fused.parent = body
+    root.replace_all_uses_with(fused.results[0])
+
+
+@register_pass("fuse")
+def fuse(module):
+    for function in module.body.ops:
+        if isinstance(function, F.FuncOp):
+            fuse_block(function.body)
+    return module
