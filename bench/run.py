@@ -4,7 +4,8 @@
     python bench/run.py --quick      # smaller sizes, for a smoke test
 
 Each timing is the median of repeated calls after a warm-up; the ratio
-column is numpy's time divided by kiln's (above 1: kiln is faster). The
+columns are numpy's time divided by kiln's (above 1: kiln is faster), for kiln
+without graph optimization (one loop nest per op) and with it. The
 machines this runs on are shared and noisy: compare ratios from one run,
 not absolute times across runs. Also measures compile time with a cold and a
 warm disk cache, each in a fresh process.
@@ -94,24 +95,56 @@ def compile_times():
         return rows
 
 
+def print_memory_table():
+    """Kernels and arena bytes of the examples' functions, unoptimized vs optimized."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+    import attention
+    import layernorm
+    import mlp
+    import train_mlp
+
+    rng = np.random.default_rng(0)
+    params = train_mlp.init_params(rng, 64)
+    batch = (params, np.zeros((64, 64), np.float32), np.zeros((64, 10), np.float32), 0.5)
+    cases = [("mlp.predict", kiln.compile(mlp.predict.fn), (kiln.f32[64, 784], mlp.init_params(rng))),
+             ("layernorm", kiln.compile(layernorm.layernorm.fn), (kiln.f32[37, 96], kiln.f32[96], kiln.f32[96])),
+             ("attention", kiln.compile(attention.attention.fn), (kiln.f32[13, 32],) * 3),
+             ("train step", kiln.compile(train_mlp.sgd_step), batch),
+             ("train step remat", kiln.compile(train_mlp.sgd_step, remat=True), batch)]
+    print(f"{'function':<18}{'kernels':>9}{'fused':>7}{'intermediates B':>17}{'arena B':>9}")
+    for name, compiled, args in cases:
+        unfused = kiln.compile(compiled.fn, optimize=False).lower(*args)
+        lowered = compiled.lower(*args)
+        memory = lowered.memory_plan
+        print(f"{name:<18}{unfused.kernel_count:>9}{lowered.kernel_count:>7}{memory.unplanned_bytes:>17}"
+              f"{memory.arena_bytes:>9}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, fewer repeats")
     args = parser.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.processor() or 'cpu'}; "
           f"numpy {np.__version__}, kiln {kiln.__version__}")
-    print(f"{'workload':<16}{'numpy ms':>11}{'kiln ms':>11}{'numpy/kiln':>12}")
+    print(f"{'workload':<16}{'numpy ms':>11}{'unfused ms':>12}{'kiln ms':>11}{'numpy/unfused':>15}"
+          f"{'numpy/kiln':>12}{'kernels':>10}")
     for name, fn, inputs in workloads(1):
         if args.quick and name in ("fma x*y+z", "tanh", "sum rows", "softmax rows", "layernorm"):
             inputs = (inputs[0][:64],) + inputs[1:]
             if name == "fma x*y+z":
                 inputs = tuple(a[:64] for a in inputs)
-        compiled = kiln.compile(fn)
-        for got, want in zip(np.atleast_1d(compiled(*inputs)), np.atleast_1d(fn(*inputs))):
-            np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
+        compiled, unfused = kiln.compile(fn), kiln.compile(fn, optimize=False)
+        for version in (compiled, unfused):
+            for got, want in zip(np.atleast_1d(version(*inputs)), np.atleast_1d(fn(*inputs))):
+                np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
         t_numpy = median_seconds(fn, *inputs)
+        t_unfused = median_seconds(unfused, *inputs)
         t_kiln = median_seconds(compiled, *inputs)
-        print(f"{name:<16}{t_numpy * 1e3:>11.3f}{t_kiln * 1e3:>11.3f}{t_numpy / t_kiln:>12.2f}")
+        kernels = f"{unfused.lower(*inputs).kernel_count}->{compiled.lower(*inputs).kernel_count}"
+        print(f"{name:<16}{t_numpy * 1e3:>11.3f}{t_unfused * 1e3:>12.3f}{t_kiln * 1e3:>11.3f}"
+              f"{t_numpy / t_unfused:>15.2f}{t_numpy / t_kiln:>12.2f}{kernels:>10}")
+    print()
+    print_memory_table()
     print()
     print(f"{'compile (mlp)':<16}{'process s':>11}{'from cache':>12}{'compile s':>11}")
     for label, total, hit, seconds in compile_times():

@@ -23,7 +23,7 @@ from .errors import ArgumentError, KilnError, StageError
 from .frontend import bind, leaf_spec, trace
 from .interpreter import run_function
 from .llvm_codegen import STATUS, symbol_name
-from .pipeline import GRAPH_PASSES, STAGES, Pipeline
+from .pipeline import GRAPH_PASSES, REMAT_PASSES, STAGES, Pipeline
 from .specs import TensorSpec
 from .tracing import Tracer
 
@@ -134,13 +134,14 @@ def _status_error(status: int) -> Exception:
 
 
 class CompiledFunction:
-    def __init__(self, fn, target: str = "cpu", static_argnames=(), optimize: bool = True):
+    def __init__(self, fn, target: str = "cpu", static_argnames=(), optimize: bool = True, remat: bool = False):
         if target not in TARGETS:
             raise KilnError(f"unknown target {target!r}; this version of kiln compiles for: {', '.join(TARGETS)}")
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.target = target
         self.optimize = optimize
+        self.remat = remat
         self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         self._signature = inspect.signature(fn)
         unknown = [n for n in self.static_argnames if n not in self._signature.parameters]
@@ -161,7 +162,8 @@ class CompiledFunction:
         if key not in self._traces:
             specs = [leaf_spec(path, leaf) for path, leaf in zip(call.paths, leaves)]
             traced = trace(self.fn, call, specs)
-            pipeline = Pipeline(self.fn.__name__, traced.module, GRAPH_PASSES if self.optimize else ())
+            passes = (REMAT_PASSES if self.remat else GRAPH_PASSES) if self.optimize else ()
+            pipeline = Pipeline(self.fn.__name__, traced.module, passes)
             self._traces[key] = (traced, pipeline)
             _dump(pipeline, self.stages)
         return call, key
@@ -246,7 +248,7 @@ def _dump(pipeline: Pipeline, stages) -> None:
         pipeline.dump(directory, digest, stages)
 
 
-def compile(fn=None, *, target: str = "cpu", static_argnames=(), optimize: bool = True):
+def compile(fn=None, *, target: str = "cpu", static_argnames=(), optimize: bool = True, remat: bool = False):
     """Compile a numpy function: ``@kiln.compile`` or ``kiln.compile(fn, target="cpu")``.
 
     `target` is ``"cpu"`` (native code for this machine) or ``"interpret"``
@@ -257,7 +259,9 @@ def compile(fn=None, *, target: str = "cpu", static_argnames=(), optimize: bool 
     are passed as Python values instead and compiled in, one trace per value;
     so are parameters left at their defaults. ``optimize=False`` skips the graph
     passes (one loop nest per op, no memory plan), for comparison and debugging.
+    ``remat=True`` recomputes cheap elementwise values where they are read again
+    much later (a training step's activations) instead of keeping them in memory.
     """
     if fn is None:
-        return lambda f: CompiledFunction(f, target, static_argnames, optimize)
-    return CompiledFunction(fn, target, static_argnames, optimize)
+        return lambda f: CompiledFunction(f, target, static_argnames, optimize, remat)
+    return CompiledFunction(fn, target, static_argnames, optimize, remat)

@@ -13,7 +13,7 @@ import hashlib
 import os
 
 from kiln.dialects import print_ir
-from kiln.passes import canonicalize, cse, dce, fusion, memory_plan  # noqa: F401  (register the passes)
+from kiln.passes import canonicalize, cse, dce, fusion, memory_plan, remat  # noqa: F401  (register the passes)
 from kiln.passes.lower_tensor_to_affine import lower_tensor_to_affine  # noqa: F401
 from kiln.passes.memory_plan import read_plan
 from kiln.passes.registry import run_passes
@@ -23,6 +23,7 @@ from . import llvm_codegen, llvm_target
 
 STAGES = ("tensor", "optimized", "affine", "scheduled", "llvm")
 GRAPH_PASSES = ("canonicalize", "cse", "dce", "fuse", "plan-memory")
+REMAT_PASSES = ("canonicalize", "cse", "dce", "rematerialize", "fuse", "plan-memory")
 
 
 class Pipeline:

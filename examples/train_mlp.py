@@ -47,10 +47,13 @@ def loss_fn(params, x, onehot):
     return -np.mean(np.sum(onehot * log_probs, axis=1))
 
 
-@kiln.compile
-def train_step(params, x, onehot, lr):
+def sgd_step(params, x, onehot, lr):
     loss, grads = kiln.value_and_grad(loss_fn)(params, x, onehot)
     return loss, {name: params[name] - lr * grads[name] for name in params}
+
+
+# remat=True: activations are recomputed in the backward pass rather than kept.
+train_step = kiln.compile(sgd_step, remat=True)
 
 
 @kiln.compile
@@ -96,6 +99,12 @@ def main():
     steps = len(x_train) // args.batch
     print(f"digits: {len(x_train)} train, {len(x_test)} test; MLP 64-{args.hidden}-10; "
           f"{steps} steps of {args.batch} per epoch")
+    example = (params, x_train[:args.batch], onehot[:args.batch], args.lr)
+    kept = kiln.compile(sgd_step).lower(*example)
+    recomputed = train_step.lower(*example)
+    print(f"train step: {kept.kernel_count} kernels, {kept.memory_plan}")
+    print(f"  with remat: {recomputed.kernel_count} kernels, arena {recomputed.memory_plan.arena_bytes} bytes "
+          f"({kept.memory_plan.arena_bytes - recomputed.memory_plan.arena_bytes} fewer)")
     print(f"{'epoch':>5} {'loss':>8} {'train acc':>10} {'test acc':>9} {'kiln step':>10} {'numpy step':>11}")
     worst = 0.0
     for epoch in range(1, args.epochs + 1):

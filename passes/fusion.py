@@ -11,8 +11,10 @@ places is computed in each. Two rules keep that cheap:
 - a value joins only where its index depends on every loop around the place
   it is computed (a row reduction inside a row loop, not a column reduction
   inside it; not a hidden layer inside the next matmul's column loop);
-- an expensive op (reduction, matmul) joins only if it is computed in one
-  place, and no value in more than MAX_PLACES places.
+- an expensive op (reduction, matmul, a math-library call like exp) joins
+  only if it is computed in one place, and no value in more than MAX_PLACES
+  places. (A row softmax is therefore two kernels: the row maximum and exp,
+  stored once; then the row sum and the division.)
 
 Broadcasts, transposes, reshapes, slices and constants are free: they are
 copied into every group that reads them and are never materialized. conv2d,
@@ -51,6 +53,8 @@ from .registry import register_pass
 
 FUSABLE = T.ELEMENTWISE_OPS + T.REDUCTION_OPS + (T.MatmulOp,)
 EXPENSIVE = T.REDUCTION_OPS + (T.MatmulOp,)
+# Calls into the math library cost tens of cycles an element: compute them in one place only.
+TRANSCENDENTAL = (T.ExpOp, T.LogOp, T.TanhOp, T.SinOp, T.CosOp, T.PowOp)
 FREE = T.VIEW_OPS + (T.ConstantOp,)
 MAX_PLACES = 8
 
@@ -168,7 +172,7 @@ def _joinable_group(op, group_of):
     places = list(places.values())
     if len(places) > MAX_PLACES or any(group.recomputes(*place) for place in places):
         return None
-    if isinstance(op, EXPENSIVE) and len(places) != 1:
+    if isinstance(op, EXPENSIVE + TRANSCENDENTAL) and len(places) != 1:
         return None
     group.placements[op] = places
     return group

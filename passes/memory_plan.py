@@ -1,6 +1,9 @@
 """Memory planning: every intermediate buffer at an offset of one arena.
 
-Kernels run in block order. A buffer is live from the kernel that writes it to
+First the kernels are put in an order that keeps memory low: among the
+kernels whose inputs are ready, the next one is the one that frees the most
+bytes net of what it allocates (a training step computes each weight gradient
+as soon as it can, letting activations die early). Then a buffer is live from the kernel that writes it to
 the last kernel that reads it (directly or through views); two buffers share
 bytes only if their lifetimes do not overlap, or in place: an elementwise
 kernel may write its result over an input that dies at it, since it reads
@@ -20,6 +23,8 @@ After: ``%0`` at offset 0, ``%1`` in place of it (offset 0), ``%2`` likewise,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+import networkx as nx
 
 from kiln.dialects import func as F
 from kiln.dialects import tensor as T
@@ -72,6 +77,59 @@ def _aligned(n: int) -> int:
 
 def is_kernel(op) -> bool:
     return not isinstance(op, FREE + (F.ReturnOp,))
+
+
+def schedule_for_memory(function: F.FuncOp) -> None:
+    """Reorder `function`'s kernels (a topological order of their dependence graph)
+    greedily to free memory early; free ops go right before their first reader."""
+    block = function.body
+    kernels = [op for op in block.ops if is_kernel(op)]
+    returned = set(block.ops[-1].operands)
+    graph = nx.DiGraph()
+    graph.add_nodes_from(kernels)
+    readers = {}
+    for op in kernels:
+        for user, _, _ in computing_uses(op.results[0]):
+            if user in graph.nodes and user is not op:
+                graph.add_edge(op, user)
+                readers.setdefault(op, set()).add(user)
+
+    def size(op):
+        t = op.results[0].type
+        return 0 if op.results[0] in returned else t.size * t.dtype.itemsize
+
+    def gain(op):
+        freed = sum(size(p) for p in graph.predecessors(op) if readers.get(p, set()) - scheduled == {op})
+        return freed - size(op)
+
+    original = {op: k for k, op in enumerate(kernels)}
+    scheduled, order = set(), []
+    ready = [op for op in kernels if graph.in_degree(op) == 0]
+    while ready:
+        best = max(ready, key=lambda op: (gain(op), -original[op]))
+        ready.remove(best)
+        scheduled.add(best)
+        order.append(best)
+        for user in graph.successors(best):
+            if all(p in scheduled for p in graph.predecessors(user)):
+                ready.append(user)
+    if len(order) != len(kernels):
+        raise VerificationError("kernels depend on each other in a cycle")
+    new_ops, placed = [], set()
+
+    def place(op):
+        if op in placed:
+            return
+        for value in op.operands:
+            producer = getattr(value, "op", None)
+            if producer is not None and producer.parent is block and not is_kernel(producer):
+                place(producer)
+        placed.add(op)
+        new_ops.append(op)
+
+    for op in order + [block.ops[-1]]:
+        place(op)
+    block.ops[:] = new_ops
 
 
 def plan(function: F.FuncOp) -> MemoryPlan:
@@ -149,5 +207,6 @@ def read_plan(function: F.FuncOp) -> MemoryPlan | None:
 def plan_memory(module):
     for function in module.body.ops:
         if isinstance(function, F.FuncOp):
+            schedule_for_memory(function)
             plan(function)
     return module

@@ -27,6 +27,7 @@ def test_training_example_learns_and_agrees_with_hand_written_numpy():
     result = subprocess.run([sys.executable, f"{ROOT}/examples/train_mlp.py", "--epochs", "3"],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "with remat:" in result.stdout
     last_epoch = result.stdout.splitlines()[-2].split()
     assert last_epoch[0] == "3" and float(last_epoch[3]) > 0.9  # test accuracy; chance is 0.1
     differences = [float(v) for v in re.findall(r"difference (\S+?)(?:,|$)", result.stdout.splitlines()[-1])]
