@@ -15,18 +15,16 @@ import re
 import llvmlite.ir as ir
 
 from kiln.dialects import affine as A
-from kiln.dialects import arith as AR
 from kiln.dialects import func as F
-from kiln.dialects import math as M
 from kiln.dialects import memref as MR
 from kiln.dialects.affine_expr import Binary, Const, Dim
-from kiln.dialects.types import MemRefType, ScalarType
+from kiln.dialects.types import MemRefType, VectorType
 
 STATUS = {"out of memory": 1, "negative integer power": 2}
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 _SCALARS = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "i1": I1, "i8": I8, "i32": I32, "i64": I64, "index": I64}
-_INTRINSIC_SUFFIX = {"f32": "f32", "f64": "f64", "i32": "i32", "i64": "i64"}
+_INTRINSIC_SUFFIX = {"f32": "f32", "f64": "f64", "i1": "i1", "i8": "i8", "i32": "i32", "i64": "i64"}
 
 
 def symbol_name(function_name: str) -> str:
@@ -35,13 +33,25 @@ def symbol_name(function_name: str) -> str:
     return "kiln_" + re.sub(r"\W", "_", function_name)
 
 
-def scalar(t: ScalarType) -> ir.Type:
+def scalar(t) -> ir.Type:
+    """The LLVM type of a scalar or vector IR type."""
+    if isinstance(t, VectorType):
+        return ir.VectorType(_SCALARS[t.element.name], t.lanes)
     return _SCALARS[t.name]
 
 
-def stored(t: ScalarType) -> ir.Type:
-    """How an element sits in memory (bool as a byte)."""
+def stored(t) -> ir.Type:
+    """How an element (or a vector of them) sits in memory: bool as a byte."""
+    if isinstance(t, VectorType):
+        return ir.VectorType(stored(t.element), t.lanes)
     return I8 if t.name == "i1" else scalar(t)
+
+
+def suffix(t) -> str:
+    """An intrinsic's type suffix: f32, or v16f32 for a vector."""
+    if isinstance(t, VectorType):
+        return f"v{t.lanes}{_INTRINSIC_SUFFIX[t.element.name]}"
+    return _INTRINSIC_SUFFIX[t.name]
 
 
 def emit_module(module, triple: str = "", data_layout: str = "") -> ir.Module:
@@ -93,14 +103,17 @@ class FunctionEmitter:
         self.emit_block(self.func.body)
 
     def emit_block(self, block) -> None:
-        for op in block.ops:
+        self.emit_ops(block.ops)
+
+    def get(self, value):
+        return self.values[value]
+
+    def emit_ops(self, ops) -> None:
+        for op in ops:
             handler = _HANDLERS.get(type(op))
             if handler is None:
                 raise NotImplementedError(f"no LLVM code generation for {op.name}")
             handler(self, op)
-
-    def get(self, value):
-        return self.values[value]
 
     # -- functions this module calls -------------------------------------------------
     def declare(self, name: str, result: ir.Type, args) -> ir.Function:
@@ -109,9 +122,9 @@ class FunctionEmitter:
             return existing
         return ir.Function(self.module, ir.FunctionType(result, list(args)), name=name)
 
-    def intrinsic(self, base: str, t: ScalarType, arity: int = 1) -> ir.Function:
+    def intrinsic(self, base: str, t, arity: int = 1) -> ir.Function:
         llvm_type = scalar(t)
-        return self.declare(f"llvm.{base}.{_INTRINSIC_SUFFIX[t.name]}", llvm_type, [llvm_type] * arity)
+        return self.declare(f"llvm.{base}.{suffix(t)}", llvm_type, [llvm_type] * arity)
 
     # -- index arithmetic ---------------------------------------------------------------
     def index_value(self, expr, operands):
@@ -167,6 +180,7 @@ def _return(e: FunctionEmitter, op):
 
 @handles(A.ForOp)
 def _for(e: FunctionEmitter, op):
+    upper = upper_bound(e, op)
     before = e.b.block
     header = e.function.append_basic_block("loop")
     body = e.function.append_basic_block("body")
@@ -176,11 +190,11 @@ def _for(e: FunctionEmitter, op):
     iv = e.b.phi(I64, name="iv")
     iv.add_incoming(ir.Constant(I64, op.lower), before)
     carried = []
-    for init in op.operands:
+    for init in op.inits:
         phi = e.b.phi(e.get(init).type)
         phi.add_incoming(e.get(init), before)
         carried.append(phi)
-    e.b.cbranch(e.b.icmp_signed("<", iv, ir.Constant(I64, op.upper)), body, exit_)
+    e.b.cbranch(e.b.icmp_signed("<", iv, upper), body, exit_)
     e.b.position_at_end(body)
     e.values[op.induction_variable] = iv
     for arg, phi in zip(op.body.args[1:], carried):
@@ -196,9 +210,26 @@ def _for(e: FunctionEmitter, op):
         e.values[result] = phi
 
 
+def upper_bound(e: FunctionEmitter, op):
+    """The loop's upper bound as an i64: a constant, or the minimum of its map's results."""
+    if op.constant_bounds:
+        return ir.Constant(I64, op.upper)
+    values = [e.index_value(expr, op.bound_operands) for expr in op.upper_map.results]
+    bound = values[0]
+    for value in values[1:]:
+        bound = e.b.select(e.b.icmp_signed("<", value, bound), value, bound)
+    return bound
+
+
 @handles(A.YieldOp)
 def _yield(e: FunctionEmitter, op):
     e.yielded = [e.get(v) for v in op.operands]
+
+
+@handles(A.ParallelOp)
+def _parallel(e: FunctionEmitter, op):
+    from .llvm_parallel import emit_parallel
+    emit_parallel(e, op)
 
 
 @handles(A.LoadOp)
@@ -214,6 +245,23 @@ def _store(e: FunctionEmitter, op):
     if op.memref.type.element.name == "i1":
         value = e.b.zext(value, I8)
     e.b.store(value, e.address(op), align=op.memref.type.element.dtype.itemsize)
+
+
+@handles(A.VectorLoadOp)
+def _vector_load(e: FunctionEmitter, op):
+    t = op.result.type
+    pointer = e.b.bitcast(e.address(op), stored(t).as_pointer())
+    value = e.b.load(pointer, align=t.element.dtype.itemsize)
+    e.values[op.result] = e.b.trunc(value, scalar(t)) if t.element.name == "i1" else value
+
+
+@handles(A.VectorStoreOp)
+def _vector_store(e: FunctionEmitter, op):
+    t = op.operands[0].type
+    value = e.get(op.operands[0])
+    if t.element.name == "i1":
+        value = e.b.zext(value, stored(t))
+    e.b.store(value, e.b.bitcast(e.address(op), stored(t).as_pointer()), align=t.element.dtype.itemsize)
 
 
 @handles(MR.AllocOp)
@@ -252,126 +300,4 @@ def _get_global(e: FunctionEmitter, op):
     e.values[op.result] = e.b.bitcast(variable, stored(op.result.type.element).as_pointer())
 
 
-@handles(AR.ConstantOp)
-def _constant(e: FunctionEmitter, op):
-    t = op.result.type
-    value = op.value
-    e.values[op.result] = ir.Constant(scalar(t), float(value) if t.is_float else int(value))
-
-
-def _binary(build):
-    def handler(e, op):
-        e.values[op.result] = build(e.b, e.get(op.operands[0]), e.get(op.operands[1]))
-    return handler
-
-
-for _cls, _build in {
-    AR.AddFOp: lambda b, x, y: b.fadd(x, y), AR.SubFOp: lambda b, x, y: b.fsub(x, y),
-    AR.MulFOp: lambda b, x, y: b.fmul(x, y), AR.DivFOp: lambda b, x, y: b.fdiv(x, y),
-    AR.AddIOp: lambda b, x, y: b.add(x, y), AR.SubIOp: lambda b, x, y: b.sub(x, y),
-    AR.MulIOp: lambda b, x, y: b.mul(x, y), AR.AndIOp: lambda b, x, y: b.and_(x, y),
-    AR.OrIOp: lambda b, x, y: b.or_(x, y), AR.XOrIOp: lambda b, x, y: b.xor(x, y),
-}.items():
-    _HANDLERS[_cls] = _binary(_build)
-
-
-def _call_intrinsic(base, arity=1, extra=()):
-    def handler(e, op):
-        t = op.result.type
-        fn = e.intrinsic(base, t, arity) if not extra else e.declare(
-            f"llvm.{base}.{_INTRINSIC_SUFFIX[t.name]}", scalar(t), [scalar(t)] * arity + [c.type for c in extra])
-        e.values[op.result] = e.b.call(fn, [e.get(v) for v in op.operands] + list(extra))
-    return handler
-
-
-_HANDLERS.update({
-    AR.MaximumFOp: _call_intrinsic("maximum", 2), AR.MinimumFOp: _call_intrinsic("minimum", 2),
-    AR.MaxSIOp: _call_intrinsic("smax", 2), AR.MinSIOp: _call_intrinsic("smin", 2),
-    M.ExpOp: _call_intrinsic("exp"), M.LogOp: _call_intrinsic("log"), M.SqrtOp: _call_intrinsic("sqrt"),
-    M.SinOp: _call_intrinsic("sin"), M.CosOp: _call_intrinsic("cos"), M.TanhOp: _call_intrinsic("tanh"),
-    M.AbsFOp: _call_intrinsic("fabs"), M.PowFOp: _call_intrinsic("pow", 2),
-    M.AbsIOp: _call_intrinsic("abs", 1, (ir.Constant(I1, 0),)),
-})
-
-
-@handles(AR.NegFOp)
-def _negf(e, op):
-    e.values[op.result] = e.b.fneg(e.get(op.operand))
-
-
-_FCMP = {"oeq": "==", "one": "!=", "olt": "<", "ole": "<=", "ogt": ">", "oge": ">=", "ord": "ord", "uno": "uno",
-         "ueq": "==", "une": "!=", "ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
-_ICMP = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=",
-         "ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
-
-
-@handles(AR.CmpFOp)
-def _cmpf(e, op):
-    compare = e.b.fcmp_unordered if op.predicate.startswith("u") else e.b.fcmp_ordered
-    e.values[op.result] = compare(_FCMP[op.predicate], e.get(op.lhs), e.get(op.rhs))
-
-
-@handles(AR.CmpIOp)
-def _cmpi(e, op):
-    compare = e.b.icmp_unsigned if op.predicate.startswith("u") else e.b.icmp_signed
-    e.values[op.result] = compare(_ICMP[op.predicate], e.get(op.lhs), e.get(op.rhs))
-
-
-@handles(AR.SelectOp)
-def _select(e, op):
-    e.values[op.result] = e.b.select(*(e.get(v) for v in op.operands))
-
-
-_CASTS = {AR.ExtFOp: "fpext", AR.TruncFOp: "fptrunc", AR.SIToFPOp: "sitofp", AR.UIToFPOp: "uitofp",
-          AR.ExtSIOp: "sext", AR.ExtUIOp: "zext", AR.TruncIOp: "trunc"}
-
-
-@handles(*_CASTS)
-def _cast(e, op):
-    e.values[op.result] = getattr(e.b, _CASTS[type(op)])(e.get(op.operand), scalar(op.result.type))
-
-
-@handles(AR.FPToSIOp)
-def _fptosi(e, op):
-    # The saturating form: NaN gives 0 and out-of-range values clamp, where a plain
-    # fptosi would be undefined behaviour (numpy's result there is platform-defined).
-    src, dst = op.operand.type, op.result.type
-    fn = e.declare(f"llvm.fptosi.sat.{dst.name}.{src.name}", scalar(dst), [scalar(src)])
-    e.values[op.result] = e.b.call(fn, [e.get(op.operand)])
-
-
-@handles(M.IPowIOp)
-def _ipowi(e, op):
-    t = op.result.type
-    helper = e.module.globals.get(f"kiln.ipowi.{t.name}") or _define_ipowi(e.module, scalar(t), t.name)
-    e.values[op.result] = e.b.call(helper, [e.get(op.lhs), e.get(op.rhs), e.status])
-
-
-def _define_ipowi(module, t: ir.Type, name: str) -> ir.Function:
-    """base ** exponent by squaring; a negative exponent sets the status (numpy raises there)."""
-    fn = ir.Function(module, ir.FunctionType(t, [t, t, I32.as_pointer()]), name=f"kiln.ipowi.{name}")
-    fn.linkage = "internal"
-    base, exponent, status = fn.args
-    entry, bad, loop, done = (fn.append_basic_block(n) for n in ("entry", "negative", "loop", "done"))
-    b = ir.IRBuilder(entry)
-    b.cbranch(b.icmp_signed("<", exponent, ir.Constant(t, 0)), bad, loop)
-    b.position_at_end(bad)
-    b.store(ir.Constant(I32, STATUS["negative integer power"]), status)
-    b.ret(ir.Constant(t, 0))
-    b.position_at_end(loop)
-    result = b.phi(t)
-    power = b.phi(t)
-    remaining = b.phi(t)
-    result.add_incoming(ir.Constant(t, 1), entry)
-    power.add_incoming(base, entry)
-    remaining.add_incoming(exponent, entry)
-    odd = b.trunc(remaining, I1)
-    new_result = b.select(odd, b.mul(result, power), result)
-    new_remaining = b.lshr(remaining, ir.Constant(t, 1))
-    result.add_incoming(new_result, loop)
-    power.add_incoming(b.mul(power, power), loop)
-    remaining.add_incoming(new_remaining, loop)
-    b.cbranch(b.icmp_signed("==", new_remaining, ir.Constant(t, 0)), done, loop)
-    b.position_at_end(done)
-    b.ret(new_result)
-    return fn
+from . import llvm_ops  # noqa: E402,F401  (registers the arith, math and vector handlers)

@@ -47,3 +47,13 @@ def optimize(module) -> None:
 
 def emit_object(module) -> bytes:
     return host_target_machine().emit_object(module)
+
+
+def vector_bits() -> int:
+    """The width of the host's vector registers, from its features."""
+    features = host_features()
+    if "+avx512f" in features:
+        return 512
+    if "+avx" in features or "+avx2" in features:
+        return 256
+    return 128

@@ -12,11 +12,14 @@ from __future__ import annotations
 import hashlib
 import os
 
-from kiln.dialects import print_ir
+from kiln.dialects import print_ir, verify
 from kiln.passes import canonicalize, cse, dce, fusion, memory_plan, remat  # noqa: F401  (register the passes)
 from kiln.passes.lower_tensor_to_affine import lower_tensor_to_affine  # noqa: F401
 from kiln.passes.memory_plan import read_plan
+from kiln.passes.default_schedule import default_schedule
 from kiln.passes.registry import run_passes
+from kiln.passes.schedule import apply_schedule
+from kiln.runtime import threads
 from kiln.runtime.cache import DiskCache
 
 from . import llvm_codegen, llvm_target
@@ -27,9 +30,11 @@ REMAT_PASSES = ("canonicalize", "cse", "dce", "rematerialize", "fuse", "plan-mem
 
 
 class Pipeline:
-    def __init__(self, name: str, tensor_module, graph_passes=GRAPH_PASSES):
+    def __init__(self, name: str, tensor_module, graph_passes=GRAPH_PASSES, schedule=None):
         self.name = name
         self.graph_passes = tuple(graph_passes)
+        self.requested_schedule = schedule  # None: the default schedule
+        self.schedule = None
         self._modules = {"tensor": tensor_module}
         self._llvm_ir = None
         self._optimized_llvm = None
@@ -41,10 +46,21 @@ class Pipeline:
             elif stage == "affine":
                 self._modules[stage] = run_passes(self.module("optimized"), ["lower-tensor-to-affine"])
             elif stage == "scheduled":
-                self._modules[stage] = self.module("affine")
+                self._modules[stage] = self._scheduled()
             else:
                 raise KeyError(stage)
         return self._modules[stage]
+
+    def _scheduled(self):
+        module = self.module("affine").clone({})
+        function = module.body.ops[-1]
+        if self.requested_schedule is None:
+            self.schedule = default_schedule(function, llvm_target.vector_bits(), threads.available())
+        else:
+            self.schedule = self.requested_schedule
+            apply_schedule(module, self.schedule)
+        verify(module)
+        return module
 
     def text(self, stage: str, locations: bool = True, generic: bool = False) -> str:
         if stage == "llvm":
@@ -56,6 +72,9 @@ class Pipeline:
             if memory is not None:
                 summary += f"; {memory}"
             text = summary + "\n" + text
+        if stage == "scheduled":
+            origin = "default" if self.requested_schedule is None else "given"
+            text = f"// schedule ({origin}): {self.schedule}\n" + text
         return text
 
     def kernels(self) -> list:

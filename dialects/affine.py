@@ -12,22 +12,35 @@ the access's index operands (loop induction variables).
 """
 from __future__ import annotations
 
-from .affine_expr import AffineMap, Dim
+from .affine_expr import AffineMap, Const, Dim
 from .ir import Block, Operation, Region
-from .types import MemRefType, index
+from .types import MemRefType, VectorType, index
 
 
 class ForOp(Operation):
+    """``affine.for`` from a constant lower bound, with step, to a constant upper bound or to
+    the minimum of affine expressions of enclosing loops' variables (how split loops end
+    their last, partial tile)::
+
+        affine.for %ii = 0 to min affine_map<(d0) -> (32, d0 * -32 + 100)>(%io) { ... }
+
+    Operands: the upper bound's operands (``bound_count`` of them), then the iter_args inits.
+    """
     name = "affine.for"
-    operand_names = ("inits*",)
+    operand_names = ("operands*",)
     attribute_names = ("lower", "upper", "step")
     num_regions = 1
 
     @classmethod
-    def create(cls, lower: int, upper: int, step: int = 1, inits=(), iv_name="i", loc=None) -> "ForOp":
+    def create(cls, lower: int, upper, step: int = 1, inits=(), iv_name="i", bound_operands=(), loc=None):
+        """`upper` is an int, or a tuple of AffineExprs over `bound_operands` (their minimum)."""
         body = Block([index] + [v.type for v in inits], [iv_name] + [f"acc{k}" for k in range(len(inits))])
-        return cls(list(inits), {"lower": lower, "upper": upper, "step": step},
-                   [v.type for v in inits], [Region([body])], loc=loc)
+        attributes = {"lower": lower, "upper": upper if isinstance(upper, int) else -1, "step": step}
+        if not isinstance(upper, int):
+            attributes["upper_map"] = AffineMap(len(bound_operands), tuple(upper))
+            attributes["bound_count"] = len(bound_operands)
+        return cls(list(bound_operands) + list(inits), attributes, [v.type for v in inits],
+                   [Region([body])], loc=loc)
 
     @property
     def body(self) -> Block:
@@ -38,15 +51,39 @@ class ForOp(Operation):
         return self.body.args[0]
 
     @property
+    def bound_operands(self) -> list:
+        return self.operands[:self.attributes.get("bound_count", 0)]
+
+    @property
+    def inits(self) -> list:
+        return self.operands[self.attributes.get("bound_count", 0):]
+
+    @property
+    def upper_map(self):
+        return self.attributes.get("upper_map")
+
+    @property
+    def constant_bounds(self) -> bool:
+        return self.upper_map is None
+
+    @property
     def trip_count(self) -> int:
-        return len(range(self.lower, self.upper, self.step))
+        """Iterations, for constant bounds; for a min bound, the most it can have."""
+        if self.constant_bounds:
+            return len(range(self.lower, self.upper, self.step))
+        constants = [e.value for e in self.upper_map.results if isinstance(e, Const)]
+        return len(range(self.lower, min(constants), self.step)) if constants else -1
 
     def verify(self):
         super().verify()
         if not all(isinstance(self.attributes[k], int) for k in ("lower", "upper", "step")) or self.step < 1:
             raise self.error("affine.for needs integer bounds and a positive step")
+        if self.upper_map is not None and self.upper_map.num_dims != len(self.bound_operands):
+            raise self.error("affine.for: the upper bound map does not fit its operands")
+        if any(v.type != index for v in self.bound_operands):
+            raise self.error("affine.for bound operands must be of type index")
         block = self.body
-        carried = [v.type for v in self.operands]
+        carried = [v.type for v in self.inits]
         if [a.type for a in block.args] != [index] + carried or [r.type for r in self.results] != carried:
             raise self.error("affine.for: iter_args, block arguments and results must match")
         if not block.ops or not isinstance(block.ops[-1], YieldOp):
@@ -56,23 +93,35 @@ class ForOp(Operation):
 
     def print_custom(self, printer):
         iv = printer.define(self.induction_variable)
-        printer.write(f"affine.for {iv} = {self.lower} to {self.upper}")
+        printer.write(f"affine.for {iv} = {self.lower} to ")
+        if self.constant_bounds:
+            printer.write(str(self.upper))
+        else:
+            printer.write(f"min {self.upper_map}({printer.operands(self.bound_operands)})")
         if self.step != 1:
             printer.write(f" step {self.step}")
-        if self.operands:
+        if self.inits:
             pairs = ", ".join(f"{printer.define(a)} = {printer.name_of(v)}"
-                              for a, v in zip(self.body.args[1:], self.operands))
-            printer.write(f" iter_args({pairs}) -> ({', '.join(str(v.type) for v in self.operands)})")
+                              for a, v in zip(self.body.args[1:], self.inits))
+            printer.write(f" iter_args({pairs}) -> ({', '.join(str(v.type) for v in self.inits)})")
         printer.write(" ")
         print_body(printer, self.body)
 
     @classmethod
     def parse_custom(cls, parser, num_results):
-        iv, _ = parser.parse_argument_name(), None
+        iv = parser.parse_argument_name()
         parser.expect("=")
         lower = parser.parse_int()
         parser.expect("to")
-        upper = parser.parse_int()
+        bound_operands, upper = [], None
+        if parser.accept("min"):
+            upper_map = parser.parse_affine_map()
+            parser.expect("(")
+            bound_operands = parser.parse_operands()
+            parser.expect(")")
+            upper = upper_map.results
+        else:
+            upper = parser.parse_int()
         step = parser.parse_int() if parser.accept("step") else 1
         args, inits, types = [(iv, index)], [], []
         if parser.accept("iter_args("):
@@ -89,7 +138,61 @@ class ForOp(Operation):
         body = region.block
         if not body.ops or not isinstance(body.ops[-1], YieldOp):
             body.append(YieldOp([], {}))
-        return cls(inits, {"lower": lower, "upper": upper, "step": step}, types, [region])
+        op = cls.create(lower, upper, step, [], iv, bound_operands)
+        op = cls(list(bound_operands) + inits, dict(op.attributes), types, [region])
+        return op
+
+
+class ParallelOp(Operation):
+    """``affine.parallel``: iterations that may run at once, on several threads::
+
+        affine.parallel (%i) = (0) to (64) { ... }
+    """
+    name = "affine.parallel"
+    attribute_names = ("upper",)
+    num_regions = 1
+
+    @classmethod
+    def create(cls, upper: int, iv_name="i", loc=None) -> "ParallelOp":
+        return cls([], {"upper": upper}, [], [Region([Block([index], [iv_name])])], loc=loc)
+
+    @property
+    def body(self) -> Block:
+        return self.regions[0].block
+
+    @property
+    def induction_variable(self):
+        return self.body.args[0]
+
+    def verify(self):
+        super().verify()
+        if [a.type for a in self.body.args] != [index] or not isinstance(self.upper, int):
+            raise self.error("affine.parallel here runs one index from 0 to a constant")
+        if not self.body.ops or not isinstance(self.body.ops[-1], YieldOp) or self.body.ops[-1].operands:
+            raise self.error("affine.parallel body must end with an empty affine.yield")
+
+    def print_custom(self, printer):
+        iv = printer.define(self.induction_variable)
+        printer.write(f"affine.parallel ({iv}) = (0) to ({self.upper}) ")
+        print_body(printer, self.body)
+
+    @classmethod
+    def parse_custom(cls, parser, num_results):
+        parser.expect("(")
+        iv = parser.parse_argument_name()
+        parser.expect(")")
+        parser.expect("=")
+        parser.expect("(")
+        parser.expect("0")
+        parser.expect(")")
+        parser.expect("to")
+        parser.expect("(")
+        upper = parser.parse_int()
+        parser.expect(")")
+        region = parser.parse_region(entry_args=[(iv, index)])
+        if not region.block.ops or not isinstance(region.block.ops[-1], YieldOp):
+            region.block.append(YieldOp([], {}))
+        return cls([], {"upper": upper}, [], [region])
 
 
 def print_body(printer, block: Block) -> None:
@@ -210,5 +313,55 @@ class StoreOp(_Access):
         parser.expect(",")
         memref, operands, amap = parse_subscript(parser)
         parser.expect(":")
+        parser.parse_type()
+        return cls([value, memref, *operands], {"map": amap})
+
+
+class VectorLoadOp(_Access):
+    """``affine.vector_load %A[%i, %j] : memref<8x64xf32>, vector<16xf32>``: consecutive
+    elements along the last dimension, starting at the index."""
+    name = "affine.vector_load"
+
+    def verify(self):
+        super().verify()
+        t = self.check_access()
+        if not isinstance(self.result.type, VectorType) or self.result.type.element != t.element:
+            raise self.error(f"affine.vector_load of {t} must give a vector of {t.element}")
+
+    def print_custom(self, printer):
+        printer.write(f"affine.vector_load {self.subscript(printer)} : {self.memref.type}, {self.result.type}")
+
+    @classmethod
+    def parse_custom(cls, parser, num_results):
+        memref, operands, amap = parse_subscript(parser)
+        parser.expect(":")
+        parser.parse_type()
+        parser.expect(",")
+        return cls([memref, *operands], {"map": amap}, [parser.parse_type()])
+
+
+class VectorStoreOp(_Access):
+    name = "affine.vector_store"
+    memref_position = 1
+
+    def infer_result_types(self):
+        t = self.check_access()
+        v = self.operands[0].type
+        if not isinstance(v, VectorType) or v.element != t.element:
+            raise self.error(f"affine.vector_store of {v} into {t}")
+        return []
+
+    def print_custom(self, printer):
+        printer.write(f"affine.vector_store {printer.name_of(self.operands[0])}, {self.subscript(printer)} : "
+                      f"{self.memref.type}, {self.operands[0].type}")
+
+    @classmethod
+    def parse_custom(cls, parser, num_results):
+        value = parser.parse_value()
+        parser.expect(",")
+        memref, operands, amap = parse_subscript(parser)
+        parser.expect(":")
+        parser.parse_type()
+        parser.expect(",")
         parser.parse_type()
         return cls([value, memref, *operands], {"map": amap})

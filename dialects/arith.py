@@ -15,7 +15,7 @@ import numpy as np
 
 from .ir import Operation
 from .printer import format_float
-from .types import SCALAR_TYPES, ScalarType, f32, f64, i1, index
+from .types import SCALAR_TYPES, ScalarType, element_of, f32, f64, i1, index, like
 
 FLOATS = (f32, f64)
 INTEGERS = (SCALAR_TYPES["i32"], SCALAR_TYPES["i64"], i1, index)
@@ -75,7 +75,7 @@ class _Same(Operation):
         if len(types) != 1:
             raise self.error(f"{self.name} operands differ in type: {', '.join(sorted(map(str, types)))}")
         t = types.pop()
-        if t not in self.allowed:
+        if element_of(t) not in self.allowed:
             raise self.error(f"{self.name} does not take {t}")
         return [t]
 
@@ -114,11 +114,11 @@ class _Compare(Operation):
 
     def infer_result_types(self):
         a, b = (v.type for v in self.operands)
-        if a != b or a not in self.allowed:
+        if a != b or element_of(a) not in self.allowed:
             raise self.error(f"{self.name} takes two operands of one type among {', '.join(map(str, self.allowed))}")
         if self.attributes.get("predicate") not in self.predicates:
             raise self.error(f"{self.name}: unknown predicate {self.attributes.get('predicate')!r}")
-        return [i1]
+        return [like(a, i1)]
 
     def print_custom(self, printer):
         printer.write(f"{self.name} {self.predicate}, {printer.operands(self.operands)} : {self.lhs.type}")
@@ -154,18 +154,21 @@ class SelectOp(Operation):
 
     def infer_result_types(self):
         c, a, b = (v.type for v in self.operands)
-        if c != i1 or a != b:
+        if element_of(c) != i1 or a != b or (c != i1 and c != like(a, i1)):
             raise self.error(f"arith.select takes i1 and two values of one type, got {c}, {a}, {b}")
         return [a]
 
     def print_custom(self, printer):
-        printer.write(f"arith.select {printer.operands(self.operands)} : {self.true_value.type}")
+        condition = "" if self.condition.type == i1 else f"{self.condition.type}, "
+        printer.write(f"arith.select {printer.operands(self.operands)} : {condition}{self.true_value.type}")
 
     @classmethod
     def parse_custom(cls, parser, num_results):
         operands = parser.parse_operands()
         parser.expect(":")
         parser.parse_type()
+        if parser.accept(","):
+            parser.parse_type()
         return cls(operands, {})
 
 
@@ -179,6 +182,9 @@ class _Cast(Operation):
     def verify(self):
         super().verify()
         src, dst = self.operand.type, self.result.type
+        if type(src) is not type(dst) or getattr(src, "lanes", 1) != getattr(dst, "lanes", 1):
+            raise self.error(f"{self.name} cannot convert {src} to {dst}")
+        src, dst = element_of(src), element_of(dst)
         if src not in self.sources or dst not in self.targets:
             raise self.error(f"{self.name} cannot convert {src} to {dst}")
         if self.widening is not None and (_bits(dst) > _bits(src)) != self.widening:

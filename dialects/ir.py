@@ -160,6 +160,14 @@ class Operation:
         value.uses.append((self, index))
         self.operands[index] = value
 
+    def set_operands(self, values) -> None:
+        """Replace the whole operand list (its length may change)."""
+        for index, value in enumerate(self.operands):
+            value.uses.remove((self, index))
+        self.operands = []
+        for value in values:
+            self._add_operand(value)
+
     def erase(self) -> None:
         """Remove this op from its block; its results must have no uses left."""
         for result in self.results:

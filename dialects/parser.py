@@ -15,7 +15,7 @@ from .diagnostics import ParseError
 from .ir import OP_REGISTRY, Block, Operation, Region, Value
 from .location import Location
 from . import affine_expr as ax
-from .types import SCALAR_TYPES, FunctionType, MemRefType, TensorType
+from .types import SCALAR_TYPES, FunctionType, MemRefType, TensorType, VectorType
 
 _WS = re.compile(r"(\s|//[^\n]*)*")
 _BARE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
@@ -171,6 +171,13 @@ class Parser:
                 self.fail(f"a {word}'s element type must be a scalar type")
             self.expect(">")
             return (TensorType if word == "tensor" else MemRefType)(shape, element)
+        if word == "vector":
+            self.expect("<")
+            lanes = self.parse_int()
+            self.pos = self.text.index("x", self.pos) + 1
+            element = self.parse_type()
+            self.expect(">")
+            return VectorType(lanes, element)
         self.pos = m.start()
         self.fail(f"unknown type '{word}'")
 

@@ -146,3 +146,39 @@ class MemRefType(Type):
 
 def memref_of(t: TensorType) -> MemRefType:
     return MemRefType(t.shape, t.element)
+
+
+@dataclass(frozen=True)
+class VectorType(Type):
+    """``vector<16xf32>``: a fixed number of lanes, what a SIMD register holds."""
+    lanes: int
+    element: ScalarType
+
+    def __str__(self) -> str:
+        return f"vector<{self.lanes}x{self.element}>"
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.element.dtype
+
+    @property
+    def is_float(self) -> bool:
+        return self.element.is_float
+
+    @property
+    def is_int(self) -> bool:
+        return self.element.is_int
+
+    @property
+    def is_bool(self) -> bool:
+        return self.element.is_bool
+
+
+def element_of(t) -> ScalarType:
+    """The scalar type of a scalar or a vector."""
+    return t.element if isinstance(t, VectorType) else t
+
+
+def like(t, element: ScalarType):
+    """`element`, as a vector if `t` is one."""
+    return VectorType(t.lanes, element) if isinstance(t, VectorType) else element

@@ -46,6 +46,7 @@ class KernelEmitter:
         self.outside = outside          # value -> View, for everything else it reads
         self.constant_view = constant_view  # constant op -> an op reading its memref.global
         self.ivs = []  # loop variables; Dim(k) in an index means ivs[k]
+        self.loop_names = set()  # unique within the kernel, so schedules can name loops
 
     # -- the loop nest -------------------------------------------------------------
     def emit(self, root, buffer) -> None:
@@ -53,7 +54,7 @@ class KernelEmitter:
         outer = Level(self.function_block, len(self.function_block.ops))
         chain, block, loops = [], self.function_block, []
         for k, extent in enumerate(shape):
-            loop = A.ForOp.create(0, extent, iv_name=LOOP_NAMES[k] if k < len(LOOP_NAMES) else f"i{k}")
+            loop = A.ForOp.create(0, extent, iv_name=self.fresh_name(LOOP_NAMES[k] if k < len(LOOP_NAMES) else f"i{k}"))
             block.append(loop)
             loops.append(loop)
             self.ivs.append(loop.induction_variable)
@@ -66,6 +67,13 @@ class KernelEmitter:
         (chain[-1][1] if chain else outer).insert(A.StoreOp([value, buffer, *operands], {"map": amap}))
         for loop in loops:
             loop.body.append(A.YieldOp([], {}))
+
+    def fresh_name(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.loop_names:
+            name, k = f"{base}{k}", k + 1
+        self.loop_names.add(name)
+        return name
 
     def level_for(self, index, chain) -> Level:
         used = _dims(index)
@@ -127,7 +135,7 @@ class KernelEmitter:
         dims = []
         for k, extent in enumerate(extents):
             loop = A.ForOp.create(0, extent, inits=[carried],
-                                  iv_name=REDUCTION_NAMES[k] if k < len(REDUCTION_NAMES) else f"r{k}")
+                                  iv_name=self.fresh_name(REDUCTION_NAMES[k] if k < len(REDUCTION_NAMES) else "r"))
             if block is not None:
                 block.append(loop)
             loops.append(loop)

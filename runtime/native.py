@@ -39,6 +39,8 @@ class LoadedObject:
 
     def __init__(self, object_code: bytes):
         _make_c_libraries_visible()
+        from . import threads
+        threads.available()  # loads libgomp for code with parallel loops
         # Each engine takes ownership of its target machine, so each gets a new one.
         self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _host_target_machine())
         self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))

@@ -1,0 +1,169 @@
+"""LLVM code for scalar and vector arithmetic: the arith, math and vector dialects.
+
+Every handler works on scalars and on vectors alike (LLVM's instructions and
+intrinsics are overloaded on vector types); only math.ipowi is scalar-only.
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from kiln.dialects import arith as AR
+from kiln.dialects import math as M
+from kiln.dialects import vector as V
+from kiln.dialects.types import VectorType
+
+from .llvm_codegen import _HANDLERS, I1, I32, STATUS, FunctionEmitter, handles, scalar, suffix
+
+
+@handles(AR.ConstantOp)
+def _constant(e: FunctionEmitter, op):
+    t = op.result.type
+    value = op.value
+    e.values[op.result] = ir.Constant(scalar(t), float(value) if t.is_float else int(value))
+
+
+def _binary(build):
+    def handler(e, op):
+        e.values[op.result] = build(e.b, e.get(op.operands[0]), e.get(op.operands[1]))
+    return handler
+
+
+for _cls, _build in {
+    AR.AddFOp: lambda b, x, y: b.fadd(x, y), AR.SubFOp: lambda b, x, y: b.fsub(x, y),
+    AR.MulFOp: lambda b, x, y: b.fmul(x, y), AR.DivFOp: lambda b, x, y: b.fdiv(x, y),
+    AR.AddIOp: lambda b, x, y: b.add(x, y), AR.SubIOp: lambda b, x, y: b.sub(x, y),
+    AR.MulIOp: lambda b, x, y: b.mul(x, y), AR.AndIOp: lambda b, x, y: b.and_(x, y),
+    AR.OrIOp: lambda b, x, y: b.or_(x, y), AR.XOrIOp: lambda b, x, y: b.xor(x, y),
+}.items():
+    _HANDLERS[_cls] = _binary(_build)
+
+
+def _call_intrinsic(base, arity=1, extra=()):
+    def handler(e, op):
+        t = op.result.type
+        fn = e.intrinsic(base, t, arity) if not extra else e.declare(
+            f"llvm.{base}.{suffix(t)}", scalar(t), [scalar(t)] * arity + [c.type for c in extra])
+        e.values[op.result] = e.b.call(fn, [e.get(v) for v in op.operands] + list(extra))
+    return handler
+
+
+_HANDLERS.update({
+    AR.MaximumFOp: _call_intrinsic("maximum", 2), AR.MinimumFOp: _call_intrinsic("minimum", 2),
+    AR.MaxSIOp: _call_intrinsic("smax", 2), AR.MinSIOp: _call_intrinsic("smin", 2),
+    M.ExpOp: _call_intrinsic("exp"), M.LogOp: _call_intrinsic("log"), M.SqrtOp: _call_intrinsic("sqrt"),
+    M.SinOp: _call_intrinsic("sin"), M.CosOp: _call_intrinsic("cos"), M.TanhOp: _call_intrinsic("tanh"),
+    M.AbsFOp: _call_intrinsic("fabs"), M.PowFOp: _call_intrinsic("pow", 2),
+    M.AbsIOp: _call_intrinsic("abs", 1, (ir.Constant(I1, 0),)),
+})
+
+
+@handles(AR.NegFOp)
+def _negf(e, op):
+    e.values[op.result] = e.b.fneg(e.get(op.operand))
+
+
+_FCMP = {"oeq": "==", "one": "!=", "olt": "<", "ole": "<=", "ogt": ">", "oge": ">=", "ord": "ord", "uno": "uno",
+         "ueq": "==", "une": "!=", "ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
+_ICMP = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=",
+         "ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
+
+
+@handles(AR.CmpFOp)
+def _cmpf(e, op):
+    compare = e.b.fcmp_unordered if op.predicate.startswith("u") else e.b.fcmp_ordered
+    e.values[op.result] = compare(_FCMP[op.predicate], e.get(op.lhs), e.get(op.rhs))
+
+
+@handles(AR.CmpIOp)
+def _cmpi(e, op):
+    compare = e.b.icmp_unsigned if op.predicate.startswith("u") else e.b.icmp_signed
+    e.values[op.result] = compare(_ICMP[op.predicate], e.get(op.lhs), e.get(op.rhs))
+
+
+@handles(AR.SelectOp)
+def _select(e, op):
+    e.values[op.result] = e.b.select(*(e.get(v) for v in op.operands))
+
+
+_CASTS = {AR.ExtFOp: "fpext", AR.TruncFOp: "fptrunc", AR.SIToFPOp: "sitofp", AR.UIToFPOp: "uitofp",
+          AR.ExtSIOp: "sext", AR.ExtUIOp: "zext", AR.TruncIOp: "trunc"}
+
+
+@handles(*_CASTS)
+def _cast(e, op):
+    e.values[op.result] = getattr(e.b, _CASTS[type(op)])(e.get(op.operand), scalar(op.result.type))
+
+
+@handles(AR.FPToSIOp)
+def _fptosi(e, op):
+    # The saturating form: NaN gives 0 and out-of-range values clamp, where a plain
+    # fptosi would be undefined behaviour (numpy's result there is platform-defined).
+    src, dst = op.operand.type, op.result.type
+    fn = e.declare(f"llvm.fptosi.sat.{suffix(dst)}.{suffix(src)}", scalar(dst), [scalar(src)])
+    e.values[op.result] = e.b.call(fn, [e.get(op.operand)])
+
+
+@handles(M.IPowIOp)
+def _ipowi(e, op):
+    t = op.result.type
+    if isinstance(t, VectorType):
+        raise NotImplementedError("math.ipowi on vectors")
+    helper = e.module.globals.get(f"kiln.ipowi.{t.name}") or _define_ipowi(e.module, scalar(t), t.name)
+    e.values[op.result] = e.b.call(helper, [e.get(op.lhs), e.get(op.rhs), e.status])
+
+
+def _define_ipowi(module, t: ir.Type, name: str) -> ir.Function:
+    """base ** exponent by squaring; a negative exponent sets the status (numpy raises there)."""
+    fn = ir.Function(module, ir.FunctionType(t, [t, t, I32.as_pointer()]), name=f"kiln.ipowi.{name}")
+    fn.linkage = "internal"
+    base, exponent, status = fn.args
+    entry, bad, loop, done = (fn.append_basic_block(n) for n in ("entry", "negative", "loop", "done"))
+    b = ir.IRBuilder(entry)
+    b.cbranch(b.icmp_signed("<", exponent, ir.Constant(t, 0)), bad, loop)
+    b.position_at_end(bad)
+    b.store(ir.Constant(I32, STATUS["negative integer power"]), status)
+    b.ret(ir.Constant(t, 0))
+    b.position_at_end(loop)
+    result = b.phi(t)
+    power = b.phi(t)
+    remaining = b.phi(t)
+    result.add_incoming(ir.Constant(t, 1), entry)
+    power.add_incoming(base, entry)
+    remaining.add_incoming(exponent, entry)
+    odd = b.trunc(remaining, I1)
+    new_result = b.select(odd, b.mul(result, power), result)
+    new_remaining = b.lshr(remaining, ir.Constant(t, 1))
+    result.add_incoming(new_result, loop)
+    power.add_incoming(b.mul(power, power), loop)
+    remaining.add_incoming(new_remaining, loop)
+    b.cbranch(b.icmp_signed("==", new_remaining, ir.Constant(t, 0)), done, loop)
+    b.position_at_end(done)
+    b.ret(new_result)
+    return fn
+
+
+@handles(V.BroadcastOp)
+def _broadcast(e, op):
+    t = scalar(op.result.type)
+    lane = e.b.insert_element(ir.Constant(t, ir.Undefined), e.get(op.source), ir.Constant(I32, 0))
+    e.values[op.result] = e.b.shuffle_vector(lane, ir.Constant(t, ir.Undefined),
+                                             ir.Constant(ir.VectorType(I32, op.result.type.lanes), None))
+
+
+_REDUCE = {"add": ("fadd", "add"), "mul": ("fmul", "mul"), "maximumf": ("fmaximum", None),
+           "minimumf": ("fminimum", None), "maxsi": (None, "smax"), "minsi": (None, "smin"),
+           "and": (None, "and"), "or": (None, "or")}
+
+
+@handles(V.ReductionOp)
+def _reduction(e, op):
+    t = op.vector.type
+    element = scalar(t.element)
+    name = _REDUCE[op.kind][0 if t.element.is_float else 1]
+    if name in ("fadd", "fmul"):  # ordered: lane 0 first, starting from the identity
+        start = ir.Constant(element, -0.0 if name == "fadd" else 1.0)
+        fn = e.declare(f"llvm.vector.reduce.{name}.{suffix(t)}", element, [element, scalar(t)])
+        e.values[op.result] = e.b.call(fn, [start, e.get(op.vector)])
+    else:
+        fn = e.declare(f"llvm.vector.reduce.{name}.{suffix(t)}", element, [scalar(t)])
+        e.values[op.result] = e.b.call(fn, [e.get(op.vector)])

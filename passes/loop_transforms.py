@@ -1,0 +1,255 @@
+"""Loop transformations on affine IR: the library the schedule primitives call.
+
+Each function rewrites one loop (an ``affine.for`` found by its name) in place
+and raises ScheduleError, naming the loop, when the change would be illegal.
+Tails are always handled: a split's inner loop ends at
+``min(factor, N - outer * factor)`` and unroll keeps a remainder loop, so no
+size has to be a multiple of any factor.
+"""
+from __future__ import annotations
+
+from kiln.dialects import affine as A
+from kiln.dialects.affine_expr import AffineMap, Const, Dim, substitute
+from kiln.dialects.diagnostics import KilnError
+from kiln.dialects.ir import Block
+
+ACCESS_OPS = (A.LoadOp, A.StoreOp, A.VectorLoadOp, A.VectorStoreOp)
+
+
+class ScheduleError(KilnError, ValueError):
+    """A schedule step that cannot apply: an unknown loop, or an illegal change."""
+
+
+def loop_name(loop) -> str:
+    return loop.induction_variable.name_hint or "?"
+
+
+# -- rewriting index expressions ----------------------------------------------------------
+def replace_index(ops, old, new_values, expr) -> None:
+    """In every access and loop bound nested in `ops`, read `old` (an index value) as `expr`,
+    an affine expression over `new_values` (Dim(k) is new_values[k])."""
+    for top in ops:
+        for op in top.walk():
+            if isinstance(op, ACCESS_OPS):
+                head = op.operands[:op.memref_position + 1]
+                indices, amap = _rewrite(list(op.indices), op.map.results, old, new_values, expr)
+                if indices is not None:
+                    op.set_operands(head + indices)
+                    op.attributes["map"] = AffineMap(len(indices), amap)
+            elif isinstance(op, A.ForOp) and not op.constant_bounds:
+                operands, results = _rewrite(list(op.bound_operands), op.upper_map.results, old, new_values, expr)
+                if operands is not None:
+                    op.set_operands(operands + list(op.inits))
+                    op.attributes["upper_map"] = AffineMap(len(operands), results)
+                    op.attributes["bound_count"] = len(operands)
+
+
+def _rewrite(operands, results, old, new_values, expr):
+    if old not in operands:
+        return None, None
+    k = operands.index(old)
+    kept = [v for v in operands if v is not old]
+    for v in new_values:
+        if v not in kept:
+            kept.append(v)
+    mapping = [Dim(kept.index(v)) if i != k else None for i, v in enumerate(operands)]
+    mapping[k] = substitute(expr, [Dim(kept.index(v)) for v in new_values])
+    return kept, tuple(substitute(r, mapping) for r in results)
+
+
+def _move_body(source: Block, target: Block, iv_expr, new_ivs) -> None:
+    """Move `source`'s ops into `target`; `source`'s iv reads as iv_expr over new_ivs;
+    its iter_args become `target`'s."""
+    old_iv = source.args[0]
+    for old, new in zip(source.args[1:], target.args[1:]):
+        old.replace_all_uses_with(new)
+    ops = list(source.ops)
+    source.ops.clear()
+    for op in ops:
+        target.append(op)
+    replace_index(ops, old_iv, new_ivs, iv_expr)
+
+
+def _replace_loop(old, new) -> None:
+    block = old.parent
+    block.ops[block.ops.index(old)] = new
+    new.parent = block
+    old.parent = None
+    for a, b in zip(old.results, new.results):
+        a.replace_all_uses_with(b)
+    old.set_operands([])
+
+
+# -- split ----------------------------------------------------------------------------------
+def split(loop, factor: int):
+    """``for x in [0, N)`` -> ``for xo in [0, ceil(N/f)): for xi in [0, min(f, N - xo*f))``."""
+    name = loop_name(loop)
+    if not isinstance(factor, int) or factor < 1:
+        raise ScheduleError(f"split({name}, {factor!r}): the factor must be a positive integer")
+    if loop.lower != 0 or loop.step != 1:
+        raise ScheduleError(f"split({name}): only loops from 0 with step 1")
+    if loop.constant_bounds:
+        count = loop.upper
+        inner_bound = factor if count % factor == 0 else None
+        bounds = (Const(factor), Dim(0) * -factor + count)
+        outer_operands = []
+    else:
+        constants = [e.value for e in loop.upper_map.results if isinstance(e, Const)]
+        if not constants:
+            raise ScheduleError(f"split({name}): its bound has no constant limit")
+        count = min(constants)
+        inner_bound = None
+        nb = len(loop.bound_operands)
+        bounds = (Const(factor),) + tuple(substitute(e, [Dim(k) for k in range(nb)]) + Dim(nb) * -factor
+                                          for e in loop.upper_map.results)
+        outer_operands = list(loop.bound_operands)
+    outer = A.ForOp.create(0, -(-count // factor), inits=list(loop.inits), iv_name=f"{name}.o")
+    outer_iv = outer.induction_variable
+    if inner_bound is not None:
+        inner = A.ForOp.create(0, inner_bound, inits=list(outer.body.args[1:]), iv_name=f"{name}.i")
+    else:
+        inner = A.ForOp.create(0, bounds, inits=list(outer.body.args[1:]), iv_name=f"{name}.i",
+                               bound_operands=outer_operands + [outer_iv])
+    _move_body(loop.body, inner.body, Dim(0) * factor + Dim(1), [outer_iv, inner.induction_variable])
+    outer.body.append(inner)
+    outer.body.append(A.YieldOp(list(inner.results), {}))
+    _replace_loop(loop, outer)
+    return outer, inner
+
+
+# -- reorder ----------------------------------------------------------------------------------
+def perfect_chain(outermost, count: int) -> list:
+    chain = [outermost]
+    while len(chain) < count:
+        body = [op for op in chain[-1].body.ops if not isinstance(op, A.YieldOp)]
+        if len(body) != 1 or not isinstance(body[0], A.ForOp):
+            raise ScheduleError(f"loops under {loop_name(chain[-1])} are not perfectly nested")
+        chain.append(body[0])
+    return chain
+
+
+def reorder(loops: list) -> None:
+    """Permute perfectly nested loops (given in their new order, outermost first)."""
+    names = [loop_name(l) for l in loops]
+    outermost = [l for l in loops if not any(a in loops for a in _ancestors(l))]
+    if len(outermost) != 1:
+        raise ScheduleError(f"reorder({', '.join(names)}): these loops are not one nest")
+    chain = perfect_chain(outermost[0], len(loops))
+    if set(chain) != set(loops):
+        raise ScheduleError(f"reorder({', '.join(names)}): these loops are not one perfect nest")
+    for loop in loops:
+        if loop.inits:
+            raise ScheduleError(f"reorder: {loop_name(loop)} carries a reduction (iter_args); it cannot move")
+    position = {loop: k for k, loop in enumerate(loops)}
+    for loop in loops:
+        for operand in loop.bound_operands:
+            owner = operand.block.parent.parent if hasattr(operand, "block") else None
+            if owner in position and position[owner] > position[loop]:
+                raise ScheduleError(f"reorder: the bound of {loop_name(loop)} depends on "
+                                    f"{loop_name(owner)}, which must stay outside it")
+    innermost_body = chain[-1].body
+    # Build the new nest, outermost first, reusing each loop's header.
+    new_loops = []
+    for loop in loops:
+        bounds = loop.upper if loop.constant_bounds else loop.upper_map.results
+        new_loops.append(A.ForOp.create(0, bounds, iv_name=loop_name(loop), bound_operands=list(loop.bound_operands)))
+    for old, new in zip(loops, new_loops):
+        old.induction_variable.replace_all_uses_with(new.induction_variable)
+    for outer, inner in zip(new_loops, new_loops[1:]):
+        outer.body.append(inner)
+        outer.body.append(A.YieldOp([], {}))
+    ops = list(innermost_body.ops)
+    innermost_body.ops.clear()
+    for op in ops:
+        new_loops[-1].body.append(op)
+    _replace_loop(chain[0], new_loops[0])
+
+
+# -- unroll -----------------------------------------------------------------------------------
+def unroll(loop, factor: int):
+    """``factor`` copies of the body per iteration, and a remainder loop for the rest."""
+    name = loop_name(loop)
+    if not loop.constant_bounds or loop.lower != 0 or loop.step != 1:
+        raise ScheduleError(f"unroll({name}): only loops with constant bounds from 0, step 1")
+    if not isinstance(factor, int) or factor < 1:
+        raise ScheduleError(f"unroll({name}, {factor!r}): the factor must be a positive integer")
+    count = loop.upper
+    main = A.ForOp.create(0, count // factor, inits=list(loop.inits), iv_name=f"{name}.u")
+    carried = list(main.body.args[1:])
+    for copy in range(factor):
+        carried = _clone_body(loop, main.body, carried, [main.induction_variable], Dim(0) * factor + copy)
+    main.body.append(A.YieldOp(carried, {}))
+    results = list(main.results)
+    block = loop.parent
+    position = block.ops.index(loop)
+    new_ops = [main]
+    if count % factor:
+        tail = A.ForOp.create(0, count % factor, inits=results, iv_name=f"{name}.tail")
+        carried = _clone_body(loop, tail.body, list(tail.body.args[1:]), [tail.induction_variable],
+                              Dim(0) + (count // factor) * factor)
+        tail.body.append(A.YieldOp(carried, {}))
+        new_ops.append(tail)
+        results = list(tail.results)
+    for op in new_ops:
+        op.parent = block
+    block.ops[position:position + 1] = new_ops
+    for old, new in zip(loop.results, results):
+        old.replace_all_uses_with(new)
+    loop.parent = None
+    loop.set_operands([])
+    return main
+
+
+def _clone_body(loop, target: Block, carried, new_ivs, expr) -> list:
+    """Copy `loop`'s body (not its yield) into `target`, the iv read as `expr`; returns the yielded values."""
+    mapping = dict(zip(loop.body.args[1:], carried))
+    copies = []
+    for op in loop.body.ops[:-1]:
+        copy = op.clone(mapping)
+        target.append(copy)
+        copies.append(copy)
+    replace_index(copies, loop.induction_variable, new_ivs, expr)
+    return [mapping.get(v, v) for v in loop.body.ops[-1].operands]
+
+
+# -- parallel ---------------------------------------------------------------------------------
+def parallel(loop):
+    """Run the loop's iterations on the thread pool."""
+    name = loop_name(loop)
+    if loop.inits or not loop.constant_bounds or loop.lower != 0 or loop.step != 1:
+        raise ScheduleError(f"parallel({name}): only loops without iter_args, with constant bounds")
+    if loop.parent is None or not _at_top_level(loop):
+        raise ScheduleError(f"parallel({name}): only an outermost loop of a kernel can be parallel")
+    iv = loop.induction_variable
+    for op in loop.walk():
+        if isinstance(op, (A.StoreOp, A.VectorStoreOp)) and not _writes_depend_on(op, iv):
+            raise ScheduleError(f"parallel({name}): iterations would write the same element "
+                                f"(a store that does not depend on {name})")
+    new = A.ParallelOp.create(loop.upper, iv_name=name)
+    _move_body(loop.body, new.body, Dim(0), [new.induction_variable])
+    _replace_loop(loop, new)
+    return new
+
+
+def _ancestors(op):
+    while op.parent is not None and op.parent.parent is not None and op.parent.parent.parent is not None:
+        op = op.parent.parent.parent
+        yield op
+
+
+def _at_top_level(loop) -> bool:
+    owner = loop.parent.parent.parent if loop.parent.parent else None
+    return owner is not None and owner.name == "func.func"
+
+
+def _writes_depend_on(store, iv) -> bool:
+    if iv not in store.indices:
+        return False
+    k = store.indices.index(iv)
+    return any(_uses_dim(result, k) for result in store.map.results)
+
+
+def _uses_dim(expr, k) -> bool:
+    if isinstance(expr, Dim):
+        return expr.index == k
+    return any(_uses_dim(c, k) for c in expr.children())

@@ -1,0 +1,144 @@
+"""Schedules: lists of steps that transform a function's loop nests.
+
+A loop is named ``k<kernel>.<loop>``: ``k0.i`` is the loop called ``i`` in the
+first kernel (the first top-level loop nest of the affine function). Lowering
+names a kernel's result loops ``i, j, k, ...`` and its reduction loops
+``r, s, ...``; a split of ``i`` makes ``i.o`` and ``i.i``. A schedule is a
+plain list of steps, so it prints, goes to YAML and back, and replays::
+
+    schedule = Schedule()
+    schedule.tile(["k0.i", "k0.j"], [32, 64])     # split, split, reorder
+    schedule.vectorize("k0.j.i", 16)
+    schedule.parallel("k0.i.o")
+    schedule.steps   # [("tile", ["k0.i", "k0.j"], [32, 64]), ("vectorize", "k0.j.i", 16), ...]
+    apply_schedule(module, schedule)
+
+Each primitive checks that it is legal (ScheduleError otherwise) and keeps
+results unchanged on every size: tails are handled, never assumed away.
+"""
+from __future__ import annotations
+
+import yaml
+
+from kiln.dialects import affine as A
+from kiln.dialects import func as F
+
+from . import loop_transforms as T
+from .loop_transforms import ScheduleError
+from .vectorize import vectorize
+
+PRIMITIVES = ("split", "reorder", "tile", "vectorize", "parallel", "unroll")
+
+
+class Schedule:
+    def __init__(self, steps=()):
+        self.steps = []
+        for step in steps:
+            self.add(*step)
+
+    def add(self, primitive: str, *args) -> "Schedule":
+        if primitive not in PRIMITIVES:
+            raise ScheduleError(f"unknown schedule step {primitive!r} (known: {', '.join(PRIMITIVES)})")
+        self.steps.append((primitive, *[list(a) if isinstance(a, tuple) else a for a in args]))
+        return self
+
+    def split(self, loop: str, factor: int):
+        return self.add("split", loop, factor)
+
+    def reorder(self, loops):
+        return self.add("reorder", list(loops))
+
+    def tile(self, loops, sizes):
+        return self.add("tile", list(loops), list(sizes))
+
+    def vectorize(self, loop: str, width: int):
+        return self.add("vectorize", loop, width)
+
+    def parallel(self, loop: str):
+        return self.add("parallel", loop)
+
+    def unroll(self, loop: str, factor: int):
+        return self.add("unroll", loop, factor)
+
+    def __str__(self) -> str:
+        return "; ".join(f"{s[0]}({', '.join(_text(a) for a in s[1:])})" for s in self.steps) or "(none)"
+
+    def __repr__(self) -> str:
+        return f"Schedule({self.steps!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Schedule) and self.steps == other.steps
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump([list(step) for step in self.steps], default_flow_style=None, sort_keys=False)
+
+    @classmethod
+    def from_yaml(cls, text: str) -> "Schedule":
+        data = yaml.safe_load(text) or []
+        if not isinstance(data, list) or not all(isinstance(s, list) and s and isinstance(s[0], str) for s in data):
+            raise ScheduleError("a schedule in YAML is a list of steps like [split, k0.i, 32]")
+        return cls(data)
+
+
+def _text(arg) -> str:
+    return "[" + ", ".join(map(str, arg)) + "]" if isinstance(arg, list) else str(arg)
+
+
+def kernels(function: F.FuncOp) -> list:
+    """The function's top-level loop nests, in order."""
+    return [op for op in function.body.ops if isinstance(op, (A.ForOp, A.ParallelOp))]
+
+
+def find_loop(function: F.FuncOp, name: str):
+    kernel, _, loop = name.partition(".")
+    nests = kernels(function)
+    if not kernel.startswith("k") or not kernel[1:].isdigit() or not loop:
+        raise ScheduleError(f"loop names look like k0.i (kernel 0, loop i), got {name!r}")
+    index = int(kernel[1:])
+    if index >= len(nests):
+        raise ScheduleError(f"no kernel {kernel}: this function has {len(nests)}")
+    for op in nests[index].walk():
+        if isinstance(op, (A.ForOp, A.ParallelOp)) and op.induction_variable.name_hint == loop:
+            if isinstance(op, A.ParallelOp):
+                raise ScheduleError(f"loop {name} is already parallel")
+            return op
+    names = sorted(op.induction_variable.name_hint for op in nests[index].walk()
+                   if isinstance(op, (A.ForOp, A.ParallelOp)))
+    raise ScheduleError(f"no loop {loop!r} in kernel {kernel} (its loops: {', '.join(names)})")
+
+
+def apply_step(function: F.FuncOp, step) -> None:
+    primitive, *args = step
+    try:
+        if primitive == "split":
+            T.split(find_loop(function, args[0]), args[1])
+        elif primitive == "reorder":
+            T.reorder([find_loop(function, n) for n in args[0]])
+        elif primitive == "tile":
+            loops, sizes = args
+            if len(loops) != len(sizes):
+                raise ScheduleError("tile needs one size per loop")
+            for name, size in zip(loops, sizes):
+                T.split(find_loop(function, name), size)
+            kernel = loops[0].split(".")[0]
+            order = [f"{n}.o" for n in loops] + [f"{n}.i" for n in loops]
+            T.reorder([find_loop(function, n if n.startswith(kernel) else n) for n in order])
+        elif primitive == "vectorize":
+            vectorize(find_loop(function, args[0]), args[1])
+        elif primitive == "parallel":
+            T.parallel(find_loop(function, args[0]))
+        elif primitive == "unroll":
+            T.unroll(find_loop(function, args[0]), args[1])
+        else:
+            raise ScheduleError(f"unknown schedule step {primitive!r}")
+    except (IndexError, TypeError, ValueError) as exc:
+        if isinstance(exc, ScheduleError):
+            raise
+        raise ScheduleError(f"malformed schedule step {list(step)!r}: {exc}") from None
+
+
+def apply_schedule(module, schedule: Schedule) -> None:
+    """Apply every step to the module's (single) function, in order."""
+    function = next(op for op in module.body.ops if isinstance(op, F.FuncOp))
+    for step in schedule.steps:
+        apply_step(function, step)

@@ -1,0 +1,290 @@
+"""Loop vectorization: a loop's iterations, `width` at a time, as explicit vector code.
+
+Every value in the body that depends on the loop variable becomes a vector of
+`width` lanes; the rest stay scalars and are broadcast where they meet vectors.
+Loads and stores that move along the loop's contiguous (last) memref dimension
+become ``affine.vector_load``/``affine.vector_store``; accesses that do not
+depend on the loop are scalar. Loops inside the vectorized loop stay loops and
+carry vectors (a matmul's reduction over k, vectorized along j). A reduction
+carried by the vectorized loop itself gets a vector accumulator and one
+``vector.reduction`` at the end. The ``N mod width`` last iterations run in a
+scalar remainder loop. Before (width 8)::
+
+    affine.for %j = 0 to 20 {
+      %0 = affine.load %x[%i, %j] : memref<4x20xf32>
+      %1 = arith.mulf %0, %c : f32
+      affine.store %1, %out[%i, %j] : memref<4x20xf32>
+    }
+
+After::
+
+    affine.for %j = 0 to 2 {
+      %0 = affine.vector_load %x[%i, %j * 8] : memref<4x20xf32>, vector<8xf32>
+      %1 = vector.broadcast %c : f32 to vector<8xf32>
+      %2 = arith.mulf %0, %1 : vector<8xf32>
+      affine.vector_store %2, %out[%i, %j * 8] : memref<4x20xf32>, vector<8xf32>
+    }
+    affine.for %j.tail = 0 to 4 { ... the scalar body at %j.tail + 16 ... }
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.dialects import affine as A
+from kiln.dialects import arith as AR
+from kiln.dialects import math as M
+from kiln.dialects import vector as V
+from kiln.dialects.affine_expr import AffineMap, Dim, linear_form, substitute
+from kiln.dialects.types import VectorType, element_of, i1
+
+from kiln.dialects.ir import Operation
+
+from .loop_transforms import ScheduleError, _clone_body, loop_name
+
+# The combining op of a reduction, and what vector.reduction calls it.
+_REDUCTIONS = {AR.AddFOp: "add", AR.AddIOp: "add", AR.MulFOp: "mul", AR.MulIOp: "mul",
+               AR.MaximumFOp: "maximumf", AR.MinimumFOp: "minimumf", AR.MaxSIOp: "maxsi", AR.MinSIOp: "minsi",
+               AR.AndIOp: "and", AR.OrIOp: "or"}
+
+
+def vectorize(loop, width: int):
+    name = loop_name(loop)
+    if not isinstance(width, int) or width < 2:
+        raise ScheduleError(f"vectorize({name}, {width!r}): the width must be an integer >= 2")
+    if not loop.constant_bounds or loop.lower != 0 or loop.step != 1:
+        raise ScheduleError(f"vectorize({name}): only loops with constant bounds from 0, step 1")
+    count = loop.upper
+    if count < width:
+        raise ScheduleError(f"vectorize({name}, {width}): the loop has only {count} iterations")
+    iv = loop.induction_variable
+    dependent = _dependent_values(loop)
+    reductions = [_reduction_kind(loop, k) for k in range(len(loop.inits))]
+
+    prelude = _Widener(_OpList(), iv, None, width, dependent)
+    accumulators = [prelude.broadcast(prelude.constant(_identity(kind, element_of(init.type)), init.type))
+                    for init, kind in zip(loop.inits, reductions)]
+    main = A.ForOp.create(0, count // width, inits=accumulators, iv_name=name)
+    widener = _Widener(main.body, iv, main.induction_variable, width, dependent)
+    for old, new in zip(loop.body.args[1:], main.body.args[1:]):
+        widener.values[old] = new
+    widener.widen_ops(loop.body.ops[:-1])
+    main.body.append(A.YieldOp([widener.vector_of(v) for v in loop.body.ops[-1].operands], {}))
+
+    block = loop.parent
+    position = block.ops.index(loop)
+    new_ops = prelude.block.ops + [main]
+    finals = []
+    for acc, init, kind in zip(main.results, loop.inits, reductions):
+        total = V.ReductionOp([acc], {"kind": kind})
+        combine = _combine_op(kind, element_of(init.type))([init, total.result], {})
+        new_ops += [total, combine]
+        finals.append(combine.result)
+    results = finals
+    if count % width:
+        tail = A.ForOp.create(0, count % width, inits=finals, iv_name=f"{name}.tail")
+        carried = _clone_body(loop, tail.body, list(tail.body.args[1:]), [tail.induction_variable],
+                              Dim(0) + (count // width) * width)
+        tail.body.append(A.YieldOp(carried, {}))
+        new_ops.append(tail)
+        results = list(tail.results)
+    for op in new_ops:
+        op.parent = block
+    block.ops[position:position + 1] = new_ops
+    for old, new in zip(loop.results, results):
+        old.replace_all_uses_with(new)
+    loop.parent = None
+    loop.set_operands([])
+    return main
+
+
+def _dependent_values(loop) -> set:
+    """Values in the loop that differ from one iteration to the next (fixed point over iter_args)."""
+    iv = loop.induction_variable
+    dependent = set(loop.body.args[1:])  # the loop's own accumulators
+    changed = True
+    while changed:
+        changed = False
+        for op in loop.walk():
+            if op is loop:
+                continue
+            grows = any(v in dependent for v in op.operands)
+            if isinstance(op, (A.LoadOp, A.VectorLoadOp)) and iv in op.indices:
+                grows = True
+            if isinstance(op, A.ForOp):
+                for arg, init, result, yielded in zip(op.body.args[1:], op.inits, op.results,
+                                                      op.body.ops[-1].operands):
+                    if (init in dependent or yielded in dependent) and arg not in dependent:
+                        dependent.update((arg, result))
+                        changed = True
+                continue
+            if grows:
+                for r in op.results:
+                    if r not in dependent:
+                        dependent.add(r)
+                        changed = True
+    return dependent
+
+
+def _reduction_kind(loop, k: int) -> str:
+    arg = loop.body.args[1 + k]
+    yielded = loop.body.ops[-1].operands[k]
+    op = getattr(yielded, "op", None)
+    if type(op) in _REDUCTIONS and arg in op.operands and all(u is op for u, _ in arg.uses):
+        return _REDUCTIONS[type(op)]
+    raise ScheduleError(f"vectorize({loop_name(loop)}): its iter_arg #{k} is not a sum, product, "
+                        "max, min, and or or of the values it carries")
+
+
+def _identity(kind: str, t):
+    if kind == "add":
+        return 0
+    if kind == "mul":
+        return 1
+    if kind in ("and", "or"):
+        return kind == "and"
+    if t.is_float:
+        return -np.inf if kind == "maximumf" else np.inf
+    info = np.iinfo(t.dtype)
+    return int(info.min if kind == "maxsi" else info.max)
+
+
+def _combine_op(kind: str, t):
+    for cls, name in _REDUCTIONS.items():
+        if name == kind and (cls.allowed == AR.FLOATS) == t.is_float:
+            return cls
+    raise AssertionError(kind)
+
+
+class _Widener:
+    def __init__(self, block, old_iv, new_iv, width, dependent):
+        self.block = block
+        self.old_iv = old_iv
+        self.new_iv = new_iv
+        self.width = width
+        self.dependent = dependent
+        self.values = {}
+
+    def emit(self, op):
+        self.block.append(op)
+        return op
+
+    def constant(self, value, t):
+        element = element_of(t)
+        value = bool(value) if element == i1 else (float(value) if element.is_float else int(value))
+        return self.emit(AR.ConstantOp([], {"value": value}, [element])).result
+
+    def broadcast(self, scalar):
+        return self.emit(V.BroadcastOp([scalar], {}, [VectorType(self.width, scalar.type)])).result
+
+    def get(self, value):
+        return self.values.get(value, value)
+
+    def vector_of(self, value):
+        new = self.get(value)
+        return new if isinstance(new.type, VectorType) else self.broadcast(new)
+
+    def widen_ops(self, ops) -> None:
+        for op in ops:
+            self.widen(op)
+
+    def widen(self, op) -> None:
+        if isinstance(op, A.LoadOp):
+            return self.load(op)
+        if isinstance(op, A.StoreOp):
+            return self.store(op)
+        if isinstance(op, A.ForOp):
+            return self.nested_loop(op)
+        if isinstance(op, (A.VectorLoadOp, A.VectorStoreOp, A.ParallelOp, V.BroadcastOp, V.ReductionOp)):
+            raise ScheduleError(f"cannot vectorize a loop containing {op.name}")
+        if not any(v in self.dependent for v in op.operands):
+            copy = op.clone(self.values)
+            return self.emit(copy)
+        if isinstance(op, M.IPowIOp):
+            raise ScheduleError("cannot vectorize math.ipowi (integer powers)")
+        operands = [self.vector_of(v) for v in op.operands]
+        if isinstance(op, AR.SelectOp):
+            operands[0] = self.vector_of(op.operands[0])
+        result = op.results[0]
+        t = VectorType(self.width, result.type)
+        copy = type(op)(operands, dict(op.attributes), None if _inferred(op) else [t])
+        copy.verify()
+        self.emit(copy)
+        self.values[result] = copy.result
+
+    def _index(self, op):
+        """The access's index with the loop variable read as new_iv * width (lane 0)."""
+        indices = [self.get(v) for v in op.indices]
+        results = op.map.results
+        if self.old_iv not in op.indices:
+            return indices, results, False
+        k = op.indices.index(self.old_iv)
+        indices[k] = self.new_iv
+        results = tuple(substitute(r, [Dim(d) * self.width if d == k else Dim(d) for d in range(len(indices))])
+                        for r in results)
+        for r in results[:-1]:
+            if _coefficient(r, k) != 0:
+                raise ScheduleError("cannot vectorize: an access moves along a non-contiguous dimension")
+        if _coefficient(results[-1], k) != self.width:
+            raise ScheduleError("cannot vectorize: an access is strided along the loop (not contiguous)")
+        return indices, results, True
+
+    def load(self, op):
+        indices, results, moves = self._index(op)
+        amap = AffineMap(len(indices), results)
+        if not moves:
+            copy = A.LoadOp([self.get(op.memref), *indices], {"map": amap})
+        else:
+            copy = A.VectorLoadOp([self.get(op.memref), *indices], {"map": amap},
+                                  [VectorType(self.width, op.result.type)])
+        self.emit(copy)
+        self.values[op.result] = copy.result
+
+    def store(self, op):
+        indices, results, moves = self._index(op)
+        if not moves:
+            raise ScheduleError("cannot vectorize: every iteration would store to the same element")
+        value = self.vector_of(op.operands[0])
+        self.emit(A.VectorStoreOp([value, self.get(op.memref), *indices], {"map": AffineMap(len(indices), results)}))
+
+    def nested_loop(self, op):
+        if any(v in self.dependent for v in op.bound_operands):
+            raise ScheduleError("cannot vectorize: an inner loop's bounds depend on the vectorized loop")
+        inits = [self.vector_of(v) if (a in self.dependent) else self.get(v)
+                 for a, v in zip(op.body.args[1:], op.inits)]
+        bounds = op.upper if op.constant_bounds else op.upper_map.results
+        inner = A.ForOp.create(op.lower, bounds, op.step, inits, loop_name(op),
+                               [self.get(v) for v in op.bound_operands])
+        self.values[op.induction_variable] = inner.induction_variable
+        for old, new in zip(op.body.args[1:], inner.body.args[1:]):
+            self.values[old] = new
+        outer_block, self.block = self.block, inner.body
+        self.widen_ops(op.body.ops[:-1])
+        yielded = [self.vector_of(v) if a in self.dependent else self.get(v)
+                   for a, v in zip(op.body.args[1:], op.body.ops[-1].operands)]
+        inner.body.append(A.YieldOp(yielded, {}))
+        self.block = outer_block
+        self.emit(inner)
+        for old, new in zip(op.results, inner.results):
+            self.values[old] = new
+
+
+class _OpList:
+    """A stand-in block collecting ops to insert elsewhere."""
+
+    def __init__(self):
+        self.ops = []
+
+    def append(self, op):
+        self.ops.append(op)
+        return op
+
+
+def _inferred(op) -> bool:
+    return type(op).infer_result_types is not Operation.infer_result_types
+
+
+def _coefficient(expr, k) -> int:
+    form = linear_form(expr)
+    if form is None:
+        return -1
+    return form[0].get(k, 0)
