@@ -20,20 +20,82 @@ PARALLEL_MIN_WORK = 1 << 16  # innermost iterations; below this a kernel stays o
 def default_schedule(function, vector_bits: int = 256, threads: bool = True) -> Schedule:
     """Choose and apply a schedule to `function` (affine level); returns the steps applied."""
     schedule = Schedule()
-    for k in range(len(kernels(function))):
-        nest = kernels(function)[k]
+    # Work per kernel, measured before any step changes trip counts.
+    work = {}
+    for nest in kernels(function):
+        kernel = nest.induction_variable.name_hint.split(".")[0]
+        work[kernel] = work.get(kernel, 0) + _work(nest)
+    done = set()
+    while True:  # steps can add nests (remainder loops): schedule those too
+        pending = [nest for nest in kernels(function) if nest not in done]
+        if not pending:
+            break
+        nest = pending[0]
+        done.add(nest)
+        if _matmul_recipe(function, nest, vector_bits, schedule):
+            done.update(kernels(function))  # the recipe's remainder nests
+            done.difference_update(n for n in kernels(function) if n.induction_variable.name_hint.endswith(".tail"))
+            continue
         for loop in _vector_candidates(nest):
-            name = f"k{k}.{loop.induction_variable.name_hint}"
+            name = loop.induction_variable.name_hint
             lanes = vector_bits // (8 * _widest_element(loop))
             if loop.parent is None or lanes < 2 or not loop.constant_bounds or loop.upper < lanes:
                 continue
-            if _try(function, schedule, ("vectorize", name, lanes)) and _contains_loops(loop):
-                break  # an outer loop vectorized: the loops inside it are done
-        nest = kernels(function)[k]
+            if _try(function, schedule, ("vectorize", name, lanes)):
+                done.update(kernels(function))  # its vector and remainder loops are scheduled
+                if _contains_loops(loop):
+                    break  # an outer loop vectorized: the loops inside it are done
+    for nest in list(kernels(function)):
+        name = nest.induction_variable.name_hint
         if threads and isinstance(nest, A.ForOp) and nest.constant_bounds and nest.upper >= 2 \
-                and _work(nest) >= PARALLEL_MIN_WORK:
-            _try(function, schedule, ("parallel", f"k{k}.{nest.induction_variable.name_hint}"))
+                and work.get(name.split(".")[0], 0) >= PARALLEL_MIN_WORK:
+            _try(function, schedule, ("parallel", name))
     return schedule
+
+
+MATMUL_ROWS, MATMUL_VECTORS = 8, 2  # 8 rows x 2 vectors: 16 vector registers of accumulators
+
+
+def _matmul_recipe(function, nest, vector_bits, schedule) -> bool:
+    """For a kernel whose innermost result loop holds a reduction that cannot be vectorized
+    along itself (a matmul: k strides down B's columns): jam 4 rows into one k loop, put the
+    column loop outside them, vectorize it, and jam 2 vectors, so each k step updates a
+    4 x 2-vector block of accumulators held in registers."""
+    chain = _root_chain(nest)
+    if len(chain) < 2:
+        return False
+    rows, cols = chain[-2], chain[-1]
+    inner = [op for op in cols.body.ops if isinstance(op, A.ForOp)]
+    if len(inner) != 1 or not inner[0].inits or not rows.constant_bounds or not cols.constant_bounds:
+        return False
+    lanes = vector_bits // (8 * _widest_element(cols))
+    if rows.upper < MATMUL_ROWS or cols.upper < lanes * MATMUL_VECTORS or lanes < 2:
+        return False
+    i, j = rows.induction_variable.name_hint, cols.induction_variable.name_hint
+    steps = [("unroll_jam", i, MATMUL_ROWS), ("reorder", [j, f"{i}.u"]), ("vectorize", j, lanes),
+             ("unroll_jam", j, MATMUL_VECTORS)]
+    trial = function.clone({})
+    try:
+        for step in steps:
+            apply_step(trial, step)
+    except ScheduleError:
+        return False
+    for step in steps:
+        apply_step(function, step)
+        schedule.add(*step)
+    return True
+
+
+def _root_chain(nest) -> list:
+    """The loops over a kernel's result: perfectly nested, no iter_args."""
+    chain = [nest] if isinstance(nest, A.ForOp) and not nest.inits else []
+    while chain:
+        body = [op for op in chain[-1].body.ops if not isinstance(op, A.YieldOp)]
+        loops = [op for op in body if isinstance(op, A.ForOp)]
+        if len(loops) != 1 or loops[0].inits or len(body) != 1:
+            break
+        chain.append(loops[0])
+    return chain
 
 
 def _try(function, schedule, step) -> bool:

@@ -200,6 +200,84 @@ def unroll(loop, factor: int):
     return main
 
 
+def unroll_jam(loop, factor: int):
+    """Unroll by `factor` and jam: the copies' inner loops with equal bounds merge into one
+    loop doing all copies' work per iteration (a matmul's register block: several rows of
+    accumulators in one k loop). Iterations must be independent: no iter_args here."""
+    name = loop_name(loop)
+    if loop.inits:
+        raise ScheduleError(f"unroll_jam({name}): it carries values (iter_args); use unroll")
+    if not loop.constant_bounds or loop.lower != 0 or loop.step != 1:
+        raise ScheduleError(f"unroll_jam({name}): only loops with constant bounds from 0, step 1")
+    if not isinstance(factor, int) or factor < 1:
+        raise ScheduleError(f"unroll_jam({name}, {factor!r}): the factor must be a positive integer")
+    count = loop.upper
+    main = A.ForOp.create(0, count // factor, iv_name=f"{name}.u")
+    copies = []
+    for copy in range(factor):
+        scratch = Block()
+        _clone_body(loop, scratch, [], [main.induction_variable], Dim(0) * factor + copy)
+        copies.append(list(scratch.ops))
+    for op in _jam(copies):
+        main.body.append(op)
+    main.body.append(A.YieldOp([], {}))
+    block = loop.parent
+    position = block.ops.index(loop)
+    new_ops = [main]
+    if count % factor:
+        tail = A.ForOp.create(0, count % factor, iv_name=f"{name}.tail")
+        _clone_body(loop, tail.body, [], [tail.induction_variable], Dim(0) + (count // factor) * factor)
+        tail.body.append(A.YieldOp([], {}))
+        new_ops.append(tail)
+    for op in new_ops:
+        op.parent = block
+    block.ops[position:position + 1] = new_ops
+    loop.parent = None
+    return main
+
+
+def _same_bounds(a, b) -> bool:
+    if a.constant_bounds != b.constant_bounds or a.lower != b.lower or a.step != b.step:
+        return False
+    if a.constant_bounds:
+        return a.upper == b.upper
+    return a.upper_map == b.upper_map and list(a.bound_operands) == list(b.bound_operands)
+
+
+def _jam(copies: list) -> list:
+    """Merge structurally equal op lists position by position; loops with equal bounds become one."""
+    merged = []
+    for ops in zip(*copies):
+        first = ops[0]
+        if isinstance(first, A.ForOp) and all(isinstance(o, A.ForOp) and _same_bounds(o, first) for o in ops):
+            bounds = first.upper if first.constant_bounds else first.upper_map.results
+            inits = [v for o in ops for v in o.inits]
+            loop = A.ForOp.create(first.lower, bounds, first.step, inits, loop_name(first),
+                                  list(first.bound_operands))
+            offset = 0
+            for o in ops:
+                o.induction_variable.replace_all_uses_with(loop.induction_variable)
+                for arg in o.body.args[1:]:
+                    arg.replace_all_uses_with(loop.body.args[1 + offset])
+                    offset += 1
+            yielded = [v for o in ops for v in o.body.ops[-1].operands]
+            for o in ops:
+                o.body.ops[-1].set_operands([])
+            for op in _jam([o.body.ops[:-1] for o in ops]):
+                loop.body.append(op)
+            loop.body.append(A.YieldOp(yielded, {}))
+            offset = 0
+            for o in ops:
+                for result in o.results:
+                    result.replace_all_uses_with(loop.results[offset])
+                    offset += 1
+                o.set_operands([])
+            merged.append(loop)
+        else:
+            merged.extend(ops)
+    return merged
+
+
 def _clone_body(loop, target: Block, carried, new_ivs, expr) -> list:
     """Copy `loop`'s body (not its yield) into `target`, the iv read as `expr`; returns the yielded values."""
     mapping = dict(zip(loop.body.args[1:], carried))

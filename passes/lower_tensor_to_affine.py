@@ -29,6 +29,7 @@ After::
 """
 from __future__ import annotations
 
+from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import builtin
 from kiln.dialects import func as F
@@ -104,6 +105,7 @@ class FunctionLowering:
         for buffer in self.allocated:
             self.b.emit(MR.DeallocOp, [buffer], {})
         self.b.emit(F.ReturnOp, [], {})
+        name_loops(self.function)
 
     # -- helpers ----------------------------------------------------------------------
     def destination(self, value):
@@ -137,6 +139,16 @@ class FunctionLowering:
 
     def global_constant(self, array) -> View:
         return View.identity(self.b.block.append(self.declare_global(array)).result)
+
+
+def name_loops(function) -> None:
+    """Prefix every loop's name with its kernel: the loop i of the third loop nest is k2.i,
+    the name schedules use."""
+    nests = [op for op in function.body.ops if isinstance(op, (A.ForOp, A.ParallelOp))]
+    for number, nest in enumerate(nests):
+        for op in nest.walk():
+            if isinstance(op, (A.ForOp, A.ParallelOp)):
+                op.induction_variable.name_hint = f"k{number}.{op.induction_variable.name_hint}"
 
 
 # -- kernels --------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """Schedules: lists of steps that transform a function's loop nests.
 
-A loop is named ``k<kernel>.<loop>``: ``k0.i`` is the loop called ``i`` in the
-first kernel (the first top-level loop nest of the affine function). Lowering
-names a kernel's result loops ``i, j, k, ...`` and its reduction loops
-``r, s, ...``; a split of ``i`` makes ``i.o`` and ``i.i``. A schedule is a
+A loop is named ``k<kernel>.<loop>``, as the affine dump shows it: ``k0.i`` is
+the loop called ``i`` in the first kernel (the first top-level loop nest).
+Lowering names a kernel's result loops ``i, j, k, ...`` and its reduction
+loops ``r, s, ...``; a split of ``k0.i`` makes ``k0.i.o`` and ``k0.i.i``, unroll
+``k0.i.u`` (and ``k0.i.tail`` for the remainder). A schedule is a
 plain list of steps, so it prints, goes to YAML and back, and replays::
 
     schedule = Schedule()
@@ -27,7 +28,7 @@ from . import loop_transforms as T
 from .loop_transforms import ScheduleError
 from .vectorize import vectorize
 
-PRIMITIVES = ("split", "reorder", "tile", "vectorize", "parallel", "unroll")
+PRIMITIVES = ("split", "reorder", "tile", "vectorize", "parallel", "unroll", "unroll_jam")
 
 
 class Schedule:
@@ -60,6 +61,9 @@ class Schedule:
     def unroll(self, loop: str, factor: int):
         return self.add("unroll", loop, factor)
 
+    def unroll_jam(self, loop: str, factor: int):
+        return self.add("unroll_jam", loop, factor)
+
     def __str__(self) -> str:
         return "; ".join(f"{s[0]}({', '.join(_text(a) for a in s[1:])})" for s in self.steps) or "(none)"
 
@@ -90,21 +94,17 @@ def kernels(function: F.FuncOp) -> list:
 
 
 def find_loop(function: F.FuncOp, name: str):
-    kernel, _, loop = name.partition(".")
-    nests = kernels(function)
-    if not kernel.startswith("k") or not kernel[1:].isdigit() or not loop:
-        raise ScheduleError(f"loop names look like k0.i (kernel 0, loop i), got {name!r}")
-    index = int(kernel[1:])
-    if index >= len(nests):
-        raise ScheduleError(f"no kernel {kernel}: this function has {len(nests)}")
-    for op in nests[index].walk():
-        if isinstance(op, (A.ForOp, A.ParallelOp)) and op.induction_variable.name_hint == loop:
+    loops = [op for op in function.walk() if isinstance(op, (A.ForOp, A.ParallelOp))]
+    for op in loops:
+        if op.induction_variable.name_hint == name:
             if isinstance(op, A.ParallelOp):
                 raise ScheduleError(f"loop {name} is already parallel")
             return op
-    names = sorted(op.induction_variable.name_hint for op in nests[index].walk()
-                   if isinstance(op, (A.ForOp, A.ParallelOp)))
-    raise ScheduleError(f"no loop {loop!r} in kernel {kernel} (its loops: {', '.join(names)})")
+    kernel = name.split(".")[0]
+    names = sorted(op.induction_variable.name_hint for op in loops
+                   if (op.induction_variable.name_hint or "").startswith(kernel + "."))
+    known = f"loops of {kernel}: {', '.join(names)}" if names else "loops are named like k0.i"
+    raise ScheduleError(f"no loop {name!r} ({known})")
 
 
 def apply_step(function: F.FuncOp, step) -> None:
@@ -120,15 +120,16 @@ def apply_step(function: F.FuncOp, step) -> None:
                 raise ScheduleError("tile needs one size per loop")
             for name, size in zip(loops, sizes):
                 T.split(find_loop(function, name), size)
-            kernel = loops[0].split(".")[0]
             order = [f"{n}.o" for n in loops] + [f"{n}.i" for n in loops]
-            T.reorder([find_loop(function, n if n.startswith(kernel) else n) for n in order])
+            T.reorder([find_loop(function, n) for n in order])
         elif primitive == "vectorize":
             vectorize(find_loop(function, args[0]), args[1])
         elif primitive == "parallel":
             T.parallel(find_loop(function, args[0]))
         elif primitive == "unroll":
             T.unroll(find_loop(function, args[0]), args[1])
+        elif primitive == "unroll_jam":
+            T.unroll_jam(find_loop(function, args[0]), args[1])
         else:
             raise ScheduleError(f"unknown schedule step {primitive!r}")
     except (IndexError, TypeError, ValueError) as exc:

@@ -25,12 +25,12 @@ def test_broadcast_is_an_index_not_a_copy():
     assert affine_text(lambda x, b: x + b, kiln.f32[3, 5], kiln.f32[5]) == expect("""
         module {
           func.func @"<lambda>"(%x: memref<3x5xf32>, %b: memref<5xf32>, %out0: memref<3x5xf32>) {
-            affine.for %i = 0 to 3 {
-              affine.for %j = 0 to 5 {
-                %0 = affine.load %x[%i, %j] : memref<3x5xf32>
-                %1 = affine.load %b[%j] : memref<5xf32>
+            affine.for %k0.i = 0 to 3 {
+              affine.for %k0.j = 0 to 5 {
+                %0 = affine.load %x[%k0.i, %k0.j] : memref<3x5xf32>
+                %1 = affine.load %b[%k0.j] : memref<5xf32>
                 %2 = arith.addf %0, %1 : f32
-                affine.store %2, %out0[%i, %j] : memref<3x5xf32>
+                affine.store %2, %out0[%k0.i, %k0.j] : memref<3x5xf32>
               }
             }
             func.return
@@ -44,13 +44,13 @@ def test_reduction_carries_its_accumulator_through_iter_args():
         module {
           func.func @"<lambda>"(%x: memref<3x4xf32>, %out0: memref<4xf32>) {
             %0 = arith.constant 0.0 : f32
-            affine.for %i = 0 to 4 {
-              %1 = affine.for %r = 0 to 3 iter_args(%acc0 = %0) -> (f32) {
-                %2 = affine.load %x[%r, %i] : memref<3x4xf32>
+            affine.for %k0.i = 0 to 4 {
+              %1 = affine.for %k0.r = 0 to 3 iter_args(%acc0 = %0) -> (f32) {
+                %2 = affine.load %x[%k0.r, %k0.i] : memref<3x4xf32>
                 %3 = arith.addf %acc0, %2 : f32
                 affine.yield %3 : f32
               }
-              affine.store %1, %out0[%i] : memref<4xf32>
+              affine.store %1, %out0[%k0.i] : memref<4xf32>
             }
             func.return
           }
@@ -60,7 +60,7 @@ def test_reduction_carries_its_accumulator_through_iter_args():
 
 def test_reshape_and_reversed_slice_become_floordiv_and_mod():
     text = affine_text(lambda x: x.reshape(6, 2)[::-1], kiln.i32[3, 4])
-    assert "affine.load %x[(%i * -2 + %j + 10) floordiv 4, (%i * -2 + %j + 10) mod 4] : memref<3x4xi32>" in text
+    assert "affine.load %x[(%k0.i * -2 + %k0.j + 10) floordiv 4, (%k0.i * -2 + %k0.j + 10) mod 4] : memref<3x4xi32>" in text
     assert "memref.alloc" not in text
 
 
@@ -69,16 +69,16 @@ def test_matmul_is_a_loop_nest_with_a_reduction():
         module {
           func.func @"<lambda>"(%a: memref<2x3xf64>, %b: memref<3x4xf64>, %out0: memref<2x4xf64>) {
             %0 = arith.constant 0.0 : f64
-            affine.for %i = 0 to 2 {
-              affine.for %j = 0 to 4 {
-                %1 = affine.for %r = 0 to 3 iter_args(%acc0 = %0) -> (f64) {
-                  %2 = affine.load %a[%i, %r] : memref<2x3xf64>
-                  %3 = affine.load %b[%r, %j] : memref<3x4xf64>
+            affine.for %k0.i = 0 to 2 {
+              affine.for %k0.j = 0 to 4 {
+                %1 = affine.for %k0.r = 0 to 3 iter_args(%acc0 = %0) -> (f64) {
+                  %2 = affine.load %a[%k0.i, %k0.r] : memref<2x3xf64>
+                  %3 = affine.load %b[%k0.r, %k0.j] : memref<3x4xf64>
                   %4 = arith.mulf %2, %3 : f64
                   %5 = arith.addf %acc0, %4 : f64
                   affine.yield %5 : f64
                 }
-                affine.store %1, %out0[%i, %j] : memref<2x4xf64>
+                affine.store %1, %out0[%k0.i, %k0.j] : memref<2x4xf64>
               }
             }
             func.return
@@ -93,13 +93,13 @@ def test_constants_are_globals_and_concat_writes_at_offsets():
           memref.global "private" constant @cst_0 : memref<2xi64> = dense<[7, 8]>
           func.func @"<lambda>"(%x: memref<3xi64>, %out0: memref<5xi64>) {
             %0 = memref.get_global @cst_0 : memref<2xi64>
-            affine.for %i = 0 to 3 {
-              %1 = affine.load %x[%i] : memref<3xi64>
-              affine.store %1, %out0[%i] : memref<5xi64>
+            affine.for %k0.i = 0 to 3 {
+              %1 = affine.load %x[%k0.i] : memref<3xi64>
+              affine.store %1, %out0[%k0.i] : memref<5xi64>
             }
-            affine.for %i_1 = 0 to 2 {
-              %2 = affine.load %0[%i_1] : memref<2xi64>
-              affine.store %2, %out0[%i_1 + 3] : memref<5xi64>
+            affine.for %k1.i = 0 to 2 {
+              %2 = affine.load %0[%k1.i] : memref<2xi64>
+              affine.store %2, %out0[%k1.i + 3] : memref<5xi64>
             }
             func.return
           }
@@ -117,8 +117,8 @@ def test_unoptimized_intermediates_are_allocated_and_freed():
 
 def test_a_returned_input_or_view_is_copied_into_its_output():
     text = affine_text(lambda x: (x, x.T), kiln.f32[2, 3])
-    assert "affine.store %0, %out0[%i, %j] : memref<2x3xf32>" in text
-    assert "affine.load %x[%j_1, %i_1] : memref<2x3xf32>" in text
+    assert "affine.store %0, %out0[%k0.i, %k0.j] : memref<2x3xf32>" in text
+    assert "affine.load %x[%k1.j, %k1.i] : memref<2x3xf32>" in text
 
 
 def test_a_fused_row_softmax_is_two_loop_nests_with_the_reductions_in_the_row_loops():
@@ -129,30 +129,30 @@ def test_a_fused_row_softmax_is_two_loop_nests_with_the_reductions_in_the_row_lo
             %1 = arith.constant 0 : index
             %2 = memref.view %0[%1][] : memref<64xi8> to memref<3x4xf32>
             %3 = arith.constant 0xFF800000 : f32
-            affine.for %i = 0 to 3 {
-              %4 = affine.for %r = 0 to 4 iter_args(%acc0 = %3) -> (f32) {
-                %5 = affine.load %x[%i, %r] : memref<3x4xf32>
+            affine.for %k0.i = 0 to 3 {
+              %4 = affine.for %k0.r = 0 to 4 iter_args(%acc0 = %3) -> (f32) {
+                %5 = affine.load %x[%k0.i, %k0.r] : memref<3x4xf32>
                 %6 = arith.maximumf %acc0, %5 : f32
                 affine.yield %6 : f32
               }
-              affine.for %j = 0 to 4 {
-                %7 = affine.load %x[%i, %j] : memref<3x4xf32>
+              affine.for %k0.j = 0 to 4 {
+                %7 = affine.load %x[%k0.i, %k0.j] : memref<3x4xf32>
                 %8 = arith.subf %7, %4 : f32
                 %9 = math.exp %8 : f32
-                affine.store %9, %2[%i, %j] : memref<3x4xf32>
+                affine.store %9, %2[%k0.i, %k0.j] : memref<3x4xf32>
               }
             }
             %10 = arith.constant 0.0 : f32
-            affine.for %i_1 = 0 to 3 {
-              %11 = affine.for %r_1 = 0 to 4 iter_args(%acc0_1 = %10) -> (f32) {
-                %12 = affine.load %2[%i_1, %r_1] : memref<3x4xf32>
+            affine.for %k1.i = 0 to 3 {
+              %11 = affine.for %k1.r = 0 to 4 iter_args(%acc0_1 = %10) -> (f32) {
+                %12 = affine.load %2[%k1.i, %k1.r] : memref<3x4xf32>
                 %13 = arith.addf %acc0_1, %12 : f32
                 affine.yield %13 : f32
               }
-              affine.for %j_1 = 0 to 4 {
-                %14 = affine.load %2[%i_1, %j_1] : memref<3x4xf32>
+              affine.for %k1.j = 0 to 4 {
+                %14 = affine.load %2[%k1.i, %k1.j] : memref<3x4xf32>
                 %15 = arith.divf %14, %11 : f32
-                affine.store %15, %out0[%i_1, %j_1] : memref<3x4xf32>
+                affine.store %15, %out0[%k1.i, %k1.j] : memref<3x4xf32>
               }
             }
             memref.dealloc %0 : memref<64xi8>
@@ -190,10 +190,10 @@ def test_the_pass_runs_alone_on_parsed_ir():
     assert print_ir(lowered) == expect("""
         module {
           func.func @neg(%x: memref<3xf32>, %out0: memref<3xf32>) {
-            affine.for %i = 0 to 3 {
-              %0 = affine.load %x[%i] : memref<3xf32>
+            affine.for %k0.i = 0 to 3 {
+              %0 = affine.load %x[%k0.i] : memref<3xf32>
               %1 = arith.negf %0 : f32
-              affine.store %1, %out0[%i] : memref<3xf32>
+              affine.store %1, %out0[%k0.i] : memref<3xf32>
             }
             func.return
           }
