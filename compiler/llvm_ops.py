@@ -10,8 +10,9 @@ import llvmlite.ir as ir
 from kiln.dialects import arith as AR
 from kiln.dialects import math as M
 from kiln.dialects import vector as V
-from kiln.dialects.types import VectorType
+from kiln.dialects.types import VectorType, element_of
 
+from .llvm_math import expf, tanhf
 from .llvm_codegen import _HANDLERS, I1, I32, STATUS, FunctionEmitter, handles, scalar, suffix
 
 
@@ -52,11 +53,22 @@ def _call_intrinsic(base, arity=1, extra=()):
     return handler
 
 
+def _f32_inline(emit, otherwise):
+    """float32 (scalar or vector) through `emit`'s inline sequence; float64 through libm."""
+    def handler(e, op):
+        if element_of(op.result.type).name == "f32":
+            e.values[op.result] = emit(e.b, e.get(op.operand))
+        else:
+            otherwise(e, op)
+    return handler
+
+
 _HANDLERS.update({
     AR.MaximumFOp: _call_intrinsic("maximum", 2), AR.MinimumFOp: _call_intrinsic("minimum", 2),
     AR.MaxSIOp: _call_intrinsic("smax", 2), AR.MinSIOp: _call_intrinsic("smin", 2),
-    M.ExpOp: _call_intrinsic("exp"), M.LogOp: _call_intrinsic("log"), M.SqrtOp: _call_intrinsic("sqrt"),
-    M.SinOp: _call_intrinsic("sin"), M.CosOp: _call_intrinsic("cos"), M.TanhOp: _call_intrinsic("tanh"),
+    M.ExpOp: _f32_inline(expf, _call_intrinsic("exp")), M.LogOp: _call_intrinsic("log"),
+    M.SqrtOp: _call_intrinsic("sqrt"), M.SinOp: _call_intrinsic("sin"), M.CosOp: _call_intrinsic("cos"),
+    M.TanhOp: _f32_inline(tanhf, _call_intrinsic("tanh")),
     M.AbsFOp: _call_intrinsic("fabs"), M.PowFOp: _call_intrinsic("pow", 2),
     M.AbsIOp: _call_intrinsic("abs", 1, (ir.Constant(I1, 0),)),
 })
