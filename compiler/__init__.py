@@ -14,6 +14,8 @@ from .gradcheck import GradcheckReport, GradientMismatchError, gradcheck
 from .jit import CompiledFunction, Lowered, compile
 from .nn import conv2d, logsumexp, relu, sigmoid, softmax
 from .specs import TensorSpec, bool_, f32, f64, i32, i64
+from kiln.passes.loop_transforms import ScheduleError
+from kiln.passes.schedule import Schedule
 
 __version__ = "0.1.0"
 
@@ -22,4 +24,5 @@ __all__ = [
     "relu", "sigmoid", "softmax", "logsumexp", "conv2d",
     "KilnError", "ShapeError", "DTypeError", "VerificationError", "ParseError", "TracerBoolError",
     "TracerConversionError", "UnsupportedError", "OutOfBoundsError", "ArgumentError", "StageError", "__version__",
+    "Schedule", "ScheduleError",
 ]

@@ -24,6 +24,8 @@ from .frontend import bind, leaf_spec, trace
 from .interpreter import run_function
 from .llvm_codegen import STATUS, symbol_name
 from .pipeline import GRAPH_PASSES, REMAT_PASSES, STAGES, Pipeline
+from kiln.passes.schedule import Schedule
+
 from .specs import TensorSpec
 from .tracing import Tracer
 
@@ -134,7 +136,8 @@ def _status_error(status: int) -> Exception:
 
 
 class CompiledFunction:
-    def __init__(self, fn, target: str = "cpu", static_argnames=(), optimize: bool = True, remat: bool = False):
+    def __init__(self, fn, target: str = "cpu", static_argnames=(), optimize: bool = True, remat: bool = False,
+                 schedule=None):
         if target not in TARGETS:
             raise KilnError(f"unknown target {target!r}; this version of kiln compiles for: {', '.join(TARGETS)}")
         functools.update_wrapper(self, fn)
@@ -142,6 +145,7 @@ class CompiledFunction:
         self.target = target
         self.optimize = optimize
         self.remat = remat
+        self.schedule = _as_schedule(schedule)
         self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         self._signature = inspect.signature(fn)
         unknown = [n for n in self.static_argnames if n not in self._signature.parameters]
@@ -163,7 +167,7 @@ class CompiledFunction:
             specs = [leaf_spec(path, leaf) for path, leaf in zip(call.paths, leaves)]
             traced = trace(self.fn, call, specs)
             passes = (REMAT_PASSES if self.remat else GRAPH_PASSES) if self.optimize else ()
-            pipeline = Pipeline(self.fn.__name__, traced.module, passes)
+            pipeline = Pipeline(self.fn.__name__, traced.module, passes, self.schedule)
             self._traces[key] = (traced, pipeline)
             _dump(pipeline, self.stages)
         return call, key
@@ -248,7 +252,22 @@ def _dump(pipeline: Pipeline, stages) -> None:
         pipeline.dump(directory, digest, stages)
 
 
-def compile(fn=None, *, target: str = "cpu", static_argnames=(), optimize: bool = True, remat: bool = False):
+def _as_schedule(schedule):
+    """A Schedule from a Schedule, a list of steps, YAML text or a YAML file (None: the default)."""
+    if schedule is None or isinstance(schedule, Schedule):
+        return schedule
+    if isinstance(schedule, (list, tuple)):
+        return Schedule(schedule)
+    if isinstance(schedule, str):
+        if os.path.isfile(schedule):
+            with open(schedule) as f:
+                return Schedule.from_yaml(f.read())
+        return Schedule.from_yaml(schedule)
+    raise ArgumentError(f"schedule= takes a kiln.Schedule, a list of steps or YAML, not {type(schedule).__name__}")
+
+
+def compile(fn=None, *, target: str = "cpu", static_argnames=(), optimize: bool = True, remat: bool = False,
+            schedule=None):
     """Compile a numpy function: ``@kiln.compile`` or ``kiln.compile(fn, target="cpu")``.
 
     `target` is ``"cpu"`` (native code for this machine) or ``"interpret"``
@@ -261,7 +280,9 @@ def compile(fn=None, *, target: str = "cpu", static_argnames=(), optimize: bool 
     passes (one loop nest per op, no memory plan), for comparison and debugging.
     ``remat=True`` recomputes cheap elementwise values where they are read again
     much later (a training step's activations) instead of keeping them in memory.
+    ``schedule=`` replaces the default schedules with your own steps (a
+    ``kiln.Schedule``, a list like ``[("vectorize", "k0.j", 16)]``, or YAML).
     """
     if fn is None:
-        return lambda f: CompiledFunction(f, target, static_argnames, optimize, remat)
-    return CompiledFunction(fn, target, static_argnames, optimize, remat)
+        return lambda f: CompiledFunction(f, target, static_argnames, optimize, remat, schedule)
+    return CompiledFunction(fn, target, static_argnames, optimize, remat, schedule)

@@ -74,7 +74,8 @@ class Schedule:
         return isinstance(other, Schedule) and self.steps == other.steps
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump([list(step) for step in self.steps], default_flow_style=None, sort_keys=False)
+        """One step per line: ``- [split, k0.i, 32]``."""
+        return "".join(f"- {yaml.safe_dump(list(step), default_flow_style=True).strip()}\n" for step in self.steps)
 
     @classmethod
     def from_yaml(cls, text: str) -> "Schedule":

@@ -1,0 +1,144 @@
+"""Schedule primitives: results unchanged on sizes no factor divides, steps that
+print and replay, and clear refusals of illegal steps."""
+import numpy as np
+import pytest
+
+import kiln
+from kiln import Schedule, ScheduleError
+
+rng = np.random.default_rng(23)
+
+KERNELS = {
+    "elementwise": (lambda x, y: np.tanh(x) * y + 1, (rng.standard_normal((13, 37)).astype(np.float32),
+                                                     rng.standard_normal(37).astype(np.float32))),
+    "row sums": (lambda x: np.exp(x).sum(axis=1), (rng.standard_normal((7, 29)).astype(np.float32),)),
+    "matmul": (lambda a, b: a @ b, (rng.standard_normal((13, 7)).astype(np.float32),
+                                    rng.standard_normal((7, 41)).astype(np.float32))),
+    "int matmul": (lambda a, b: a @ b, (rng.integers(-5, 5, (11, 3)).astype(np.int32),
+                                        rng.integers(-5, 5, (3, 19)).astype(np.int32))),
+}
+
+SCHEDULES = [
+    ("elementwise", []),
+    ("elementwise", [("split", "k0.i", 4)]),
+    ("elementwise", [("split", "k0.j", 5), ("split", "k0.j.i", 2)]),
+    ("elementwise", [("tile", ["k0.i", "k0.j"], [4, 8])]),
+    ("elementwise", [("tile", ["k0.i", "k0.j"], [4, 8]), ("split", "k0.j.o", 2), ("parallel", "k0.i.o")]),
+    ("elementwise", [("reorder", ["k0.j", "k0.i"])]),
+    ("elementwise", [("unroll", "k0.i", 3), ("unroll", "k0.j", 5)]),
+    ("elementwise", [("vectorize", "k0.j", 8), ("parallel", "k0.i")]),
+    ("elementwise", [("unroll_jam", "k0.i", 4), ("vectorize", "k0.j", 16)]),
+    ("elementwise", [("split", "k0.i", 5), ("parallel", "k0.i.o"), ("vectorize", "k0.j", 4)]),
+    ("row sums", [("vectorize", "k0.r", 8)]),
+    ("row sums", [("split", "k0.r", 6), ("unroll", "k0.i", 2)]),
+    ("row sums", [("parallel", "k0.i"), ("unroll", "k0.r", 4)]),
+    ("matmul", [("unroll_jam", "k0.i", 4), ("reorder", ["k0.j", "k0.i.u"]), ("vectorize", "k0.j", 8),
+                ("unroll_jam", "k0.j", 2), ("parallel", "k0.j.u")]),
+    ("matmul", [("tile", ["k0.i", "k0.j"], [5, 16]), ("split", "k0.r", 3)]),
+    ("int matmul", [("vectorize", "k0.j", 8), ("unroll_jam", "k0.i", 3)]),
+]
+
+
+@pytest.mark.parametrize("kernel, steps", SCHEDULES, ids=[f"{k}:{Schedule(s)}" for k, s in SCHEDULES])
+def test_every_schedule_keeps_the_results(kernel, steps):
+    fn, args = KERNELS[kernel]
+    compiled = kiln.compile(fn, schedule=steps)
+    got, want = compiled(*args), fn(*args)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if want.dtype.kind == "f":
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+    else:
+        np.testing.assert_array_equal(got, want)
+    text = compiled.lower(*args).text("scheduled", locations=False)
+    assert text.startswith(f"// schedule (given): {Schedule(steps)}\n")
+
+
+def test_split_ends_the_inner_loop_at_an_affine_min():
+    text = kiln.compile(lambda x: x + 1, schedule=[("split", "k0.i", 8)]).lower(kiln.f32[37]).text(
+        "scheduled", locations=False)
+    assert "affine.for %k0.i.o = 0 to 5 {" in text
+    assert "affine.for %k0.i.i = 0 to min affine_map<(d0) -> (8, d0 * -8 + 37)>(%k0.i.o) {" in text
+    assert "affine.load %x[%k0.i.o * 8 + %k0.i.i]" in text
+
+
+def test_vectorize_makes_explicit_vector_code_and_a_scalar_remainder():
+    text = kiln.compile(lambda x: x * 2, schedule=[("vectorize", "k0.i", 8)]).lower(kiln.f32[20]).text(
+        "scheduled", locations=False)
+    assert "affine.vector_load %x[%k0.i * 8] : memref<20xf32>, vector<8xf32>" in text
+    assert "affine.vector_store" in text and "affine.for %k0.i.tail = 0 to 4 {" in text
+
+
+def test_default_schedules_vectorize_and_register_block_a_matmul():
+    text = kiln.compile(lambda a, b: a @ b).lower(kiln.f32[64, 64], kiln.f32[64, 64]).text("scheduled")
+    assert text.startswith("// schedule (default): unroll_jam(k0.i, 8); reorder([k0.j, k0.i.u]); vectorize(k0.j, ")
+    assert "iter_args(%acc0 = " in text and "vector<" in text
+
+
+def test_schedules_print_go_to_yaml_and_replay():
+    schedule = Schedule().tile(["k0.i", "k0.j"], [4, 8]).split("k0.j.o", 2).parallel("k0.i.o")
+    text = schedule.to_yaml()
+    assert text == "- [tile, [k0.i, k0.j], [4, 8]]\n- [split, k0.j.o, 2]\n- [parallel, k0.i.o]\n"
+    again = Schedule.from_yaml(text)
+    assert again == schedule and str(again) == "tile([k0.i, k0.j], [4, 8]); split(k0.j.o, 2); parallel(k0.i.o)"
+    fn, args = KERNELS["elementwise"]
+    first = kiln.compile(fn, schedule=schedule).lower(*args).text("scheduled")
+    second = kiln.compile(fn, schedule=text).lower(*args).text("scheduled")
+    assert first == second
+
+
+def test_a_schedule_from_a_yaml_file(tmp_path):
+    path = tmp_path / "schedule.yaml"
+    path.write_text("- [vectorize, k0.j, 8]\n")
+    fn, args = KERNELS["elementwise"]
+    np.testing.assert_allclose(kiln.compile(fn, schedule=str(path))(*args), fn(*args), rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("steps, message", [
+    ([("split", "k0.q", 4)], r"no loop 'k0.q' \(loops of k0: k0.i, k0.j, k0.r\)"),
+    ([("split", "k0.i", 0)], "the factor must be a positive integer"),
+    ([("reorder", ["k0.r", "k0.j"])], "not perfectly nested"),
+    ([("reorder", ["k0.i", "k0.r"])], "not one perfect nest"),
+    ([("vectorize", "k0.i", 4)], "non-contiguous"),
+    ([("parallel", "k0.j")], "only an outermost loop"),
+    ([("unroll_jam", "k0.r", 2)], "carries values"),
+    ([("frobnicate", "k0.i")], "unknown schedule step 'frobnicate'"),
+    ([("split", "k0.i")], "malformed schedule step"),
+])
+def test_illegal_steps_are_refused_with_the_reason(steps, message):
+    fn, args = KERNELS["matmul"]
+    with pytest.raises(ScheduleError, match=message):
+        kiln.compile(fn, schedule=steps)(*args)
+
+
+def test_malformed_yaml_is_refused():
+    with pytest.raises(ScheduleError, match="a list of steps"):
+        Schedule.from_yaml("split: k0.i")
+
+
+def _ulps(got, want):
+    spacing = np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
+    return np.abs(got.astype(np.float64) - want) / spacing
+
+
+@pytest.mark.parametrize("name", ["exp", "tanh"])
+def test_inline_float32_math_is_within_two_ulp_and_ieee_at_the_edges(name):
+    fn = {"exp": np.exp, "tanh": np.tanh}[name]
+    x = np.linspace(-110, 95, 100_003, dtype=np.float32)
+    got = kiln.compile(lambda v: fn(v))(x)
+    with np.errstate(over="ignore"):
+        want = fn(x.astype(np.float64))
+    normal = np.isfinite(want) & (np.abs(want) > np.finfo(np.float32).tiny) & (np.abs(want) < 3e38)
+    assert _ulps(got[normal], want[normal]).max() <= 2
+    edges = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e-30, -103.9, -104.5], np.float32)
+    with np.errstate(over="ignore", under="ignore"):
+        np.testing.assert_array_equal(kiln.compile(lambda v: fn(v))(edges), fn(edges))
+        assert np.signbit(kiln.compile(lambda v: fn(v))(edges)[1]) == np.signbit(fn(edges)[1])
+
+
+def test_thread_count_comes_from_the_environment(monkeypatch):
+    from kiln.runtime import threads
+    monkeypatch.setenv("KILN_NUM_THREADS", "3")
+    assert threads.thread_count() == 3
+    monkeypatch.setenv("KILN_NUM_THREADS", "zero")
+    with pytest.raises(ValueError, match="KILN_NUM_THREADS must be a positive integer"):
+        threads.thread_count()
