@@ -32,9 +32,11 @@ def default_schedule(function, vector_bits: int = 256, threads: bool = True) -> 
             break
         nest = pending[0]
         done.add(nest)
+        before = set(kernels(function))
         if _matmul_recipe(function, nest, vector_bits, schedule):
-            done.update(kernels(function))  # the recipe's remainder nests
-            done.difference_update(n for n in kernels(function) if n.induction_variable.name_hint.endswith(".tail"))
+            # What the recipe made is scheduled, except remainder nests (rows left over).
+            done.update(n for n in set(kernels(function)) - before
+                        if not n.induction_variable.name_hint.endswith(".tail"))
             continue
         for loop in _vector_candidates(nest):
             name = loop.induction_variable.name_hint
@@ -42,7 +44,7 @@ def default_schedule(function, vector_bits: int = 256, threads: bool = True) -> 
             if loop.parent is None or lanes < 2 or not loop.constant_bounds or loop.upper < lanes:
                 continue
             if _try(function, schedule, ("vectorize", name, lanes)):
-                done.update(kernels(function))  # its vector and remainder loops are scheduled
+                done.update(set(kernels(function)) - before)  # its vector and remainder loops
                 if _contains_loops(loop):
                     break  # an outer loop vectorized: the loops inside it are done
     for nest in list(kernels(function)):

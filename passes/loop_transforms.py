@@ -260,11 +260,12 @@ def _jam(copies: list) -> list:
                 for arg in o.body.args[1:]:
                     arg.replace_all_uses_with(loop.body.args[1 + offset])
                     offset += 1
+            for op in _jam([o.body.ops[:-1] for o in ops]):
+                loop.body.append(op)
+            # Read the yields only now: jamming inner loops rewired what they yield.
             yielded = [v for o in ops for v in o.body.ops[-1].operands]
             for o in ops:
                 o.body.ops[-1].set_operands([])
-            for op in _jam([o.body.ops[:-1] for o in ops]):
-                loop.body.append(op)
             loop.body.append(A.YieldOp(yielded, {}))
             offset = 0
             for o in ops:
