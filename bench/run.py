@@ -1,14 +1,16 @@
-"""Time kiln's compiled code against numpy on a few workloads, in one run.
+"""kiln's benchmark suite: kiln against every installed peer, in one run.
 
-    python bench/run.py              # all workloads
-    python bench/run.py --quick      # smaller sizes, for a smoke test
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/run.py      # everything, a few minutes
+    python bench/run.py --quick                                           # smaller sizes, a smoke test
+    python bench/run.py --only matmul,chain
 
-Each timing is the median of repeated calls after a warm-up; the ratio
-columns are numpy's time divided by kiln's (above 1: kiln is faster), for kiln
-without graph optimization (one loop nest per op) and with it. The
-machines this runs on are shared and noisy: compare ratios from one run,
-not absolute times across runs. Also measures compile time with a cold and a
-warm disk cache, each in a fresh process.
+Peers: numpy always; numexpr, PyTorch and JAX when installed (a note says
+which are missing). Every library gets the same number of threads (the
+machine's cores, or --threads). Implementations of one workload are timed in
+interleaved rounds, so a noisy neighbour slows all of them alike; each figure
+is a median. Ratios are against numpy (above 1: faster than numpy). Some
+machines set OPENBLAS_CORETYPE to an older CPU, which slows numpy's BLAS:
+unset it (as above) to compare with numpy at its best.
 """
 from __future__ import annotations
 
@@ -21,134 +23,213 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
-import kiln
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def median_seconds(fn, *args, repeat=15, min_time=0.2):
-    fn(*args)  # warm-up (and, for kiln, compilation)
-    timings = []
-    deadline = time.perf_counter() + min_time
-    while len(timings) < repeat or time.perf_counter() < deadline:
-        start = time.perf_counter()
-        fn(*args)
-        timings.append(time.perf_counter() - start)
-        if len(timings) >= 200:
-            break
-    return statistics.median(timings)
+def configure_threads(threads: int) -> None:
+    """Before any numeric library loads: the same thread count for all."""
+    for name in ("KILN_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                 "NUMEXPR_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    os.environ.setdefault("XLA_FLAGS", f"--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={threads}")
 
 
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+def peers():
+    found, missing = {}, []
+    for name in ("numexpr", "torch", "jax"):
+        try:
+            found[name] = __import__(name)
+        except ImportError:
+            missing.append(name)
+    if "torch" in found:
+        found["torch"].set_num_threads(int(os.environ["KILN_NUM_THREADS"]))
+    return found, missing
 
 
-def layernorm(x, g, b):
-    m = x.mean(axis=-1, keepdims=True)
-    v = ((x - m) ** 2).mean(axis=-1, keepdims=True)
-    return (x - m) / np.sqrt(v + 1e-5) * g + b
+def interleaved(implementations: dict, rounds: int = 7, min_time: float = 0.05) -> dict:
+    """Median seconds per implementation; every round runs each one in turn."""
+    for fn in implementations.values():
+        fn()  # warm-up: compilation, caches, page mappings
+    timings = {name: [] for name in implementations}
+    for _ in range(rounds):
+        for name, fn in implementations.items():
+            runs, start = 0, time.perf_counter()
+            while True:
+                fn()
+                runs += 1
+                elapsed = time.perf_counter() - start
+                if elapsed >= min_time or runs >= 50:
+                    break
+            timings[name].append(elapsed / runs)
+    return {name: statistics.median(t) for name, t in timings.items()}
 
 
-def mlp(x, w1, b1, w2, b2):
-    return softmax(np.maximum(x @ w1 + b1, 0) @ w2 + b2)
+def report(title, times, unit, per_call=None):
+    """One table: time, `unit` (a rate from seconds) and the ratio to numpy."""
+    print(f"\n{title}")
+    baseline = times.get("numpy")
+    for name, seconds in times.items():
+        rate = f"{per_call(seconds):>10.1f} {unit}" if per_call else ""
+        ratio = f"{baseline / seconds:>8.2f}x numpy" if baseline else ""
+        print(f"  {name:<22}{seconds * 1e3:>10.3f} ms {rate} {ratio}")
 
 
-def workloads(scale: int = 1):
+def bench_matmul(np, kiln, found, quick):
+    for n in (256, 512) if quick else (256, 512, 1024):
+        rng = np.random.default_rng(0)
+        a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
+        compiled = kiln.compile(lambda x, y: x @ y)
+        np.testing.assert_allclose(compiled(a, b), a @ b, rtol=1e-3, atol=1e-3)
+        impl = {"numpy": lambda: a @ b, "kiln": lambda: compiled(a, b)}
+        if "torch" in found:
+            ta, tb = found["torch"].from_numpy(a), found["torch"].from_numpy(b)
+            impl["torch"] = lambda: ta @ tb
+        report(f"matmul {n}x{n}x{n} float32", interleaved(impl), "GFLOP/s", lambda s: 2 * n ** 3 / s / 1e9)
+
+
+def bench_chain(np, kiln, found, quick):
+    n = 1 << (20 if quick else 24)
     rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
+    out, copy_target = np.empty_like(a), np.empty_like(a)
 
-    def f32(*shape):
-        return rng.standard_normal(shape).astype(np.float32)
+    def chain(x, y, z):
+        return np.maximum(x * y + z, 0) * 2 - x
+    compiled = kiln.compile(chain)
+    np.testing.assert_allclose(compiled(a, b, c), chain(a, b, c), rtol=1e-5, atol=1e-6)  # FMA rounding
+    impl = {"numpy": lambda: chain(a, b, c), "kiln (new output)": lambda: compiled(a, b, c),
+            "kiln (out=)": lambda: compiled(a, b, c, out=out),
+            "copy (bandwidth)": lambda: np.copyto(copy_target, a),
+            "np.empty + first touch": lambda: np.empty(n, np.float32).fill(0)}
+    if "numexpr" in found:
+        ne = found["numexpr"]
+        impl["numexpr (out=)"] = lambda: ne.evaluate("where(a*b + c > 0, a*b + c, 0) * 2 - a", out=out)
+    if "torch" in found:
+        torch = found["torch"]
+        ta, tb, tc = (torch.from_numpy(v) for v in (a, b, c))
+        impl["torch"] = lambda: torch.clamp_min(ta * tb + tc, 0) * 2 - ta
+    times = interleaved(impl)
+    traffic = {"copy (bandwidth)": 2, "np.empty + first touch": 1}
+    report(f"fused chain maximum(a*b + c, 0) * 2 - a, {n} float32", times, "GB/s",
+           None)
+    for name, seconds in times.items():
+        moved = traffic.get(name, 4) * n * 4
+        print(f"  {name:<22}{moved / seconds / 1e9:>10.1f} GB/s effective")
+    kernel = times["kiln (out=)"]
+    print(f"  kiln's kernel runs at {100 * (4 * n * 4 / kernel) / (2 * n * 4 / times['copy (bandwidth)']):.0f}% "
+          "of the copy bandwidth measured above")
 
-    n = 1024 * scale
-    yield "tiny x+1", lambda x: x + 1, (f32(4),)  # per-call overhead
-    yield "fma x*y+z", lambda x, y, z: x * y + z, (f32(n, 1024), f32(n, 1024), f32(n, 1024))
-    yield "tanh", np.tanh, (f32(n, 1024),)
-    yield "sum rows", lambda x: x.sum(axis=1), (f32(n, 1024),)
-    yield "softmax rows", softmax, (f32(n // 2, 1000),)
-    yield "layernorm", layernorm, (f32(n // 2, 768), f32(768), f32(768))
-    yield "matmul 256", lambda a, b: a @ b, (f32(256, 256), f32(256, 256))
-    yield "mlp 64x784", mlp, (f32(64, 784), f32(784, 128), f32(128), f32(128, 10), f32(10))
+
+def bench_softmax(np, kiln, found, quick):
+    rows = 512 if quick else 4096
+    x = np.random.default_rng(0).standard_normal((rows, 1024), dtype=np.float32)
+    compiled = kiln.compile(kiln.softmax)
+    np.testing.assert_allclose(compiled(x), kiln.softmax(x), rtol=1e-5, atol=1e-7)
+    impl = {"numpy": lambda: kiln.softmax(x), "kiln": lambda: compiled(x)}
+    if "torch" in found:
+        tx = found["torch"].from_numpy(x)
+        impl["torch"] = lambda: found["torch"].softmax(tx, dim=-1)
+    report(f"row softmax {rows}x1024 float32", interleaved(impl), "", None)
+
+
+def bench_conv(np, kiln, found, quick):
+    batch = 1 if quick else 8
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((batch, 64, 56, 56), dtype=np.float32)
+    w = rng.standard_normal((64, 64, 3, 3), dtype=np.float32)
+    compiled = kiln.compile(lambda x, w: kiln.conv2d(x, w, padding=1))
+    np.testing.assert_allclose(compiled(x[:1], w)[0], kiln.conv2d(x[:1], w, padding=1)[0], rtol=1e-3, atol=1e-3)
+    flops = 2 * batch * 64 * 56 * 56 * 64 * 9
+    impl = {"numpy (im2col)": lambda: kiln.conv2d(x, w, padding=1), "kiln": lambda: compiled(x, w)}
+    if "torch" in found:
+        torch = found["torch"]
+        tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+        impl["torch"] = lambda: torch.nn.functional.conv2d(tx, tw, padding=1)
+    report(f"conv2d NCHW {batch}x64x56x56, 64 3x3 filters, pad 1", interleaved(impl, rounds=5), "GFLOP/s",
+           lambda s: flops / s / 1e9)
+
+
+def mlp_parts(np, batch):
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import mlp_step
+    return mlp_step.make(np, batch)
+
+
+def bench_mlp(np, kiln, found, quick):
+    batch = 64 if quick else 256
+    step, numpy_step, params, x, y, torch_step = mlp_parts(np, batch)
+    compiled = kiln.compile(step)
+    loss_k, _ = compiled(params, x, y)
+    loss_n, _ = numpy_step(params, x, y)
+    assert abs(float(loss_k) - float(loss_n)) < 1e-3 * abs(float(loss_n))
+    impl = {"numpy (hand-written)": lambda: numpy_step(params, x, y), "kiln": lambda: compiled(params, x, y)}
+    if "torch" in found:
+        impl["torch eager"] = torch_step(found["torch"])
+    times = interleaved(impl, rounds=5)
+    report(f"MLP training step, batch {batch}, 784-512-512-10, ReLU, softmax cross-entropy, SGD", times,
+           "steps/s", lambda s: 1 / s)
 
 
 COMPILE_SCRIPT = """
-import time, numpy as np
+import sys, time
 start = time.perf_counter()
+import numpy as np
 import kiln
-from bench.run import mlp
-f = kiln.compile(mlp)
-args = [np.ones(s, np.float32) for s in [(64, 784), (784, 128), (128,), (128, 10), (10,)]]
-f(*args)
-print(time.perf_counter() - start, f.compilations[0].from_cache, f.compilations[0].seconds)
+sys.path.insert(0, {bench!r})
+import mlp_step
+step, _, params, x, y, _ = mlp_step.make(np, {batch})
+imported = time.perf_counter()
+compiled = kiln.compile(step)
+compiled(params, x, y)
+done = time.perf_counter()
+print(done - imported, compiled.compilations[0].from_cache, imported - start)
 """
 
 
-def compile_times():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+def bench_compile(np, kiln, found, quick):
+    batch = 64 if quick else 256
+    script = COMPILE_SCRIPT.format(bench=os.path.join(ROOT, "bench"), batch=batch)
+    print("\ncompile the MLP training step (each in a new process; first call, after import)")
     with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, KILN_CACHE_DIR=cache, PYTHONPATH=root)
-        rows = []
-        for label in ("cold cache", "warm cache"):
-            out = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT], env=env, cwd=root,
-                                 capture_output=True, text=True, check=True).stdout.split()
-            rows.append((label, float(out[0]), out[1] == "True", float(out[2])))
-        return rows
+        env = dict(os.environ, KILN_CACHE_DIR=cache)
+        for label in ("cold (empty cache)", "warm (cache filled)"):
+            out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                                 check=True).stdout.split()
+            print(f"  {label:<22}{float(out[0]) * 1e3:>10.1f} ms   from cache: {out[1]}, "
+                  f"import: {float(out[2]) * 1e3:.0f} ms")
 
 
-def print_memory_table():
-    """Kernels and arena bytes of the examples' functions, unoptimized vs optimized."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
-    import attention
-    import layernorm
-    import mlp
-    import train_mlp
-
-    rng = np.random.default_rng(0)
-    params = train_mlp.init_params(rng, 64)
-    batch = (params, np.zeros((64, 64), np.float32), np.zeros((64, 10), np.float32), 0.5)
-    cases = [("mlp.predict", kiln.compile(mlp.predict.fn), (kiln.f32[64, 784], mlp.init_params(rng))),
-             ("layernorm", kiln.compile(layernorm.layernorm.fn), (kiln.f32[37, 96], kiln.f32[96], kiln.f32[96])),
-             ("attention", kiln.compile(attention.attention.fn), (kiln.f32[13, 32],) * 3),
-             ("train step", kiln.compile(train_mlp.sgd_step), batch),
-             ("train step remat", kiln.compile(train_mlp.sgd_step, remat=True), batch)]
-    print(f"{'function':<18}{'kernels':>9}{'fused':>7}{'intermediates B':>17}{'arena B':>9}")
-    for name, compiled, args in cases:
-        unfused = kiln.compile(compiled.fn, optimize=False).lower(*args)
-        lowered = compiled.lower(*args)
-        memory = lowered.memory_plan
-        print(f"{name:<18}{unfused.kernel_count:>9}{lowered.kernel_count:>7}{memory.unplanned_bytes:>17}"
-              f"{memory.arena_bytes:>9}")
+WORKLOADS = {"matmul": bench_matmul, "chain": bench_chain, "softmax": bench_softmax, "conv": bench_conv,
+             "mlp": bench_mlp, "compile": bench_compile}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, fewer repeats")
+    parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--only", default="", help="comma-separated workloads: " + ", ".join(WORKLOADS))
     args = parser.parse_args()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.processor() or 'cpu'}; "
-          f"numpy {np.__version__}, kiln {kiln.__version__}")
-    print(f"{'workload':<16}{'numpy ms':>11}{'unfused ms':>12}{'kiln ms':>11}{'numpy/unfused':>15}"
-          f"{'numpy/kiln':>12}{'kernels':>10}")
-    for name, fn, inputs in workloads(1):
-        if args.quick and name in ("fma x*y+z", "tanh", "sum rows", "softmax rows", "layernorm"):
-            inputs = (inputs[0][:64],) + inputs[1:]
-            if name == "fma x*y+z":
-                inputs = tuple(a[:64] for a in inputs)
-        compiled, unfused = kiln.compile(fn), kiln.compile(fn, optimize=False)
-        for version in (compiled, unfused):
-            for got, want in zip(np.atleast_1d(version(*inputs)), np.atleast_1d(fn(*inputs))):
-                np.testing.assert_allclose(got, want, rtol=2e-3, atol=2e-3)
-        t_numpy = median_seconds(fn, *inputs)
-        t_unfused = median_seconds(unfused, *inputs)
-        t_kiln = median_seconds(compiled, *inputs)
-        kernels = f"{unfused.lower(*inputs).kernel_count}->{compiled.lower(*inputs).kernel_count}"
-        print(f"{name:<16}{t_numpy * 1e3:>11.3f}{t_unfused * 1e3:>12.3f}{t_kiln * 1e3:>11.3f}"
-              f"{t_numpy / t_unfused:>15.2f}{t_numpy / t_kiln:>12.2f}{kernels:>10}")
-    print()
-    print_memory_table()
-    print()
-    print(f"{'compile (mlp)':<16}{'process s':>11}{'from cache':>12}{'compile s':>11}")
-    for label, total, hit, seconds in compile_times():
-        print(f"{label:<16}{total:>11.3f}{str(hit):>12}{seconds:>11.3f}")
+    configure_threads(args.threads)
+    import numpy as np
+
+    sys.path.insert(0, ROOT)
+    import kiln
+
+    found, missing = peers()
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    print(f"machine: {cpu}, {os.cpu_count()} cores; {args.threads} threads for every library")
+    print(f"numpy {np.__version__}, kiln {kiln.__version__}"
+          + "".join(f", {name} {module.__version__}" for name, module in found.items()))
+    if missing:
+        print(f"not installed, skipped: {', '.join(missing)}")
+    chosen = [w for w in args.only.split(",") if w] or list(WORKLOADS)
+    for name in chosen:
+        WORKLOADS[name](np, kiln, found, args.quick)
 
 
 if __name__ == "__main__":

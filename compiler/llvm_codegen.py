@@ -93,14 +93,17 @@ class FunctionEmitter:
         self.allocations = []
 
     def emit(self) -> None:
-        entry = self.function.append_basic_block("entry")
-        self.b = ir.IRBuilder(entry)
-        self.status = self.b.alloca(I32, name="status")
+        # The entry block holds only stack slots, so that one made inside a loop is made once.
+        self.alloca_builder = ir.IRBuilder(self.function.append_basic_block("entry"))
+        start = self.function.append_basic_block("start")
+        self.b = ir.IRBuilder(start)
+        self.status = self.alloca_builder.alloca(I32, name="status")
         self.b.store(ir.Constant(I32, 0), self.status)
         for arg, llvm_arg in zip(self.func.arguments, self.function.args):
             llvm_arg.name = arg.name_hint or ""
             self.values[arg] = llvm_arg
         self.emit_block(self.func.body)
+        self.alloca_builder.branch(start)
 
     def emit_block(self, block) -> None:
         self.emit_ops(block.ops)
@@ -280,6 +283,15 @@ def _alloc(e: FunctionEmitter, op):
     pointer = e.b.bitcast(raw, stored(t.element).as_pointer())
     e.allocations.append(pointer)
     e.values[op.result] = pointer
+
+
+@handles(MR.AllocaOp)
+def _alloca(e: FunctionEmitter, op):
+    # In the entry block, so a loop does not grow the stack on every iteration.
+    t = op.result.type
+    buffer = e.alloca_builder.alloca(stored(t.element), size=max(t.size, 1))
+    buffer.align = MR.ALIGNMENT
+    e.values[op.result] = buffer
 
 
 @handles(MR.DeallocOp)

@@ -31,6 +31,7 @@ class OutlinedEmitter(FunctionEmitter):
         self.allocations = []
         self.captured = []  # parent LLVM values, in slot order
         self.prologue = ir.IRBuilder(function.append_basic_block("captures"))
+        self.alloca_builder = self.prologue  # stack slots: per thread
         self.slots = self.prologue.bitcast(function.args[0], I64.as_pointer())
         self.status = self.capture(parent.status)
 
@@ -89,7 +90,7 @@ def emit_parallel(e: FunctionEmitter, op) -> None:
     b.ret_void()
     inner.prologue.branch(body_block)
     # In the caller: fill the slots, then run the body on every thread of the pool.
-    slots = e.b.alloca(I64, size=max(1, len(inner.captured)))
+    slots = e.alloca_builder.alloca(I64, size=max(1, len(inner.captured)))
     for k, value in enumerate(inner.captured):
         e.b.store(_to_slot(e.b, value), e.b.gep(slots, [ir.Constant(I64, k)]))
     gomp = e.declare("GOMP_parallel", ir.VoidType(), [_VOID_FN.as_pointer(), I8.as_pointer(), I32, I32])

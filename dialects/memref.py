@@ -36,6 +36,27 @@ class AllocOp(Operation):
         return cls([], {}, [parser.parse_type()])
 
 
+class AllocaOp(Operation):
+    """A small buffer on the stack of the running function (or thread): a packed tile."""
+    name = "memref.alloca"
+
+    def verify(self):
+        super().verify()
+        if not isinstance(self.result.type, MemRefType):
+            raise self.error("memref.alloca makes a memref")
+
+    def print_custom(self, printer):
+        printer.write(f"memref.alloca() {{alignment = {ALIGNMENT} : i64}} : {self.result.type}")
+
+    @classmethod
+    def parse_custom(cls, parser, num_results):
+        parser.expect("(")
+        parser.expect(")")
+        parser.parse_attr_dict()
+        parser.expect(":")
+        return cls([], {}, [parser.parse_type()])
+
+
 class DeallocOp(Operation):
     name = "memref.dealloc"
     operand_names = ("memref",)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from kiln.dialects import affine as A
 
 from .loop_transforms import ScheduleError
-from .schedule import Schedule, apply_step, kernels
+from .schedule import Schedule, apply_step, find_loop, kernels
 
 PARALLEL_MIN_WORK = 1 << 16  # innermost iterations; below this a kernel stays on one thread
 
@@ -60,9 +60,10 @@ MATMUL_ROWS, MATMUL_VECTORS = 8, 2  # 8 rows x 2 vectors: 16 vector registers of
 
 def _matmul_recipe(function, nest, vector_bits, schedule) -> bool:
     """For a kernel whose innermost result loop holds a reduction that cannot be vectorized
-    along itself (a matmul: k strides down B's columns): jam 4 rows into one k loop, put the
-    column loop outside them, vectorize it, and jam 2 vectors, so each k step updates a
-    4 x 2-vector block of accumulators held in registers."""
+    along itself (a matmul: k strides down B's columns): jam 8 rows into one k loop, put the
+    column loop outside them, vectorize it, and jam 2 vectors, so each k step updates an
+    8 x 2-vector block of accumulators held in registers; then pack each block of columns
+    of B into a contiguous tile."""
     chain = _root_chain(nest)
     if len(chain) < 2:
         return False
@@ -85,6 +86,11 @@ def _matmul_recipe(function, nest, vector_bits, schedule) -> bool:
     for step in steps:
         apply_step(function, step)
         schedule.add(*step)
+    # Pack the column panel of B that each block of columns reads (when it has a name to refer to).
+    panel = next((op.memref.name_hint for op in find_loop(function, f"{j}.u").walk()
+                  if isinstance(op, A.VectorLoadOp)), None)
+    if panel:
+        _try(function, schedule, ("cache_read", f"{j}.u", panel))
     return True
 
 

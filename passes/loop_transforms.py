@@ -300,8 +300,9 @@ def parallel(loop):
     if loop.parent is None or not _at_top_level(loop):
         raise ScheduleError(f"parallel({name}): only an outermost loop of a kernel can be parallel")
     iv = loop.induction_variable
+    private = {op.results[0] for op in loop.walk() if op.name == "memref.alloca"}  # each thread has its own
     for op in loop.walk():
-        if isinstance(op, (A.StoreOp, A.VectorStoreOp)) and not _writes_depend_on(op, iv):
+        if isinstance(op, (A.StoreOp, A.VectorStoreOp)) and op.memref not in private and not _writes_depend_on(op, iv):
             raise ScheduleError(f"parallel({name}): iterations would write the same element "
                                 f"(a store that does not depend on {name})")
     new = A.ParallelOp.create(loop.upper, iv_name=name)

@@ -26,9 +26,10 @@ from kiln.dialects import func as F
 
 from . import loop_transforms as T
 from .loop_transforms import ScheduleError
+from .cache_read import cache_read
 from .vectorize import vectorize
 
-PRIMITIVES = ("split", "reorder", "tile", "vectorize", "parallel", "unroll", "unroll_jam")
+PRIMITIVES = ("split", "reorder", "tile", "vectorize", "parallel", "unroll", "unroll_jam", "cache_read")
 
 
 class Schedule:
@@ -63,6 +64,9 @@ class Schedule:
 
     def unroll_jam(self, loop: str, factor: int):
         return self.add("unroll_jam", loop, factor)
+
+    def cache_read(self, loop: str, buffer: str):
+        return self.add("cache_read", loop, buffer)
 
     def __str__(self) -> str:
         return "; ".join(f"{s[0]}({', '.join(_text(a) for a in s[1:])})" for s in self.steps) or "(none)"
@@ -131,6 +135,8 @@ def apply_step(function: F.FuncOp, step) -> None:
             T.unroll(find_loop(function, args[0]), args[1])
         elif primitive == "unroll_jam":
             T.unroll_jam(find_loop(function, args[0]), args[1])
+        elif primitive == "cache_read":
+            cache_read(find_loop(function, args[0]), args[1])
         else:
             raise ScheduleError(f"unknown schedule step {primitive!r}")
     except (IndexError, TypeError, ValueError) as exc:

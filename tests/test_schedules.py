@@ -35,6 +35,9 @@ SCHEDULES = [
     ("matmul", [("unroll_jam", "k0.i", 4), ("reorder", ["k0.j", "k0.i.u"]), ("vectorize", "k0.j", 8),
                 ("unroll_jam", "k0.j", 2), ("parallel", "k0.j.u")]),
     ("matmul", [("tile", ["k0.i", "k0.j"], [5, 16]), ("split", "k0.r", 3)]),
+    ("matmul", [("unroll_jam", "k0.i", 4), ("reorder", ["k0.j", "k0.i.u"]), ("vectorize", "k0.j", 8),
+                ("unroll_jam", "k0.j", 2), ("cache_read", "k0.j.u", "b"), ("parallel", "k0.j.u")]),
+    ("matmul", [("cache_read", "k0.i", "a"), ("cache_read", "k0.j", "b")]),
     ("int matmul", [("vectorize", "k0.j", 8), ("unroll_jam", "k0.i", 3)]),
 ]
 
