@@ -46,13 +46,22 @@ def peers():
     return found, missing
 
 
+PAUSE = 0.15  # seconds between implementations: spinning threads of one library's pool go to sleep
+
+
 def interleaved(implementations: dict, rounds: int = 7, min_time: float = 0.05) -> dict:
-    """Median seconds per implementation; every round runs each one in turn."""
+    """Median seconds per implementation; every round runs each one in turn.
+
+    On a machine with few cores, a thread pool that just finished keeps its
+    threads spinning for a while (OpenBLAS for ~0.1 s), starving the next
+    library's threads; the pause before each implementation lets them sleep."""
     for fn in implementations.values():
         fn()  # warm-up: compilation, caches, page mappings
     timings = {name: [] for name in implementations}
     for _ in range(rounds):
         for name, fn in implementations.items():
+            time.sleep(PAUSE)
+            fn()
             runs, start = 0, time.perf_counter()
             while True:
                 fn()

@@ -2,10 +2,9 @@
 
     tensor -> optimized -> affine -> scheduled -> llvm -> object code (cached on disk)
 
-``optimized`` and ``scheduled`` equal their inputs until graph passes and
-schedules exist. Object code is keyed by a hash of the unoptimized LLVM IR
-(the last IR kiln itself writes), the host CPU and kiln's version, so a second
-process finds it on disk and skips LLVM entirely.
+Object code is keyed by a hash of the traced tensor IR, the compile
+options, the host CPU and kiln's version, so a second process finds it on disk
+and skips every later stage.
 """
 from __future__ import annotations
 
@@ -106,9 +105,15 @@ class Pipeline:
         return self._optimized_llvm
 
     def cache_key(self) -> str:
+        """Everything the object code depends on: kiln's version, the host (CPU, features,
+        whether a thread pool exists), the options, and the traced function. Every later
+        stage is a deterministic function of these, so a second process that finds the key
+        skips optimization, lowering, scheduling and LLVM altogether."""
         from . import __version__
-        text = f"{__version__}\n{llvm_target.host_fingerprint()}\n{self.llvm_ir()}"
-        return hashlib.sha256(text.encode()).hexdigest()
+        options = f"passes={','.join(self.graph_passes)} schedule={self.requested_schedule!r}"
+        host = f"{llvm_target.host_fingerprint()} threads={threads.available()}"
+        traced = print_ir(self.module("tensor"), locations=False)
+        return hashlib.sha256(f"{__version__}\n{host}\n{options}\n{traced}".encode()).hexdigest()
 
     def object_code(self, cache: DiskCache | None = None) -> tuple:
         """(object code, whether it came from the disk cache)."""
