@@ -149,7 +149,7 @@ def bench_conv(np, kiln, found, quick):
     compiled = kiln.compile(lambda x, w: kiln.conv2d(x, w, padding=1))
     np.testing.assert_allclose(compiled(x[:1], w)[0], kiln.conv2d(x[:1], w, padding=1)[0], rtol=1e-3, atol=1e-3)
     flops = 2 * batch * 64 * 56 * 56 * 64 * 9
-    impl = {"numpy (im2col)": lambda: kiln.conv2d(x, w, padding=1), "kiln": lambda: compiled(x, w)}
+    impl = {"numpy (windows + einsum)": lambda: kiln.conv2d(x, w, padding=1), "kiln": lambda: compiled(x, w)}
     if "torch" in found:
         torch = found["torch"]
         tx, tw = torch.from_numpy(x), torch.from_numpy(w)
