@@ -184,3 +184,8 @@ def _reduction(e, op):
     else:
         fn = e.declare(f"llvm.vector.reduce.{name}.{suffix(t)}", element, [scalar(t)])
         e.values[op.result] = e.b.call(fn, [e.get(op.vector)])
+
+
+@handles(V.ExtractOp)
+def _extract(e, op):
+    e.values[op.result] = e.b.extract_element(e.get(op.vector), ir.Constant(I32, op.position))

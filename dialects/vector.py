@@ -64,3 +64,33 @@ class ReductionOp(Operation):
         parser.expect("into")
         parser.parse_type()
         return cls([vector], {"kind": kind})
+
+
+class ExtractOp(Operation):
+    """One lane of a vector: ``vector.extract %v[3] : f32 from vector<16xf32>``."""
+    name = "vector.extract"
+    operand_names = ("vector",)
+    attribute_names = ("position",)
+
+    def infer_result_types(self):
+        t = self.vector.type
+        position = self.attributes.get("position")
+        if not isinstance(t, VectorType) or not isinstance(position, int) or not 0 <= position < t.lanes:
+            raise self.error("vector.extract takes a vector and a lane within it")
+        return [t.element]
+
+    def print_custom(self, printer):
+        printer.write(f"vector.extract {printer.name_of(self.vector)}[{self.position}] : {self.result.type} "
+                      f"from {self.vector.type}")
+
+    @classmethod
+    def parse_custom(cls, parser, num_results):
+        vector = parser.parse_value()
+        parser.expect("[")
+        position = parser.parse_int()
+        parser.expect("]")
+        parser.expect(":")
+        parser.parse_type()
+        parser.expect("from")
+        parser.parse_type()
+        return cls([vector], {"position": position})

@@ -20,7 +20,9 @@ from .loop_transforms import ScheduleError, loop_name
 MAX_TILE_BYTES = 256 * 1024  # the copy lives on the (thread's) stack
 
 
-def cache_read(loop, buffer_name: str):
+def cache_read(loop, buffer_name: str, layout=None):
+    """`layout`, a permutation of the buffer's dimensions, orders the tile's: [1, 0] stores a
+    tile of B transposed, so that reads along B's columns become contiguous."""
     name = loop_name(loop)
     reads = [op for op in loop.walk() if isinstance(op, (A.LoadOp, A.VectorLoadOp))
              and op.memref.name_hint == buffer_name]
@@ -56,12 +58,16 @@ def cache_read(loop, buffer_name: str):
             else:
                 low[d], high[d] = min(low[d], lo), max(high[d], hi)
     shape = tuple(h - l + 1 for l, h in zip(low, high))
-    tile_type = MemRefType(shape, source.type.element)
+    order = list(range(rank)) if layout is None else list(layout)
+    if sorted(order) != list(range(rank)):
+        raise ScheduleError(f"cache_read({name}, {buffer_name}): layout {layout} is not a permutation of "
+                            f"{rank} dimensions")
+    tile_type = MemRefType(tuple(shape[d] for d in order), source.type.element)
     if tile_type.size * tile_type.dtype.itemsize > MAX_TILE_BYTES:
         raise ScheduleError(f"cache_read({name}, {buffer_name}): a {shape} tile is too large for the stack")
     tile = MR.AllocaOp([], {}, [tile_type])
     tile.result.name_hint = f"{buffer_name}_tile"
-    copy = _copy_nest(source, tile.result, fixed, low, shape, name)
+    copy = _copy_nest(source, tile.result, fixed, low, shape, name, order)
     for position, op in enumerate((tile, copy)):
         loop.body.ops.insert(position, op)
         op.parent = loop.body
@@ -76,12 +82,15 @@ def cache_read(loop, buffer_name: str):
             results.append(relative)
         head = op.operands[:op.memref_position]
         op.set_operands(head + [tile.result] + list(op.indices))
-        op.attributes["map"] = AffineMap(len(op.indices), tuple(results))
+        op.attributes["map"] = AffineMap(len(op.indices), tuple(results[d] for d in order))
+        if isinstance(op, A.VectorLoadOp) and order[-1] != rank - 1:
+            raise ScheduleError(f"cache_read({name}, {buffer_name}): vector reads need the last dimension "
+                                "to stay last")
     return tile
 
 
-def _copy_nest(source, tile, fixed, low, shape, name):
-    """Loops copying source[fixed + low + t] to tile[t] for every index t of the tile."""
+def _copy_nest(source, tile, fixed, low, shape, name, order):
+    """Loops copying source[fixed + low + t] to tile[t permuted by `order`] for every index t."""
     loops, block = [], None
     for d, extent in enumerate(shape):
         copy_loop = A.ForOp.create(0, extent, iv_name=f"{name}.copy{d}")
@@ -104,7 +113,7 @@ def _copy_nest(source, tile, fixed, low, shape, name):
     operands = outer + ivs
     load = A.LoadOp([source, *operands], {"map": AffineMap(len(operands), tuple(exprs))})
     block.append(load)
-    block.append(A.StoreOp([load.result, tile, *ivs], {"map": AffineMap(len(ivs), tuple(Dim(k) for k in range(len(ivs))))}))
+    block.append(A.StoreOp([load.result, tile, *ivs], {"map": AffineMap(len(ivs), tuple(Dim(d) for d in order))}))
     for copy_loop in reversed(loops):
         copy_loop.body.append(A.YieldOp([], {}))
     return loops[0]

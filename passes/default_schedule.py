@@ -10,6 +10,7 @@ parallel if the kernel does enough work to pay for waking the thread pool.
 from __future__ import annotations
 
 from kiln.dialects import affine as A
+from kiln.dialects.affine_expr import Dim
 
 from .loop_transforms import ScheduleError
 from .schedule import Schedule, apply_step, find_loop, kernels
@@ -77,12 +78,19 @@ def _matmul_recipe(function, nest, vector_bits, schedule) -> bool:
     i, j = rows.induction_variable.name_hint, cols.induction_variable.name_hint
     steps = [("unroll_jam", i, MATMUL_ROWS), ("reorder", [j, f"{i}.u"]), ("vectorize", j, lanes),
              ("unroll_jam", j, MATMUL_VECTORS)]
-    trial = function.clone({})
-    try:
+    if not _applies(function, steps):
+        # B read along its rows (a @ b.T): pack each block of B's rows transposed, then as above.
+        block = lanes * MATMUL_VECTORS
+        panel = _row_reader(cols)
+        steps = [("unroll_jam", i, MATMUL_ROWS), ("reorder", [j, f"{i}.u"]), ("split", j, block),
+                 ("reorder", [f"{j}.o", f"{i}.u", f"{j}.i"]), ("cache_read", f"{j}.o", panel, [1, 0]),
+                 ("vectorize", f"{j}.i", lanes), ("unroll_jam", f"{j}.i", MATMUL_VECTORS)]
+        if panel is None or cols.upper % block or not _applies(function, steps):
+            return False
         for step in steps:
-            apply_step(trial, step)
-    except ScheduleError:
-        return False
+            apply_step(function, step)
+            schedule.add(*step)
+        return True
     for step in steps:
         apply_step(function, step)
         schedule.add(*step)
@@ -92,6 +100,32 @@ def _matmul_recipe(function, nest, vector_bits, schedule) -> bool:
     if panel:
         _try(function, schedule, ("cache_read", f"{j}.u", panel))
     return True
+
+
+def _applies(function, steps) -> bool:
+    trial = function.clone({})
+    try:
+        for step in steps:
+            apply_step(trial, step)
+    except ScheduleError:
+        return False
+    return True
+
+
+def _row_reader(cols):
+    """The name of the 2-d buffer the column loop reads along its first dimension (B of a @ b.T)."""
+    iv = cols.induction_variable
+    for op in cols.walk():
+        if isinstance(op, A.LoadOp) and op.memref.type.rank == 2 and iv in op.indices:
+            if _mentions(op.map.results[0], op.indices.index(iv)):
+                return op.memref.name_hint
+    return None
+
+
+def _mentions(expr, k) -> bool:
+    if isinstance(expr, Dim):
+        return expr.index == k
+    return any(_mentions(c, k) for c in expr.children())
 
 
 def _root_chain(nest) -> list:

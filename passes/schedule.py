@@ -65,8 +65,9 @@ class Schedule:
     def unroll_jam(self, loop: str, factor: int):
         return self.add("unroll_jam", loop, factor)
 
-    def cache_read(self, loop: str, buffer: str):
-        return self.add("cache_read", loop, buffer)
+    def cache_read(self, loop: str, buffer: str, layout=None):
+        return self.add("cache_read", loop, buffer) if layout is None else self.add("cache_read", loop, buffer,
+                                                                                    list(layout))
 
     def __str__(self) -> str:
         return "; ".join(f"{s[0]}({', '.join(_text(a) for a in s[1:])})" for s in self.steps) or "(none)"
@@ -136,7 +137,7 @@ def apply_step(function: F.FuncOp, step) -> None:
         elif primitive == "unroll_jam":
             T.unroll_jam(find_loop(function, args[0]), args[1])
         elif primitive == "cache_read":
-            cache_read(find_loop(function, args[0]), args[1])
+            cache_read(find_loop(function, args[0]), args[1], args[2] if len(args) > 2 else None)
         else:
             raise ScheduleError(f"unknown schedule step {primitive!r}")
     except (IndexError, TypeError, ValueError) as exc:

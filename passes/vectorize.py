@@ -4,7 +4,9 @@ Every value in the body that depends on the loop variable becomes a vector of
 `width` lanes; the rest stay scalars and are broadcast where they meet vectors.
 Loads and stores that move along the loop's contiguous (last) memref dimension
 become ``affine.vector_load``/``affine.vector_store``; accesses that do not
-depend on the loop are scalar. Loops inside the vectorized loop stay loops and
+depend on the loop are scalar; a store that moves along another dimension
+is done lane by lane (``vector.extract``, a scatter), which lets a loop
+over a column of the output vectorize when its loads are contiguous. Loops inside the vectorized loop stay loops and
 carry vectors (a matmul's reduction over k, vectorized along j). A reduction
 carried by the vectorized loop itself gets a vector accumulator and one
 ``vector.reduction`` at the end. The ``N mod width`` last iterations run in a
@@ -194,7 +196,8 @@ class _Widener:
             return self.store(op)
         if isinstance(op, A.ForOp):
             return self.nested_loop(op)
-        if isinstance(op, (A.VectorLoadOp, A.VectorStoreOp, A.ParallelOp, V.BroadcastOp, V.ReductionOp)):
+        if isinstance(op, (A.VectorLoadOp, A.VectorStoreOp, A.ParallelOp, V.BroadcastOp, V.ReductionOp,
+                           V.ExtractOp)):
             raise ScheduleError(f"cannot vectorize a loop containing {op.name}")
         if not any(v in self.dependent for v in op.operands):
             copy = op.clone(self.values)
@@ -211,21 +214,22 @@ class _Widener:
         self.emit(copy)
         self.values[result] = copy.result
 
-    def _index(self, op):
-        """The access's index with the loop variable read as new_iv * width (lane 0)."""
+    def _index(self, op, lane=0, contiguous=True):
+        """The access's index with the loop variable read as new_iv * width + lane."""
         indices = [self.get(v) for v in op.indices]
         results = op.map.results
         if self.old_iv not in op.indices:
             return indices, results, False
         k = op.indices.index(self.old_iv)
         indices[k] = self.new_iv
-        results = tuple(substitute(r, [Dim(d) * self.width if d == k else Dim(d) for d in range(len(indices))])
-                        for r in results)
-        for r in results[:-1]:
-            if _coefficient(r, k) != 0:
-                raise ScheduleError("cannot vectorize: an access moves along a non-contiguous dimension")
-        if _coefficient(results[-1], k) != self.width:
-            raise ScheduleError("cannot vectorize: an access is strided along the loop (not contiguous)")
+        results = tuple(substitute(r, [Dim(d) * self.width + lane if d == k else Dim(d)
+                                       for d in range(len(indices))]) for r in results)
+        if contiguous:
+            for r in results[:-1]:
+                if _coefficient(r, k) != 0:
+                    raise ScheduleError("cannot vectorize: an access moves along a non-contiguous dimension")
+            if _coefficient(results[-1], k) != self.width:
+                raise ScheduleError("cannot vectorize: an access is strided along the loop (not contiguous)")
         return indices, results, True
 
     def load(self, op):
@@ -240,7 +244,15 @@ class _Widener:
         self.values[op.result] = copy.result
 
     def store(self, op):
-        indices, results, moves = self._index(op)
+        try:
+            indices, results, moves = self._index(op)
+        except ScheduleError:  # not contiguous: one store per lane (a scatter)
+            value = self.vector_of(op.operands[0])
+            for lane in range(self.width):
+                indices, results, _ = self._index(op, lane, contiguous=False)
+                scalar = self.emit(V.ExtractOp([value], {"position": lane})).result
+                self.emit(A.StoreOp([scalar, self.get(op.memref), *indices], {"map": AffineMap(len(indices), results)}))
+            return
         if not moves:
             raise ScheduleError("cannot vectorize: every iteration would store to the same element")
         value = self.vector_of(op.operands[0])
