@@ -67,6 +67,34 @@ def cmd_dump(args) -> int:
     return 0
 
 
+def cmd_tune(args) -> int:
+    from .tuner import tune_function, verify_records
+    from .tuning_db import TuningDB, host_fingerprint
+
+    if args.threads:
+        os.environ["KILN_NUM_THREADS"] = str(args.threads)
+    db = TuningDB(args.db)
+    if args.report:
+        records = db.for_host(host_fingerprint())
+        if not records:
+            print(f"no records for this machine in {db.path}")
+        print(f"{'function':<20}{'kernel':<18}{'default ms':>12}{'tuned ms':>12}{'speed-up':>10}{'trials':>8}")
+        for r in records:
+            print(f"{r.get('function', '?'):<20}{r['kernel']:<18}{r['default_ms']:>12.3f}{r['tuned_ms']:>12.3f}"
+                  f"{r['default_ms'] / r['tuned_ms']:>9.2f}x{r.get('trials', 0):>8}")
+        return 0
+    if args.verify:
+        stale = verify_records(db)
+        print(f"{len(stale)} stale record(s)")
+        return 1 if stale else 0
+    if not args.function:
+        raise KilnError("kiln tune needs path.py:function (or --report / --verify)")
+    compiled, specs = load_function(args.function)
+    tune_function(compiled, specs, db, args.trials, args.seed, args.time_budget, args.strategy)
+    print(f"tuning records are in {db.path}")
+    return 0
+
+
 def main(argv=None) -> int:
     from . import __version__
 
@@ -79,6 +107,17 @@ def main(argv=None) -> int:
     dump.add_argument("--no-locations", action="store_true", help="leave out loc(...) source locations")
     dump.add_argument("--generic", action="store_true", help="print every op in MLIR's generic form")
     dump.set_defaults(run=cmd_dump)
+    tune = commands.add_parser("tune", help="search faster schedules for a function's kernels")
+    tune.add_argument("function", nargs="?", help="path.py:function, inputs given by parameter annotations")
+    tune.add_argument("--trials", type=int, default=100, help="candidates per kernel (default 100)")
+    tune.add_argument("--time-budget", type=float, default=None, help="seconds for the whole run")
+    tune.add_argument("--db", default=None, help="tuning database (default $KILN_TUNING_DB or kiln-tuning.yaml)")
+    tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument("--threads", type=int, default=None, help="threads for parallel loops (KILN_NUM_THREADS)")
+    tune.add_argument("--strategy", choices=("evolution", "random"), default="evolution")
+    tune.add_argument("--report", action="store_true", help="print default vs tuned times of every record")
+    tune.add_argument("--verify", action="store_true", help="re-measure and re-check every record for this host")
+    tune.set_defaults(run=cmd_tune)
     args = parser.parse_args(argv)
     try:
         return args.run(args)

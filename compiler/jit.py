@@ -137,7 +137,7 @@ def _status_error(status: int) -> Exception:
 
 class CompiledFunction:
     def __init__(self, fn, target: str = "cpu", static_argnames=(), optimize: bool = True, remat: bool = False,
-                 schedule=None):
+                 schedule=None, tuning_db=None):
         if target not in TARGETS:
             raise KilnError(f"unknown target {target!r}; this version of kiln compiles for: {', '.join(TARGETS)}")
         functools.update_wrapper(self, fn)
@@ -146,6 +146,7 @@ class CompiledFunction:
         self.optimize = optimize
         self.remat = remat
         self.schedule = _as_schedule(schedule)
+        self.tuning_db = tuning_db
         self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames)
         self._signature = inspect.signature(fn)
         unknown = [n for n in self.static_argnames if n not in self._signature.parameters]
@@ -167,7 +168,7 @@ class CompiledFunction:
             specs = [leaf_spec(path, leaf) for path, leaf in zip(call.paths, leaves)]
             traced = trace(self.fn, call, specs)
             passes = (REMAT_PASSES if self.remat else GRAPH_PASSES) if self.optimize else ()
-            pipeline = Pipeline(self.fn.__name__, traced.module, passes, self.schedule)
+            pipeline = Pipeline(self.fn.__name__, traced.module, passes, self.schedule, self.tuning_db)
             self._traces[key] = (traced, pipeline)
             _dump(pipeline, self.stages)
         return call, key
@@ -267,7 +268,7 @@ def _as_schedule(schedule):
 
 
 def compile(fn=None, *, target: str = "cpu", static_argnames=(), optimize: bool = True, remat: bool = False,
-            schedule=None):
+            schedule=None, tuning_db=None):
     """Compile a numpy function: ``@kiln.compile`` or ``kiln.compile(fn, target="cpu")``.
 
     `target` is ``"cpu"`` (native code for this machine) or ``"interpret"``
@@ -282,7 +283,10 @@ def compile(fn=None, *, target: str = "cpu", static_argnames=(), optimize: bool 
     much later (a training step's activations) instead of keeping them in memory.
     ``schedule=`` replaces the default schedules with your own steps (a
     ``kiln.Schedule``, a list like ``[("vectorize", "k0.j", 16)]``, or YAML).
+    Without one, kernels found in the tuning database (``kiln tune``; the file
+    `tuning_db`, else $KILN_TUNING_DB, else ./kiln-tuning.yaml; False: none)
+    use its schedules.
     """
     if fn is None:
-        return lambda f: CompiledFunction(f, target, static_argnames, optimize, remat, schedule)
-    return CompiledFunction(fn, target, static_argnames, optimize, remat, schedule)
+        return lambda f: CompiledFunction(f, target, static_argnames, optimize, remat, schedule, tuning_db)
+    return CompiledFunction(fn, target, static_argnames, optimize, remat, schedule, tuning_db)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 
 from kiln.dialects import print_ir, verify
 from kiln.passes import canonicalize, cse, dce, fusion, memory_plan, remat  # noqa: F401  (register the passes)
@@ -17,11 +18,14 @@ from kiln.passes.lower_tensor_to_affine import lower_tensor_to_affine  # noqa: F
 from kiln.passes.memory_plan import read_plan
 from kiln.passes.default_schedule import default_schedule
 from kiln.passes.registry import run_passes
-from kiln.passes.schedule import apply_schedule
+from kiln.passes.loop_transforms import ScheduleError
+from kiln.passes.schedule import Schedule, apply_schedule, apply_step
 from kiln.runtime import threads
 from kiln.runtime.cache import DiskCache
 
 from . import llvm_codegen, llvm_target
+from .kernels import absolute_steps, extract, kernel_names, structural_hash
+from .tuning_db import TuningDB, host_fingerprint
 
 STAGES = ("tensor", "optimized", "affine", "scheduled", "llvm")
 GRAPH_PASSES = ("canonicalize", "cse", "dce", "fuse", "plan-memory")
@@ -29,11 +33,13 @@ REMAT_PASSES = ("canonicalize", "cse", "dce", "rematerialize", "fuse", "plan-mem
 
 
 class Pipeline:
-    def __init__(self, name: str, tensor_module, graph_passes=GRAPH_PASSES, schedule=None):
+    def __init__(self, name: str, tensor_module, graph_passes=GRAPH_PASSES, schedule=None, tuning_db=None):
         self.name = name
         self.graph_passes = tuple(graph_passes)
         self.requested_schedule = schedule  # None: the default schedule
+        self.tuning_db_path = tuning_db     # None: the default database, if there is one; False: none
         self.schedule = None
+        self.tuned_kernels = []
         self._modules = {"tensor": tensor_module}
         self._llvm_ir = None
         self._optimized_llvm = None
@@ -50,16 +56,53 @@ class Pipeline:
                 raise KeyError(stage)
         return self._modules[stage]
 
+    def tuning_db(self):
+        """The tuning database's records, read once per pipeline (None if there are none)."""
+        if self.tuning_db_path is False or self.requested_schedule is not None:
+            return None
+        if not hasattr(self, "_tuning_db"):
+            db = TuningDB(self.tuning_db_path or None)
+            self._tuning_db = db if db.records else None
+        return self._tuning_db
+
     def _scheduled(self):
         module = self.module("affine").clone({})
         function = module.body.ops[-1]
         if self.requested_schedule is None:
-            self.schedule = default_schedule(function, llvm_target.vector_bits(), threads.available())
+            self.schedule = Schedule()
+            db = self.tuning_db()
+            if db is not None:
+                self._apply_tuned(function, db)
+            steps = default_schedule(function, llvm_target.vector_bits(), threads.available(),
+                                     skip=set(self.tuned_kernels))
+            for step in steps.steps:
+                self.schedule.add(*step)
         else:
             self.schedule = self.requested_schedule
             apply_schedule(module, self.schedule)
         verify(module)
         return module
+
+    def _apply_tuned(self, function, db) -> None:
+        """Kernels with a record for this host get its steps; the others the default."""
+        host = host_fingerprint()
+        found = {k: db.lookup(structural_hash(extract(function, k)), host) for k in kernel_names(function)}
+        for kernel, record in found.items():
+            if record is None:
+                continue
+            steps = absolute_steps(record["steps"], kernel)
+            trial = function.clone({})
+            try:
+                for step in steps:
+                    apply_step(trial, step)
+            except ScheduleError as exc:
+                warnings.warn(f"kiln: the tuning record for kernel {kernel} of {self.name} no longer applies "
+                              f"({exc}); using the default schedule", RuntimeWarning, stacklevel=2)
+                continue
+            for step in steps:
+                apply_step(function, step)
+                self.schedule.add(*step)
+            self.tuned_kernels.append(kernel)
 
     def text(self, stage: str, locations: bool = True, generic: bool = False) -> str:
         if stage == "llvm":
@@ -73,6 +116,8 @@ class Pipeline:
             text = summary + "\n" + text
         if stage == "scheduled":
             origin = "default" if self.requested_schedule is None else "given"
+            if self.tuned_kernels:
+                origin += f"; {', '.join(self.tuned_kernels)} from the tuning database"
             text = f"// schedule ({origin}): {self.schedule}\n" + text
         return text
 
@@ -110,7 +155,9 @@ class Pipeline:
         stage is a deterministic function of these, so a second process that finds the key
         skips optimization, lowering, scheduling and LLVM altogether."""
         from . import __version__
-        options = f"passes={','.join(self.graph_passes)} schedule={self.requested_schedule!r}"
+        db = self.tuning_db()
+        options = (f"passes={','.join(self.graph_passes)} schedule={self.requested_schedule!r} "
+                   f"tuning={db.digest() if db else None}")
         host = f"{llvm_target.host_fingerprint()} threads={threads.available()}"
         traced = print_ir(self.module("tensor"), locations=False)
         return hashlib.sha256(f"{__version__}\n{host}\n{options}\n{traced}".encode()).hexdigest()

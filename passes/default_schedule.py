@@ -18,15 +18,16 @@ from .schedule import Schedule, apply_step, find_loop, kernels
 PARALLEL_MIN_WORK = 1 << 16  # innermost iterations; below this a kernel stays on one thread
 
 
-def default_schedule(function, vector_bits: int = 256, threads: bool = True) -> Schedule:
-    """Choose and apply a schedule to `function` (affine level); returns the steps applied."""
+def default_schedule(function, vector_bits: int = 256, threads: bool = True, skip=()) -> Schedule:
+    """Choose and apply a schedule to `function` (affine level); returns the steps applied.
+    Kernels named in `skip` (``k0``, ...) are left alone."""
     schedule = Schedule()
     # Work per kernel, measured before any step changes trip counts.
     work = {}
     for nest in kernels(function):
         kernel = nest.induction_variable.name_hint.split(".")[0]
         work[kernel] = work.get(kernel, 0) + _work(nest)
-    done = set()
+    done = {nest for nest in kernels(function) if nest.induction_variable.name_hint.split(".")[0] in skip}
     while True:  # steps can add nests (remainder loops): schedule those too
         pending = [nest for nest in kernels(function) if nest not in done]
         if not pending:
@@ -50,6 +51,8 @@ def default_schedule(function, vector_bits: int = 256, threads: bool = True) -> 
                     break  # an outer loop vectorized: the loops inside it are done
     for nest in list(kernels(function)):
         name = nest.induction_variable.name_hint
+        if name.split(".")[0] in skip:
+            continue
         if threads and isinstance(nest, A.ForOp) and nest.constant_bounds and nest.upper >= 2 \
                 and work.get(name.split(".")[0], 0) >= PARALLEL_MIN_WORK:
             _try(function, schedule, ("parallel", name))

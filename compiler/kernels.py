@@ -1,0 +1,95 @@
+"""Kernels as units of their own: find a function's kernels, cut one out into a
+standalone function, and give it a structural hash.
+
+Tuning measures and records one kernel at a time. A kernel is every top-level
+loop nest whose loops are named ``k<n>.*`` (remainder nests included). Cut
+out, it becomes ``func.func @kernel`` whose arguments are every buffer the
+nests touch, with its loops renamed to ``k0.*``; the hash of that function's
+text (SSA names made positional) identifies the kernel wherever it appears.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+
+from kiln.dialects import affine as A
+from kiln.dialects import arith as AR
+from kiln.dialects import builtin, print_ir
+from kiln.dialects import func as F
+from kiln.dialects.types import MemRefType
+
+
+def kernel_names(function: F.FuncOp) -> list:
+    names = []
+    for op in function.body.ops:
+        if isinstance(op, (A.ForOp, A.ParallelOp)):
+            name = op.induction_variable.name_hint.split(".")[0]
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def nests_of(function: F.FuncOp, kernel: str) -> list:
+    return [op for op in function.body.ops if isinstance(op, (A.ForOp, A.ParallelOp))
+            and op.induction_variable.name_hint.split(".")[0] == kernel]
+
+
+def extract(function: F.FuncOp, kernel: str) -> builtin.ModuleOp:
+    """A module whose one function runs just `kernel`, over arguments for every buffer it uses."""
+    nests = nests_of(function, kernel)
+    inside = {r for nest in nests for op in nest.walk() for r in op.results}
+    inside |= {a for nest in nests for op in nest.walk() for region in op.regions
+               for block in region.blocks for a in block.args}
+    external = []
+    for nest in nests:
+        for op in nest.walk():
+            for value in op.operands:
+                if value not in inside and value not in external:
+                    external.append(value)
+    buffers = [v for v in external if isinstance(v.type, MemRefType)]
+    scalars = [v for v in external if not isinstance(v.type, MemRefType)]
+    new = F.FuncOp.create("kernel", [v.type for v in buffers], [], [f"a{k}" for k in range(len(buffers))])
+    mapping = dict(zip(buffers, new.arguments))
+    for value in scalars:
+        producer = getattr(value, "op", None)
+        if not isinstance(producer, AR.ConstantOp):
+            raise ValueError(f"kernel {kernel} reads a scalar that is not a constant")
+        new.body.append(producer.clone(mapping))
+    for nest in nests:
+        copy = nest.clone(mapping)
+        new.body.append(copy)
+        for op in copy.walk():
+            if isinstance(op, (A.ForOp, A.ParallelOp)):
+                hint = op.induction_variable.name_hint
+                op.induction_variable.name_hint = "k0" + hint[len(kernel):]
+    new.body.append(F.ReturnOp([], {}))
+    module = builtin.ModuleOp.empty()
+    module.body.append(new)
+    return module
+
+
+def structural_hash(module: builtin.ModuleOp) -> str:
+    """What identifies a kernel: its extracted text with SSA names made positional."""
+    text = print_ir(module, locations=False)
+    names = {}
+    canonical = re.sub(r"%[A-Za-z0-9_$.]+", lambda m: names.setdefault(m.group(0), f"%v{len(names)}"), text)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def relative_steps(steps, kernel: str) -> list:
+    """Steps naming `kernel`'s loops, rewritten to name k0's (and back with absolute_steps)."""
+    return [_rename(step, kernel, "k0") for step in steps]
+
+
+def absolute_steps(steps, kernel: str) -> list:
+    return [_rename(step, "k0", kernel) for step in steps]
+
+
+def _rename(step, old: str, new: str):
+    def fix(arg):
+        if isinstance(arg, str) and arg.split(".")[0] == old:
+            return new + arg[len(old):]
+        if isinstance(arg, list):
+            return [fix(a) for a in arg]
+        return arg
+    return [step[0]] + [fix(a) for a in step[1:]]

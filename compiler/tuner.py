@@ -1,0 +1,388 @@
+"""Autotuning: search each kernel's schedule space, measure, keep what is faster.
+
+A kernel is cut out of its function (``kernels.extract``) and compiled alone
+under candidate schedules. A candidate counts only if its outputs equal those
+of the kernel under its default schedule on random inputs, and it replaces the
+best only if it wins by more than the measured noise. The search is
+evolutionary: candidates are parameter sets of a schedule recipe (rows and
+vectors of a register block, packing, loop order, vector width, unrolling,
+threads); each new one mutates a good one found so far, with some random ones
+mixed in.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from kiln.dialects import affine as A
+from kiln.passes.default_schedule import _root_chain, _vector_candidates, default_schedule
+from kiln.passes.loop_transforms import ScheduleError
+from kiln.passes.schedule import Schedule, apply_schedule
+from kiln.runtime import threads
+from kiln.runtime.native import LoadedObject
+
+from . import llvm_codegen, llvm_target
+
+
+# -- the search space --------------------------------------------------------------------------
+class SearchSpace:
+    """Schedules for one extracted kernel, as parameter sets; `steps(config)` spells one out."""
+
+    def __init__(self, module, vector_bits: int, use_threads: bool):
+        self.module = module
+        self.function = module.body.ops[-1]
+        self.lanes = max(2, vector_bits // 32)
+        nest = next(op for op in self.function.body.ops if isinstance(op, A.ForOp))
+        chain = _root_chain(nest)
+        inner = [op for op in chain[-1].body.ops if isinstance(op, A.ForOp)] if chain else []
+        self.matmul_like = len(chain) >= 2 and len(inner) == 1 and bool(inner[0].inits)
+        self.rows = chain[-2].induction_variable.name_hint if self.matmul_like else None
+        self.cols = chain[-1].induction_variable.name_hint if chain else None
+        self.outer = nest.induction_variable.name_hint
+        self.panel = _panel_name(chain[-1]) if self.matmul_like else None
+        self.candidates = [l.induction_variable.name_hint for l in _vector_candidates(nest)]
+        self.parallel_choices = [True, False] if use_threads else [False]
+        if self.matmul_like:
+            self.domains = {"rows": [1, 2, 4, 6, 8, 12], "vectors": [1, 2, 3, 4],
+                            "lanes": [self.lanes, self.lanes // 2], "pack": [True, False],
+                            "columns_outside": [True, False], "parallel": self.parallel_choices}
+        else:
+            self.domains = {"vectorize": self.candidates + [None], "lanes": [self.lanes, self.lanes // 2, self.lanes * 2],
+                            "unroll": [1, 2, 4], "parallel": self.parallel_choices}
+        self._legal = {}
+
+    def steps(self, config: dict) -> list:
+        if self.matmul_like:
+            i, j = self.rows, self.cols
+            steps, rows_loop, outer = [], i, i
+            if config["rows"] > 1:
+                steps.append(["unroll_jam", i, config["rows"]])
+                rows_loop = outer = f"{i}.u"
+            if config["columns_outside"]:
+                if config["rows"] > 1:
+                    steps.append(["reorder", [j, rows_loop]])
+                outer = j
+            steps.append(["vectorize", j, config["lanes"]])
+            if config["vectors"] > 1:
+                steps.append(["unroll_jam", j, config["vectors"]])
+                if config["columns_outside"]:
+                    outer = f"{j}.u"
+            if config["pack"] and self.panel and config["columns_outside"]:
+                steps.append(["cache_read", outer, self.panel])
+            if config["parallel"]:
+                steps.append(["parallel", outer if config["rows"] > 1 or config["columns_outside"] else self.outer])
+            return steps
+        steps = []
+        target = config["vectorize"]
+        if target is not None:
+            steps.append(["vectorize", target, config["lanes"]])
+            if config["unroll"] > 1:
+                steps.append(["unroll", target, config["unroll"]])
+        if config["parallel"]:
+            steps.append(["parallel", self.outer])
+        return steps
+
+    def legal(self, config: dict) -> bool:
+        key = _key(config)
+        if key not in self._legal:
+            trial = self.module.clone({})
+            try:
+                apply_schedule(trial, Schedule(self.steps(config)))
+                self._legal[key] = True
+            except ScheduleError:
+                self._legal[key] = False
+        return self._legal[key]
+
+    def random(self, rng: random.Random) -> dict:
+        for _ in range(200):
+            config = {name: rng.choice(values) for name, values in self.domains.items()}
+            if self.legal(config):
+                return config
+        return None
+
+    def mutate(self, config: dict, rng: random.Random) -> dict:
+        for _ in range(50):
+            child = dict(config)
+            name = rng.choice(list(self.domains))
+            child[name] = rng.choice(self.domains[name])
+            if child != config and self.legal(child):
+                return child
+        return self.random(rng)
+
+
+def _panel_name(cols):
+    """The 2-d buffer read along the column loop's contiguous dimension (B of a @ b)."""
+    iv = cols.induction_variable
+    for op in cols.walk():
+        if isinstance(op, A.LoadOp) and op.memref.type.rank == 2 and iv in op.indices \
+                and _uses(op.map.results[-1], op.indices.index(iv)):
+            return op.memref.name_hint
+    return None
+
+
+def _uses(expr, k) -> bool:
+    from kiln.dialects.affine_expr import Dim
+    if isinstance(expr, Dim):
+        return expr.index == k
+    return any(_uses(c, k) for c in expr.children())
+
+
+def _key(config: dict):
+    return tuple(sorted(config.items(), key=lambda kv: kv[0]))
+
+
+# -- measuring -----------------------------------------------------------------------------------
+@dataclasses.dataclass
+class Measurement:
+    seconds: float      # median
+    spread: float       # relative: (p75 - p25) / median
+
+
+class KernelBench:
+    """Compiles an extracted kernel under a schedule, runs it on fixed random inputs."""
+
+    def __init__(self, module, seed: int = 0):
+        self.module = module
+        function = module.body.ops[-1]
+        rng = np.random.default_rng(seed)
+        self.initial = []
+        for arg in function.arguments:
+            t = arg.type
+            if t.dtype.kind == "f":
+                self.initial.append(rng.standard_normal(t.shape).astype(t.dtype))
+            elif t.dtype.kind == "b":
+                self.initial.append(rng.random(t.shape) < 0.5)
+            else:
+                self.initial.append(rng.integers(-8, 8, t.shape).astype(t.dtype))
+        self.written = sorted({function.arguments.index(op.memref) for op in function.walk()
+                               if isinstance(op, (A.StoreOp, A.VectorStoreOp)) and op.memref in function.arguments})
+
+    def build(self, steps):
+        """A callable running the kernel scheduled by `steps` (a list), or by the default if None."""
+        module = self.module.clone({})
+        function = module.body.ops[-1]
+        if steps is None:
+            default_schedule(function, llvm_target.vector_bits(), threads.available())
+        else:
+            apply_schedule(module, Schedule(steps))
+        tm = llvm_target.host_target_machine()
+        llvm_ir = str(llvm_codegen.emit_module(module, tm.triple, str(tm.target_data)))
+        code = llvm_target.parse_and_verify(llvm_ir)
+        llvm_target.optimize(code)
+        loaded = LoadedObject(llvm_target.emit_object(code))
+        native = loaded.function(llvm_codegen.symbol_name("kernel"), len(self.initial))
+        return lambda arrays: native(arrays), loaded
+
+    def outputs(self, run) -> list:
+        arrays = [a.copy() for a in self.initial]
+        run(arrays)
+        return [arrays[k] for k in self.written]
+
+    def measure(self, run, budget: float = 0.25, cutoff: float = None) -> Measurement:
+        arrays = [a.copy() for a in self.initial]
+        run(arrays)
+        samples, started = [], time.perf_counter()
+        while len(samples) < 5 or (time.perf_counter() - started < budget and len(samples) < 200):
+            start = time.perf_counter()
+            run(arrays)
+            samples.append(time.perf_counter() - start)
+            if cutoff is not None and len(samples) >= 2 and min(samples) > cutoff:
+                break  # far slower than the best: no need to know by how much
+        q = statistics.quantiles(samples, n=4) if len(samples) >= 4 else [min(samples), 0, max(samples)]
+        median = statistics.median(samples)
+        return Measurement(median, (q[2] - q[0]) / median if median else 0.0)
+
+
+def same_outputs(a, b) -> bool:
+    for x, y in zip(a, b):
+        if x.dtype.kind == "f":
+            if not np.allclose(x, y, rtol=1e-4, atol=1e-5, equal_nan=True):
+                return False
+        elif not np.array_equal(x, y):
+            return False
+    return True
+
+
+# -- the search ----------------------------------------------------------------------------------
+@dataclasses.dataclass
+class TuneResult:
+    steps: list            # kernel-relative (k0) steps of the best schedule found
+    default_seconds: float
+    best_seconds: float
+    trials: int
+    rejected: int          # wrong results or failed compilations
+    interrupted: bool = False
+
+    @property
+    def speedup(self) -> float:
+        return self.default_seconds / self.best_seconds
+
+
+def tune_kernel(module, trials: int = 50, seed: int = 0, strategy: str = "evolution",
+                time_budget: float = None, progress=None, bench: KernelBench = None,
+                initial_steps=None) -> TuneResult:
+    """Search `module`'s (one extracted kernel's) schedules; `initial_steps` (a previous
+    record) is the best to beat from the start."""
+    space = SearchSpace(module, llvm_target.vector_bits(), threads.available())
+    bench = bench or KernelBench(module, seed)
+    rng = random.Random(seed)
+    run, keep = bench.build(None)
+    reference = bench.outputs(run)
+    default = bench.measure(run)
+    best_steps, best = None, default
+    measured, rejected, seen = [], 0, set()
+    if initial_steps:
+        try:
+            candidate, keep = bench.build(initial_steps)
+            if same_outputs(bench.outputs(candidate), reference):
+                result = bench.measure(candidate)
+                if result.seconds < default.seconds * (1 - max(0.02, default.spread, result.spread)):
+                    best, best_steps = result, list(initial_steps)
+        except Exception:  # a stale record: search from the default
+            pass
+    started = time.perf_counter()
+    interrupted = False
+    try:
+        for trial in range(1, trials + 1):
+            if time_budget is not None and time.perf_counter() - started > time_budget:
+                break
+            config = _next_config(space, measured, rng, strategy, seen)
+            if config is None:
+                break
+            seen.add(_key(config))
+            steps = space.steps(config)
+            try:
+                candidate, keep = bench.build(steps)
+                if not same_outputs(bench.outputs(candidate), reference):
+                    rejected += 1
+                    continue
+                result = bench.measure(candidate, cutoff=4 * best.seconds)
+            except Exception:  # nothing a candidate does may stop the search
+                rejected += 1
+                continue
+            measured.append((result.seconds, config))
+            noise = max(0.02, best.spread, result.spread)
+            if result.seconds < best.seconds * (1 - noise):
+                best, best_steps = result, steps
+            if progress is not None:
+                progress(trial, trials, best.seconds, default.seconds, time.perf_counter() - started, time_budget)
+    except KeyboardInterrupt:
+        interrupted = True
+    if best_steps is not None:
+        # Measure both again, alternating, so that a burst of load during the search (which
+        # slows whatever is being measured) cannot make a schedule look better than it is.
+        tuned_run, keep = bench.build(best_steps)
+        finals = {"default": [], "tuned": []}
+        for _ in range(3):
+            finals["default"].append(bench.measure(run))
+            finals["tuned"].append(bench.measure(tuned_run))
+        default = min(finals["default"], key=lambda m: m.seconds)
+        best = min(finals["tuned"], key=lambda m: m.seconds)
+        if best.seconds >= default.seconds * (1 - max(0.02, default.spread, best.spread)):
+            best_steps, best = None, default
+    del keep
+    return TuneResult(best_steps, default.seconds, best.seconds, len(measured) + rejected, rejected, interrupted)
+
+
+def _next_config(space, measured, rng, strategy, seen):
+    for _ in range(20):
+        if strategy == "random" or len(measured) < 4 or rng.random() < 0.2:
+            config = space.random(rng)
+        else:
+            ranked = sorted(measured, key=lambda m: m[0])[:max(2, len(measured) // 4)]
+            config = space.mutate(rng.choice(ranked)[1], rng)
+        if config is None:
+            return None
+        if _key(config) not in seen:
+            return config
+    return None
+
+
+def progress_printer(stream=sys.stderr, label: str = ""):
+    """A live line: trial k of N, best time and speed-up over the default, time left."""
+    tty = stream.isatty()
+
+    def show(trial, trials, best, default, elapsed, budget):
+        left = f", {max(0.0, budget - elapsed):.0f} s left" if budget else \
+            f", ~{elapsed / trial * (trials - trial):.0f} s left"
+        line = (f"{label}trial {trial}/{trials}: best {best * 1e3:.3f} ms "
+                f"({default / best:.2f}x the default schedule){left}")
+        if tty:
+            stream.write("\r" + line.ljust(100))
+            if trial == trials:
+                stream.write("\n")
+        elif trial == trials or trial % 10 == 0:
+            stream.write(line + "\n")
+        stream.flush()
+    return show
+
+
+def tune_function(compiled, specs, db, trials: int, seed: int = 0, time_budget: float = None,
+                  strategy: str = "evolution", out=sys.stderr) -> list:
+    """Tune every kernel of `compiled` at `specs`, recording winners in `db` (saved after each)."""
+    from . import __version__
+    from .kernels import extract, kernel_names, structural_hash
+    from .tuning_db import host_fingerprint
+    from kiln.dialects import print_ir
+
+    function = compiled.lower(*specs).module("affine").body.ops[-1]
+    host = host_fingerprint()
+    names = kernel_names(function)
+    budget = None if time_budget is None else time_budget / max(1, len(names))
+    results = []
+    for kernel in names:
+        module = extract(function, kernel)
+        key = structural_hash(module)
+        previous = db.lookup(key, host)
+        out.write(f"{compiled.__name__} {kernel} ({key}){' resuming from the database' if previous else ''}\n")
+        result = tune_kernel(module, trials, seed, strategy, budget, progress_printer(out, "  "),
+                             initial_steps=previous["steps"] if previous else None)
+        out.write(f"  default {result.default_seconds * 1e3:.3f} ms, best {result.best_seconds * 1e3:.3f} ms "
+                  f"({result.speedup:.2f}x), {result.trials} trials, {result.rejected} rejected\n")
+        if result.steps is not None:
+            db.put({"kernel": key, "host": host, "function": compiled.__name__, "steps": result.steps,
+                    "default_ms": round(result.default_seconds * 1e3, 6),
+                    "tuned_ms": round(result.best_seconds * 1e3, 6), "seed": seed,
+                    "trials": result.trials + (previous or {}).get("trials", 0), "kiln": __version__,
+                    "kernel_ir": print_ir(module, locations=False)})
+            db.save()
+        results.append((kernel, result))
+        if result.interrupted:
+            out.write("interrupted: what was found so far is saved\n")
+            break
+    return results
+
+
+def verify_records(db, out=sys.stdout) -> list:
+    """Re-measure and re-check every record for this host; returns the stale ones' keys."""
+    from kiln.dialects import parse_ir
+    from .tuning_db import host_fingerprint
+
+    stale = []
+    for record in db.for_host(host_fingerprint()):
+        verdict = "ok"
+        try:
+            module = parse_ir(record.get("kernel_ir", ""))
+            bench = KernelBench(module)
+            run, keep = bench.build(None)
+            reference, default = bench.outputs(run), bench.measure(run)
+            tuned_run, keep2 = bench.build(record["steps"])
+            if not same_outputs(bench.outputs(tuned_run), reference):
+                verdict = "STALE: wrong results"
+            else:
+                tuned = bench.measure(tuned_run)
+                if tuned.seconds >= default.seconds * (1 - max(0.02, default.spread, tuned.spread)):
+                    verdict = f"STALE: no longer faster ({default.seconds * 1e3:.3f} vs {tuned.seconds * 1e3:.3f} ms)"
+                else:
+                    verdict = f"ok ({default.seconds / tuned.seconds:.2f}x)"
+        except Exception as exc:  # a record that cannot even be rebuilt is stale
+            verdict = f"STALE: {exc}"
+        if verdict.startswith("STALE"):
+            stale.append(record["kernel"])
+        out.write(f"{record.get('function', '?'):<20} {record['kernel']}  {verdict}\n")
+    return stale
