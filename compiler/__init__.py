@@ -16,6 +16,7 @@ from .nn import conv2d, logsumexp, relu, sigmoid, softmax
 from .specs import TensorSpec, bool_, f32, f64, i32, i64
 from kiln.passes.loop_transforms import ScheduleError
 from kiln.passes.schedule import Schedule
+from kiln.runtime.library import LoadError, load
 
 __version__ = "0.1.0"
 
@@ -24,5 +25,5 @@ __all__ = [
     "relu", "sigmoid", "softmax", "logsumexp", "conv2d",
     "KilnError", "ShapeError", "DTypeError", "VerificationError", "ParseError", "TracerBoolError",
     "TracerConversionError", "UnsupportedError", "OutOfBoundsError", "ArgumentError", "StageError", "__version__",
-    "Schedule", "ScheduleError",
+    "Schedule", "ScheduleError", "load", "LoadError",
 ]

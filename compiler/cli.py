@@ -95,6 +95,21 @@ def cmd_tune(args) -> int:
     return 0
 
 
+def cmd_build(args) -> int:
+    from .build import build_library
+
+    compiled, specs = load_function(args.function)
+    if args.db:
+        compiled.tuning_db = args.db
+    grad = None
+    if args.grad is not None:
+        grad = tuple(int(a) for a in args.grad.split(",")) if "," in args.grad else int(args.grad)
+    paths = build_library(compiled, specs, args.output, args.name, grad)
+    for path in paths.values():
+        print(path)
+    return 0
+
+
 def main(argv=None) -> int:
     from . import __version__
 
@@ -118,6 +133,14 @@ def main(argv=None) -> int:
     tune.add_argument("--report", action="store_true", help="print default vs tuned times of every record")
     tune.add_argument("--verify", action="store_true", help="re-measure and re-check every record for this host")
     tune.set_defaults(run=cmd_tune)
+    build = commands.add_parser("build", help="build a shared library and C header for a function")
+    build.add_argument("function", help="path.py:function, inputs given by parameter annotations")
+    build.add_argument("-o", "--output", required=True, help="directory for lib<name>.so, <name>.h, README")
+    build.add_argument("--name", default=None, help="C name of the function (default: the Python name)")
+    build.add_argument("--db", default=None, help="tuning database to take schedules from")
+    build.add_argument("--grad", default=None, metavar="ARGNUMS",
+                       help="also export <name>_grad: value and gradient for these arguments (e.g. 1 or 1,2)")
+    build.set_defaults(run=cmd_build)
     args = parser.parse_args(argv)
     try:
         return args.run(args)

@@ -1,0 +1,145 @@
+"""``kiln build``: a compiled function as a shared library with a C header.
+
+The library holds kiln's object code for the function (and, when asked, its
+value-and-gradient) plus a few lines of C that give each one a typed, stable
+name; model weights the function captured are constants inside it. The caller
+passes one pointer per input and per output (row-major, shapes and dtypes
+fixed at build time); scratch memory is allocated by the library on every
+call, so two threads may call it at once. Nothing of Python is needed to call
+it; the library links only the C library, libm and (for parallel loops)
+libgomp.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+
+from kiln.runtime import threads
+
+from .errors import KilnError
+from .llvm_codegen import STATUS, symbol_name
+
+C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "uint8_t"}
+
+
+def build_library(compiled, specs, out_dir: str, name: str | None = None, grad_argnums=None) -> dict:
+    """Write lib<name>.so, <name>.h and README into `out_dir`; returns their paths."""
+    from .grad import GradFunction, value_and_grad
+    from .jit import CompiledFunction
+
+    name = name or compiled.__name__
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise KilnError(f"--name must be a C identifier, got {name!r}")
+    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if compiler is None:
+        raise KilnError("kiln build needs a C compiler to link the library (set CC, or install gcc)")
+    entries = [(name, compiled)]
+    if grad_argnums is not None:
+        target = compiled.fn.fn if isinstance(compiled.fn, GradFunction) else compiled.fn
+        gradient = value_and_grad(target, grad_argnums)
+        gradient.__name__ = f"{name}_grad"
+        entries.append((f"{name}_grad", CompiledFunction(gradient, tuning_db=compiled.tuning_db)))
+    os.makedirs(out_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory() as work:
+        objects, signatures, shims = [], [], []
+        for entry, function in entries:
+            lowered = function.lower(*specs)
+            pipeline = lowered._pipeline
+            code, _ = pipeline.object_code()
+            path = os.path.join(work, f"{entry}.o")
+            with open(path, "wb") as f:
+                f.write(code)
+            objects.append(path)
+            signature = _signature(entry, pipeline, symbol_name(pipeline.module("tensor").body.ops[0].sym_name))
+            signatures.append(signature)
+            shims.append(_shim(signature))
+        shim_path = os.path.join(work, "entry.c")
+        with open(shim_path, "w") as f:
+            f.write("#include <stdint.h>\n\n" + "\n".join(shims))
+        library = os.path.join(out_dir, f"lib{name}.so")
+        command = [compiler, "-shared", "-fPIC", "-O2", "-o", library, shim_path, *objects, "-lm"]
+        if threads.available():
+            command.append("-lgomp")
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode:
+            raise KilnError(f"linking {library} failed:\n{result.stderr}")
+    header = os.path.join(out_dir, f"{name}.h")
+    with open(header, "w") as f:
+        f.write(_header(name, signatures, compiled))
+    readme = os.path.join(out_dir, "README")
+    with open(readme, "w") as f:
+        f.write(_readme(name, signatures))
+    return {"library": library, "header": header, "readme": readme}
+
+
+def _signature(entry, pipeline, symbol) -> dict:
+    function = pipeline.module("tensor").body.ops[0]
+    inputs = [{"name": a.name_hint or f"in{k}", "dtype": str(a.type.dtype), "shape": list(a.type.shape)}
+              for k, a in enumerate(function.arguments)]
+    outputs = [{"name": f"out{k}", "dtype": str(t.dtype), "shape": list(t.shape)}
+               for k, t in enumerate(function.function_type.results)]
+    return {"entry": entry, "symbol": symbol, "inputs": inputs, "outputs": outputs}
+
+
+def _params(signature) -> str:
+    parts = [f"const {C_TYPES[a['dtype']]} *{a['name']}" for a in signature["inputs"]]
+    parts += [f"{C_TYPES[a['dtype']]} *{a['name']}" for a in signature["outputs"]]
+    return ", ".join(parts) or "void"
+
+
+def _shim(signature) -> str:
+    names = [a["name"] for a in signature["inputs"] + signature["outputs"]]
+    kernel_params = ", ".join("void *" for _ in names) or "void"
+    casts = ", ".join(f"(void *){n}" for n in names)
+    meta = json.dumps(signature).replace("\\", "\\\\").replace('"', '\\"')
+    return (f"int32_t {signature['symbol']}({kernel_params});\n"
+            f"int32_t {signature['entry']}({_params(signature)}) {{\n"
+            f"    return {signature['symbol']}({casts});\n}}\n"
+            f"const char {signature['entry']}_kiln_signature[] = \"{meta}\";\n")
+
+
+def _header(name, signatures, compiled) -> str:
+    from . import __version__
+    guard = f"KILN_{name.upper()}_H"
+    lines = [f"/* {name}: built by kiln {__version__} from {compiled.fn.__qualname__}.", " *",
+             " * Arrays are row-major and contiguous; bool is one byte (0 or 1) per element.",
+             " * Every function returns 0 on success, "
+             f"{STATUS['out of memory']} if its scratch memory could not be allocated,",
+             f" * {STATUS['negative integer power']} for an integer raised to a negative integer power.",
+             " * Scratch memory is allocated by the library on each call: calls may run",
+             " * at the same time from several threads. Outputs must not overlap inputs. */",
+             f"#ifndef {guard}", f"#define {guard}", "", "#include <stdint.h>", "",
+             "#ifdef __cplusplus", 'extern "C" {', "#endif", ""]
+    for signature in signatures:
+        prefix = signature["entry"].upper()
+        for kind, arrays in (("input", signature["inputs"]), ("output", signature["outputs"])):
+            for a in arrays:
+                dims = "".join(f"[{d}]" for d in a["shape"]) or " (a scalar)"
+                lines.append(f"/* {kind} {a['name']}: {a['dtype']}{dims} */")
+                macro = f"{prefix}_{a['name'].upper()}"
+                lines.append(f"#define {macro}_RANK {len(a['shape'])}")
+                for k, d in enumerate(a["shape"]):
+                    lines.append(f"#define {macro}_DIM{k} {d}")
+                lines.append(f"#define {macro}_SIZE {int(np.prod(a['shape'], dtype=np.int64))}")
+        lines += [f"int32_t {signature['entry']}({_params(signature)});", ""]
+    lines += ["#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
+    return "\n".join(lines)
+
+
+def _readme(name, signatures) -> str:
+    text = [f"lib{name}.so and {name}.h, built by kiln.", "",
+            f"Compile a program against it:  cc main.c -I. -L. -l{name} -Wl,-rpath,'$ORIGIN' -o main", "",
+            "The library needs only the C library, libm and libgomp (the OpenMP runtime, for",
+            "parallel loops); no Python. Each function takes one pointer per input, then one per",
+            "output, to row-major contiguous arrays of the shapes and types in the header, and",
+            "returns 0 on success. It allocates its scratch memory itself on every call, so",
+            "several threads may call it at once.", "", "Functions:"]
+    for signature in signatures:
+        text.append(f"  int32_t {signature['entry']}({_params(signature)});")
+    return "\n".join(text) + "\n"

@@ -1,0 +1,119 @@
+"""kiln build: a shared library and a C header that need no Python to call."""
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import kiln
+from kiln.build import build_library
+from kiln.cli import load_function
+
+ROOT = __file__.rsplit("/tests/", 1)[0]
+CC = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler to link libraries with (install gcc)")
+rng = np.random.default_rng(29)
+
+
+def test_a_c_program_calls_the_built_mlp_in_a_bare_environment(tmp_path):
+    out = tmp_path / "build"
+    result = subprocess.run([sys.executable, "-m", "kiln.cli", "build", f"{ROOT}/examples/c/mlp_model.py:mlp",
+                             "-o", str(out)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert {"libmlp.so", "mlp.h", "README"} <= set(os.listdir(out))
+    program = out / "main"
+    subprocess.run([CC, f"{ROOT}/examples/c/main.c", f"-I{out}", f"-L{out}", "-lmlp", "-Wl,-rpath,$ORIGIN",
+                    "-o", str(program)], check=True)
+    run = subprocess.run([str(program)], capture_output=True, text=True, env={}, check=True)  # no PYTHONPATH, nothing
+    printed = np.array([[float(v) for v in line.split()] for line in run.stdout.splitlines()])
+    sys.path.insert(0, f"{ROOT}/examples/c")
+    import mlp_model
+    np.testing.assert_allclose(printed, mlp_model.mlp(mlp_model.example_input()), atol=2e-6)
+
+
+def make_library(tmp_path, fn, specs, name, grad=None):
+    compiled = kiln.compile(fn)
+    build_library(compiled, specs, str(tmp_path), name, grad)
+    return compiled, kiln.load(str(tmp_path / f"lib{name}.so"))
+
+
+def test_the_library_computes_what_kiln_compile_does(tmp_path):
+    def mixed(x, counts, mask):
+        return (np.where(mask, x * 2, x).sum(axis=0), counts.max() + counts, x.T @ x)
+    specs = (kiln.f64[13, 7], kiln.i32[5], kiln.bool_[13, 7])
+    compiled, library = make_library(tmp_path, mixed, specs, "mixed")
+    args = (rng.standard_normal((13, 7)), rng.integers(-9, 9, 5).astype(np.int32), rng.random((13, 7)) < 0.5)
+    for got, want in zip(library(*args), compiled(*args)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+    header = (tmp_path / "mixed.h").read_text()
+    assert "int32_t mixed(const double *x, const int32_t *counts, const uint8_t *mask, double *out0, " \
+           "int32_t *out1, double *out2);" in header
+    assert "#define MIXED_X_DIM0 13" in header and "#define MIXED_OUT2_SIZE 49" in header
+
+
+def test_two_threads_may_call_it_at_once(tmp_path):
+    def work(x, w):
+        return np.tanh(x @ w).sum(axis=1)
+    _, library = make_library(tmp_path, work, (kiln.f32[256, 256], kiln.f32[256, 256]), "work")
+    inputs = [(rng.standard_normal((256, 256)).astype(np.float32), rng.standard_normal((256, 256)).astype(np.float32))
+              for _ in range(4)]
+    expected = [library(*args) for args in inputs]
+    results, errors = {}, []
+
+    def caller(k):
+        try:
+            for _ in range(20):
+                got = library(*inputs[k])
+                if not np.array_equal(got, expected[k]):
+                    errors.append(k)
+            results[k] = True
+        except Exception as exc:  # noqa: BLE001  (reported below)
+            errors.append(exc)
+    workers = [threading.Thread(target=caller, args=(k,)) for k in range(4)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert not errors and len(results) == 4
+
+
+def test_a_gradient_entry_point(tmp_path):
+    def loss(x, w):
+        return np.mean((x @ w) ** 2)
+    specs = (kiln.f32[8, 5], kiln.f32[5, 3])
+    build_library(kiln.compile(loss), specs, str(tmp_path), "loss", grad_argnums=1)
+    value_and_grad = kiln.load(str(tmp_path / "libloss.so"), name="loss_grad")
+    x, w = rng.standard_normal((8, 5)).astype(np.float32), rng.standard_normal((5, 3)).astype(np.float32)
+    value, grad = value_and_grad(x, w)
+    want_value, want_grad = kiln.value_and_grad(loss, argnums=1)(x, w)
+    np.testing.assert_allclose(value, want_value, rtol=1e-5)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-5, atol=1e-6)
+    assert "int32_t loss_grad(const float *x, const float *w, float *out0, float *out1);" in \
+        (tmp_path / "loss.h").read_text()
+
+
+def test_wrong_calls_are_refused_before_native_code_runs(tmp_path):
+    _, library = make_library(tmp_path, lambda x, y: x + y, (kiln.f32[3], kiln.f32[3]), "add")
+    with pytest.raises(TypeError, match=r"add: input x must be float32\[3\], got float64\[3\]"):
+        library(np.zeros(3), np.zeros(3, np.float32))
+    with pytest.raises(TypeError, match=r"input y must be float32\[3\], got float32\[4\]"):
+        library(np.zeros(3, np.float32), np.zeros(4, np.float32))
+    with pytest.raises(TypeError, match=r"add takes 2 arrays \(x, y\), got 1"):
+        library(np.zeros(3, np.float32))
+    with pytest.raises(TypeError, match="has no input 'z'"):
+        library(np.zeros(3, np.float32), z=np.zeros(3, np.float32))
+    np.testing.assert_array_equal(library(np.ones(3, np.float32), y=np.ones(3, np.float32)), [2, 2, 2])
+    with pytest.raises(kiln.LoadError, match="has no kiln function 'nothing'"):
+        kiln.load(str(tmp_path / "libadd.so"), name="nothing")
+    with pytest.raises(kiln.LoadError, match="no such library"):
+        kiln.load(str(tmp_path / "libmissing.so"))
+
+
+def test_build_uses_the_annotations_and_a_c_name(tmp_path):
+    compiled, specs = load_function(f"{ROOT}/examples/mlp.py:predict")
+    with pytest.raises(kiln.KilnError, match="must be a C identifier"):
+        build_library(compiled, specs, str(tmp_path), "not-a-name")
