@@ -29,7 +29,7 @@ from kiln.passes.schedule import Schedule
 from .specs import TensorSpec
 from .tracing import Tracer
 
-TARGETS = ("cpu", "interpret")
+TARGETS = ("cpu", "interpret", "cuda", "cuda-emulate")
 
 
 class Lowered:
@@ -140,6 +140,12 @@ class CompiledFunction:
                  schedule=None, tuning_db=None):
         if target not in TARGETS:
             raise KilnError(f"unknown target {target!r}; this version of kiln compiles for: {', '.join(TARGETS)}")
+        if target == "cuda":
+            from kiln.runtime.cuda import CudaUnavailable, check_gpu
+            try:
+                check_gpu()
+            except CudaUnavailable as exc:
+                raise KilnError(str(exc)) from None
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.target = target
@@ -183,7 +189,11 @@ class CompiledFunction:
 
     @property
     def stages(self) -> tuple:
-        return ("tensor",) if self.target == "interpret" else STAGES
+        if self.target == "interpret":
+            return ("tensor",)
+        if self.target.startswith("cuda"):
+            return ("tensor", "optimized", "affine", "cuda")
+        return STAGES
 
     def lower(self, *args, **kwargs) -> Lowered:
         """The stages of this function for arrays or specs like ``kiln.f32[8, 4]``."""
@@ -204,7 +214,11 @@ class CompiledFunction:
     def _executable(self, key) -> Executable:
         if key not in self._executables:
             traced, pipeline = self._traces[key]
-            self._executables[key] = Executable(pipeline, traced)
+            if self.target.startswith("cuda"):
+                from .cuda_target import CudaExecutable
+                self._executables[key] = CudaExecutable(pipeline, traced, emulate=self.target == "cuda-emulate")
+            else:
+                self._executables[key] = Executable(pipeline, traced)
         return self._executables[key]
 
     def __call__(self, *args, out=None, **kwargs):
@@ -221,7 +235,7 @@ class CompiledFunction:
                 for target, result in zip(out_leaves, results):
                     np.copyto(target, result)
         else:
-            results = self._executable(key).run(call.leaves, out_leaves)
+            results = self._executable(key).run(call.leaves, out_leaves)  # native: CPU or CUDA
         if out is not None:
             return out
         return pytree.unflatten(traced.out_treedef, [r[()] if r.ndim == 0 else r for r in results])

@@ -104,9 +104,15 @@ class Pipeline:
                 self.schedule.add(*step)
             self.tuned_kernels.append(kernel)
 
+    def cuda_source(self) -> str:
+        from .cuda_codegen import emit_cuda
+        return emit_cuda(self.module("affine"))
+
     def text(self, stage: str, locations: bool = True, generic: bool = False) -> str:
         if stage == "llvm":
             return self.optimized_llvm()
+        if stage == "cuda":
+            return self.cuda_source()
         text = print_ir(self.module(stage), locations=locations, generic=generic)
         if stage == "optimized":
             summary = f"// {self.kernel_count()} kernels"

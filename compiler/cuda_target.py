@@ -1,0 +1,41 @@
+"""Running a compiled function through the CUDA backend (or its CPU emulation)."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from kiln.runtime import cuda
+
+from .cuda_codegen import CUDA_ERROR_BASE, entry_name
+from .errors import KilnError
+from .jit import _prepare_input, _status_error
+
+
+class CudaExecutable:
+    def __init__(self, pipeline, traced, emulate: bool):
+        started = time.perf_counter()
+        function = traced.function
+        self.input_specs = [(a.type.shape, a.type.dtype) for a in function.arguments]
+        self.output_specs = [(t.shape, t.dtype) for t in function.function_type.results]
+        try:
+            library = cuda.build(pipeline.cuda_source(), emulate)
+        except cuda.CudaUnavailable as exc:
+            raise KilnError(str(exc)) from None
+        self._native = cuda.CudaFunction(library, entry_name(function.sym_name),
+                                         len(self.input_specs) + len(self.output_specs), emulate)
+        self.from_cache = False
+        self.seconds = time.perf_counter() - started
+
+    def run(self, leaves, out_leaves=None) -> list:
+        inputs = [_prepare_input(leaf, shape, dtype) for leaf, (shape, dtype) in zip(leaves, self.input_specs)]
+        outputs = [np.empty(shape, dtype) for shape, dtype in self.output_specs]
+        status = self._native(inputs, outputs)
+        if status >= CUDA_ERROR_BASE:
+            raise KilnError(f"the CUDA kernels failed: {cuda.error_string(status - CUDA_ERROR_BASE)}")
+        if status:
+            raise _status_error(status)
+        if out_leaves is not None:
+            for target, result in zip(out_leaves, outputs):
+                np.copyto(target, result)
+        return outputs

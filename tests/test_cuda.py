@@ -1,0 +1,144 @@
+"""The CUDA backend without a GPU: the CUDA C of every op-table case and example
+compiles with nvcc, and its kernels, built as C++ with the grid and block loops
+made explicit (host emulation), give numpy's numbers."""
+import os
+import shutil
+import subprocess
+
+import cffi
+import numpy as np
+import pytest
+
+import kiln
+from kiln import pytree
+from kiln.cli import load_function
+from kiln.cuda_codegen import PRELUDE, emit_cuda, entry_name
+from op_table import CASES
+from test_ops import assert_same
+
+ROOT = __file__.rsplit("/tests/", 1)[0]
+NVCC = shutil.which("nvcc")
+CXX = shutil.which("g++")
+
+
+def combined(functions):
+    """One CUDA C file for many functions, each under its own prefix."""
+    parts, entries = [PRELUDE], []
+    for k, (compiled, args) in enumerate(functions):
+        lowered = compiled.lower(*args)
+        parts.append(emit_cuda(lowered.module("affine"), prefix=f"c{k}_", prelude=False))
+        function = lowered.module("tensor").body.ops[0]
+        entries.append((entry_name(function.sym_name, f"c{k}_"), function))
+    return "\n".join(parts), entries
+
+
+@pytest.fixture(scope="module")
+def op_table_source(tmp_path_factory):
+    functions = [(kiln.compile(case.fn, target="cuda-emulate"), case.args) for case in CASES]
+    source, entries = combined(functions)
+    path = tmp_path_factory.mktemp("cuda") / "op_table.cu"
+    path.write_text(source)
+    return path, entries
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler (g++) for the host emulation")
+def test_every_op_table_case_gives_numpys_numbers_in_host_emulation(op_table_source, tmp_path):
+    path, entries = op_table_source
+    library = tmp_path / "op_table.so"
+    subprocess.run([CXX, "-DKILN_EMULATE", "-x", "c++", "-O1", "-fPIC", "-shared", str(path), "-o", str(library)],
+                   check=True)
+    ffi = cffi.FFI()
+    for name, function in entries:
+        count = len(function.arguments) + len(function.function_type.results)
+        ffi.cdef(f"int {name}({', '.join(['void *'] * count)});")
+    lib = ffi.dlopen(str(library))
+    for case, (name, function) in zip(CASES, entries):
+        inputs = [np.ascontiguousarray(np.asarray(a, dtype=arg.type.dtype)) for a, arg in zip(case.args, function.arguments)]
+        outputs = [np.empty(t.shape, t.dtype) for t in function.function_type.results]
+        assert getattr(lib, name)(*[ffi.from_buffer(a) for a in inputs + outputs]) == 0, case.name
+        want = case.fn(*case.args)
+        assert_same(outputs[0][()] if outputs[0].ndim == 0 else outputs[0], want)
+
+
+EXAMPLES = ("mlp.py:predict", "layernorm.py:layernorm", "attention.py:attention", "matmul.py:matmul",
+            "train_step.py:train_step", "c/mlp_model.py:mlp")
+
+
+def random_inputs(specs, rng):
+    """Arrays for a function's (possibly nested) input specs."""
+    inputs = []
+    for spec in specs:
+        leaves, treedef = pytree.flatten(spec)
+        arrays = [(0.5 * rng.standard_normal(leaf.shape)).astype(leaf.dtype) for leaf in leaves]
+        inputs.append(pytree.unflatten(treedef, arrays))
+    return inputs
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler (g++) for the host emulation")
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_example_gives_the_cpu_backends_numbers_in_host_emulation(example):
+    compiled, specs = load_function(f"{ROOT}/examples/{example}")
+    inputs = random_inputs(specs, np.random.default_rng(4))
+    want = compiled(*inputs)  # the CPU backend, itself checked against numpy in test_examples
+    got = kiln.compile(compiled.fn, target="cuda-emulate")(*inputs)
+    want_leaves, got_leaves = pytree.flatten(want)[0], pytree.flatten(got)[0]
+    assert len(got_leaves) == len(want_leaves)
+    for g, w in zip(got_leaves, want_leaves):
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5)
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found (install the CUDA toolkit to check the CUDA C)")
+def test_nvcc_accepts_the_cuda_c_of_every_op_table_case_and_example(op_table_source, tmp_path):
+    path, _ = op_table_source
+    examples = []
+    for target in EXAMPLES:
+        compiled, specs = load_function(f"{ROOT}/examples/{target}")
+        examples.append((kiln.compile(compiled.fn, target="cuda-emulate"), specs))
+    source, _ = combined(examples)
+    examples_path = tmp_path / "examples.cu"
+    examples_path.write_text(source)
+    for source_path in (path, examples_path):
+        result = subprocess.run([NVCC, "-c", "-diag-suppress", "177", str(source_path), "-o", os.devnull],
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-3000:]
+
+
+def test_the_cuda_stage_is_readable_cuda_c():
+    lowered = kiln.compile(lambda x, b: np.tanh(x + b), target="cuda-emulate").lower(kiln.f32[64, 33], kiln.f32[33])
+    assert lowered.stages == ["tensor", "optimized", "affine", "cuda"]
+    text = lowered.text("cuda")
+    assert "__global__ void kiln__lambda__k0(float *v0, float *v1, float *v2) {" in text
+    assert 'extern "C" int kiln__lambda_(float *v0, float *v1, float *v2) {' in text
+    assert "KILN_LAUNCH(kiln__lambda__k0, 9, 256, v0, v1, v2);" in text
+    assert "if ((error = cudaGetLastError()) != cudaSuccess) goto done;" in text
+
+
+def test_compiled_functions_run_through_the_emulated_backend():
+    f = kiln.compile(lambda a, b: kiln.softmax(a @ b), target="cuda-emulate")
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((7, 5)), rng.standard_normal((5, 3))
+    np.testing.assert_allclose(f(a, b), kiln.softmax(a @ b), rtol=1e-12)
+    power = kiln.compile(lambda x, y: x ** y, target="cuda-emulate")
+    with pytest.raises(ValueError, match="Integers to negative integer powers"):
+        power(np.array([2, 3]), np.array([1, -1]))
+    np.testing.assert_array_equal(power(np.array([2, 3]), np.array([1, 2])), [2, 9])  # the status was cleared
+
+
+def test_scalars_shared_between_top_level_loops_stay_in_one_kernel():
+    # x.mean() and x.std() are top-level scalars that later loops read: they must not be split
+    # into kernels that cannot see each other's variables.
+    standardize = kiln.compile(lambda x: (x - x.mean()) / x.std() + x.sum(), target="cuda-emulate")
+    x = np.random.default_rng(3).standard_normal(13)
+    np.testing.assert_allclose(standardize(x), (x - x.mean()) / x.std() + x.sum(), rtol=1e-12)
+
+
+def test_target_cuda_says_what_is_missing():
+    from kiln.runtime.cuda import CudaUnavailable, check_gpu
+    try:
+        check_gpu()
+    except CudaUnavailable as exc:
+        with pytest.raises(kiln.KilnError, match="target='cuda' needs") as info:
+            kiln.compile(lambda x: x, target="cuda")
+        assert str(exc) in str(info.value)
+    else:
+        pytest.skip("a GPU is present: the error cannot be shown here")
