@@ -11,12 +11,14 @@ from .errors import (ArgumentError, DTypeError, KilnError, OutOfBoundsError, Par
                      TracerBoolError, TracerConversionError, UnsupportedError, VerificationError)
 from .grad import grad, value_and_grad
 from .gradcheck import GradcheckReport, GradientMismatchError, gradcheck
+from .cuda_target import to_device
 from .jit import CompiledFunction, Lowered, compile
 from .nn import conv2d, logsumexp, relu, sigmoid, softmax
 from .specs import TensorSpec, bool_, f32, f64, i32, i64
 from kiln.passes.loop_transforms import ScheduleError
 from kiln.passes.schedule import Schedule
 from kiln.runtime.library import LoadError, load
+from kiln.runtime.cuda import DeviceArray
 
 __version__ = "0.1.0"
 
@@ -25,5 +27,5 @@ __all__ = [
     "relu", "sigmoid", "softmax", "logsumexp", "conv2d",
     "KilnError", "ShapeError", "DTypeError", "VerificationError", "ParseError", "TracerBoolError",
     "TracerConversionError", "UnsupportedError", "OutOfBoundsError", "ArgumentError", "StageError", "__version__",
-    "Schedule", "ScheduleError", "load", "LoadError",
+    "Schedule", "ScheduleError", "load", "LoadError", "to_device", "DeviceArray",
 ]

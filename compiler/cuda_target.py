@@ -8,7 +8,7 @@ import numpy as np
 from kiln.runtime import cuda
 
 from .cuda_codegen import CUDA_ERROR_BASE, entry_name
-from .errors import KilnError
+from .errors import ArgumentError, KilnError
 from .jit import _prepare_input, _status_error
 
 
@@ -24,18 +24,46 @@ class CudaExecutable:
             raise KilnError(str(exc)) from None
         self._native = cuda.CudaFunction(library, entry_name(function.sym_name),
                                          len(self.input_specs) + len(self.output_specs), emulate)
+        self.emulate = emulate
         self.from_cache = False
         self.seconds = time.perf_counter() - started
 
     def run(self, leaves, out_leaves=None) -> list:
-        inputs = [_prepare_input(leaf, shape, dtype) for leaf, (shape, dtype) in zip(leaves, self.input_specs)]
-        outputs = [np.empty(shape, dtype) for shape, dtype in self.output_specs]
-        status = self._native(inputs, outputs)
+        """Host arrays are copied in and out; device arrays are used in place, and then the
+        results stay on the device too (as DeviceArrays)."""
+        try:
+            pointers = [cuda.device_pointer(leaf, shape, dtype) for leaf, (shape, dtype) in zip(leaves, self.input_specs)]
+        except ValueError as exc:
+            raise ArgumentError(str(exc)) from None
+        on_device = any(p is not None for p in pointers)
+        inputs = [p if p is not None else _prepare_input(leaf, shape, dtype)
+                  for p, leaf, (shape, dtype) in zip(pointers, leaves, self.input_specs)]
+        if on_device:
+            outputs = [cuda.DeviceArray(shape, dtype, self.emulate) for shape, dtype in self.output_specs]
+            status = self._native(inputs, [o.pointer for o in outputs])
+        else:
+            outputs = [np.empty(shape, dtype) for shape, dtype in self.output_specs]
+            status = self._native(inputs, outputs)
         if status >= CUDA_ERROR_BASE:
             raise KilnError(f"the CUDA kernels failed: {cuda.error_string(status - CUDA_ERROR_BASE)}")
         if status:
             raise _status_error(status)
         if out_leaves is not None:
             for target, result in zip(out_leaves, outputs):
-                np.copyto(target, result)
+                np.copyto(target, np.asarray(result))
         return outputs
+
+
+def to_device(array, target: str = "cuda") -> cuda.DeviceArray:
+    """Copy `array` to the GPU once, so that compiled functions take it without copies and
+    return their results there (``.numpy()`` copies back). ``target="cuda-emulate"`` keeps
+    it in host memory for the emulated backend."""
+    if target not in ("cuda", "cuda-emulate"):
+        raise KilnError(f"to_device: target must be 'cuda' or 'cuda-emulate', got {target!r}")
+    emulate = target == "cuda-emulate"
+    if not emulate:
+        try:
+            cuda.check_gpu()
+        except cuda.CudaUnavailable as exc:
+            raise KilnError(str(exc)) from None
+    return cuda.DeviceArray.from_numpy(np.asarray(array), emulate)

@@ -79,6 +79,9 @@ def leaf_spec(path: str, leaf) -> LeafSpec:
         spec, weak = leaf, False
     elif isinstance(leaf, bool) or isinstance(leaf, (np.ndarray, np.generic)):
         spec, weak = TensorSpec.of(leaf), False
+    elif device_layout(leaf) is not None:  # an array in GPU memory: kiln.to_device, CuPy, PyTorch
+        layout = device_layout(leaf)
+        spec, weak = TensorSpec(layout["shape"], np.dtype(layout["typestr"])), False
     elif isinstance(leaf, (int, float)):
         if isinstance(leaf, int) and not _INT64.min <= leaf <= _INT64.max:
             raise ArgumentError(f"argument '{path}' = {leaf} does not fit in int64")
@@ -91,6 +94,12 @@ def leaf_spec(path: str, leaf) -> LeafSpec:
         raise DTypeError(f"argument '{path}' has dtype {spec.dtype}, which kiln does not support "
                          f"(it supports {supported})")
     return LeafSpec(spec, weak)
+
+
+def device_layout(leaf):
+    """The ``__cuda_array_interface__`` of an array in device memory (kiln's own DeviceArray
+    gives it under another name when it is emulated in host memory), else None."""
+    return getattr(leaf, "kiln_device_layout", None) or getattr(leaf, "__cuda_array_interface__", None)
 
 
 def ssa_name(path: str) -> str:

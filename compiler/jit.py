@@ -238,7 +238,7 @@ class CompiledFunction:
             results = self._executable(key).run(call.leaves, out_leaves)  # native: CPU or CUDA
         if out is not None:
             return out
-        return pytree.unflatten(traced.out_treedef, [r[()] if r.ndim == 0 else r for r in results])
+        return pytree.unflatten(traced.out_treedef, [r[()] if isinstance(r, np.ndarray) and r.ndim == 0 else r for r in results])
 
     def __repr__(self) -> str:
         return f"<kiln.compile {self.fn.__qualname__} target={self.target}>"

@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 
 import cffi
+import numpy as np
 
 from .cache import DiskCache
 
@@ -108,8 +109,105 @@ def build(source: str, emulate: bool, cache: DiskCache | None = None) -> str:
     return library
 
 
+class DeviceArray:
+    """An array that stays in GPU memory between calls (host memory under emulation).
+
+    Compiled functions take it, or any object with ``__cuda_array_interface__`` (CuPy,
+    PyTorch CUDA tensors), without copying, and return their results as DeviceArrays
+    when any input was one.
+    """
+
+    def __init__(self, shape, dtype, emulate: bool = False):
+        self.shape = tuple(int(n) for n in shape)
+        self.dtype = np.dtype(dtype)
+        self.emulate = emulate
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        if emulate:
+            self._host = np.empty(self.shape, self.dtype)
+            self.pointer = self._host.ctypes.data
+        else:
+            runtime = _require_runtime()
+            pointer = ctypes.c_void_p()
+            _check(runtime, runtime.cudaMalloc(ctypes.byref(pointer), max(1, self.nbytes)), "cudaMalloc")
+            self.pointer = pointer.value
+
+    @classmethod
+    def from_numpy(cls, array, emulate: bool = False) -> "DeviceArray":
+        array = np.ascontiguousarray(array)
+        device = cls(array.shape, array.dtype, emulate)
+        device._copy(device.pointer, array.ctypes.data, 1)
+        return device
+
+    def numpy(self) -> np.ndarray:
+        """A host copy."""
+        host = np.empty(self.shape, self.dtype)
+        self._copy(host.ctypes.data, self.pointer, 2)
+        return host
+
+    def __array__(self, dtype=None, copy=None):
+        return self.numpy() if dtype is None else self.numpy().astype(dtype)
+
+    def _copy(self, destination: int, source: int, kind: int) -> None:
+        if self.emulate:
+            ctypes.memmove(destination, source, self.nbytes)
+        else:
+            runtime = _require_runtime()
+            _check(runtime, runtime.cudaMemcpy(destination, source, self.nbytes, kind), "cudaMemcpy")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def kiln_device_layout(self) -> dict:
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.pointer, False), "version": 3,
+                "strides": None}
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        if self.emulate:  # CuPy or PyTorch must not take a host address for a device one
+            raise AttributeError("an emulated DeviceArray lives in host memory")
+        return self.kiln_device_layout
+
+    def __repr__(self) -> str:
+        where = "host memory, emulated" if self.emulate else "GPU"
+        return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, {where})"
+
+    def __del__(self):
+        if not self.emulate and getattr(self, "pointer", None):
+            runtime = _cudart()
+            if runtime is not None:
+                runtime.cudaFree(self.pointer)
+            self.pointer = None
+
+
+def _require_runtime():
+    runtime = _cudart()
+    if runtime is None:
+        raise CudaUnavailable("the CUDA runtime (libcudart) cannot be loaded")
+    return runtime
+
+
+def device_pointer(value, shape, dtype):
+    """The device address of a DeviceArray or ``__cuda_array_interface__`` object of this
+    shape and dtype, None for anything else; a clear error when it does not match."""
+    layout = getattr(value, "kiln_device_layout", None) or getattr(value, "__cuda_array_interface__", None)
+    if layout is None:
+        return None
+    if tuple(layout["shape"]) != tuple(shape):
+        raise ValueError(f"a device array has shape {tuple(layout['shape'])}, the compiled code expects {tuple(shape)}")
+    if np.dtype(layout["typestr"]) != np.dtype(dtype):
+        raise ValueError(f"a device array has dtype {np.dtype(layout['typestr'])}, the compiled code expects "
+                         f"{np.dtype(dtype)}; convert it on the device first")
+    strides = layout.get("strides")
+    if strides is not None and tuple(strides) != np.empty(shape, dtype).strides:
+        raise ValueError("a device array is not C-contiguous; make a contiguous copy on the device first")
+    return layout["data"][0]
+
+
 class CudaFunction:
-    """The host entry of a built library, called with numpy arrays."""
+    """The host entry of a built library, called with arguments that are host arrays (copied
+    to the device and back) or device addresses (used as they are)."""
 
     def __init__(self, library_path: str, entry: str, num_args: int, emulate: bool):
         self.ffi = cffi.FFI()
@@ -119,23 +217,32 @@ class CudaFunction:
         self.emulate = emulate
 
     def __call__(self, inputs, outputs) -> int:
+        """`inputs` and `outputs` hold numpy arrays or ints (device addresses)."""
         if self.emulate:
-            return self.entry(*[self.ffi.from_buffer(a, require_writable=False) for a in inputs + outputs])
-        runtime = _cudart()
-        pointers = []
+            return self.entry(*[self.ffi.cast("void *", a) if isinstance(a, int)
+                                else self.ffi.from_buffer(a, require_writable=False) for a in inputs + outputs])
+        runtime = _require_runtime()
+        owned, addresses = [], []
         try:
             for array in inputs + outputs:
+                if isinstance(array, int):
+                    addresses.append(array)
+                    continue
                 pointer = ctypes.c_void_p()
                 _check(runtime, runtime.cudaMalloc(ctypes.byref(pointer), max(1, array.nbytes)), "cudaMalloc")
-                pointers.append(pointer)
-            for array, pointer in zip(inputs, pointers):
-                _check(runtime, runtime.cudaMemcpy(pointer, array.ctypes.data, array.nbytes, 1), "cudaMemcpy to the GPU")
-            status = self.entry(*[self.ffi.cast("void *", p.value or 0) for p in pointers])
+                owned.append(pointer)
+                addresses.append(pointer.value)
+            for array, address in zip(inputs, addresses):
+                if not isinstance(array, int):
+                    _check(runtime, runtime.cudaMemcpy(address, array.ctypes.data, array.nbytes, 1),
+                           "cudaMemcpy to the GPU")
+            status = self.entry(*[self.ffi.cast("void *", a or 0) for a in addresses])
             if status == 0:
-                for array, pointer in zip(outputs, pointers[len(inputs):]):
-                    _check(runtime, runtime.cudaMemcpy(array.ctypes.data, pointer, array.nbytes, 2),
-                           "cudaMemcpy from the GPU")
+                for array, address in zip(outputs, addresses[len(inputs):]):
+                    if not isinstance(array, int):
+                        _check(runtime, runtime.cudaMemcpy(array.ctypes.data, address, array.nbytes, 2),
+                               "cudaMemcpy from the GPU")
             return status
         finally:
-            for pointer in pointers:
+            for pointer in owned:
                 runtime.cudaFree(pointer)

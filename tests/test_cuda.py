@@ -142,3 +142,20 @@ def test_target_cuda_says_what_is_missing():
         assert str(exc) in str(info.value)
     else:
         pytest.skip("a GPU is present: the error cannot be shown here")
+
+
+def test_device_arrays_stay_on_the_device_between_calls():
+    step = kiln.compile(lambda w, x: w - 0.1 * (x @ w), target="cuda-emulate")
+    rng = np.random.default_rng(5)
+    w, x = rng.standard_normal((7, 7)), rng.standard_normal((7, 7))
+    w_device, x_device = kiln.to_device(w, target="cuda-emulate"), kiln.to_device(x, target="cuda-emulate")
+    for _ in range(3):
+        w_device = step(w_device, x_device)
+        w = w - 0.1 * (x @ w)
+    assert isinstance(w_device, kiln.DeviceArray) and w_device.shape == (7, 7)
+    np.testing.assert_allclose(w_device.numpy(), w, rtol=1e-12)
+    np.testing.assert_allclose(step(w, x_device).numpy(), w - 0.1 * (x @ w), rtol=1e-12)  # host and device mixed
+    with pytest.raises(kiln.DTypeError, match="argument 'x' has dtype uint16"):
+        kiln.compile(lambda x: x + 1, target="cuda-emulate")(kiln.to_device(np.ones(3, np.uint16), "cuda-emulate"))
+    with pytest.raises(AttributeError, match="host memory"):
+        x_device.__cuda_array_interface__  # an emulated array must not pass for GPU memory
