@@ -71,8 +71,9 @@ def check_gpu() -> None:
     count = ctypes.c_int(0)
     error = runtime.cudaGetDeviceCount(ctypes.byref(count))
     if error != 0 or count.value == 0:
+        detail = error_string(error) if error else "0 devices"
         raise CudaUnavailable(f"target='cuda' needs an NVIDIA GPU, and none is available "
-                              f"(cudaGetDeviceCount: error {error}, {count.value} devices)")
+                              f"(cudaGetDeviceCount: {detail})")
 
 
 def build(source: str, emulate: bool, cache: DiskCache | None = None) -> str:

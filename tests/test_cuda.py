@@ -132,6 +132,38 @@ def test_scalars_shared_between_top_level_loops_stay_in_one_kernel():
     np.testing.assert_allclose(standardize(x), (x - x.mean()) / x.std() + x.sum(), rtol=1e-12)
 
 
+def _gpu_missing() -> str | None:
+    from kiln.runtime.cuda import CudaUnavailable, check_gpu
+    try:
+        check_gpu()
+    except CudaUnavailable as exc:
+        return str(exc)
+    return None
+
+
+@pytest.mark.skipif(_gpu_missing() is not None, reason=f"no GPU run here: {_gpu_missing()}")
+def test_every_op_table_case_gives_numpys_numbers_on_the_gpu():
+    for case in CASES:
+        got = kiln.compile(case.fn, target="cuda")(*case.args)
+        assert_same(got, case.fn(*case.args))
+
+
+@pytest.mark.skipif(_gpu_missing() is not None, reason=f"no GPU run here: {_gpu_missing()}")
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_example_gives_the_cpu_backends_numbers_on_the_gpu(example):
+    compiled, specs = load_function(f"{ROOT}/examples/{example}")
+    inputs = random_inputs(specs, np.random.default_rng(4))
+    want, got = compiled(*inputs), kiln.compile(compiled.fn, target="cuda")(*inputs)
+    for g, w in zip(pytree.flatten(got)[0], pytree.flatten(want)[0]):
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5)
+    device_inputs = [pytree.unflatten(pytree.flatten(i)[1], [kiln.to_device(a) for a in pytree.flatten(i)[0]])
+                     for i in inputs]
+    on_device = kiln.compile(compiled.fn, target="cuda")(*device_inputs)
+    for g, w in zip(pytree.flatten(on_device)[0], pytree.flatten(want)[0]):
+        assert isinstance(g, kiln.DeviceArray)
+        np.testing.assert_allclose(g.numpy(), w, rtol=2e-4, atol=2e-5)
+
+
 def test_target_cuda_says_what_is_missing():
     from kiln.runtime.cuda import CudaUnavailable, check_gpu
     try:
