@@ -30,6 +30,7 @@ from kiln.dialects.types import MemRefType
 from .llvm_codegen import STATUS
 
 THREADS_PER_BLOCK = 256
+REDUCTION_BLOCKS = 1024  # enough to fill a GPU; more would only add atomics on one address
 CUDA_ERROR_BASE = 1000  # the host entry returns kiln's status codes as they are, CUDA's errors above this
 C_TYPES = {"f32": "float", "f64": "double", "i1": "bool", "i8": "unsigned char", "i32": "int", "i64": "long long",
            "index": "long long"}
@@ -51,6 +52,7 @@ static inline cudaError_t cudaFree(void *p) { free(p); return 0; }
 static inline cudaError_t cudaGetLastError(void) { return 0; }
 static inline cudaError_t cudaDeviceSynchronize(void) { return 0; }
 #define KILN_READ_STATUS(dst) ((dst) = kiln_status, kiln_status = 0, cudaSuccess)
+#define KILN_ATOMIC(combine, address, value) (*(address) = combine(*(address), (value)))
 #define KILN_LAUNCH(kernel, blocks, threads, ...) do { \
     gridDim.x = (blocks); blockDim.x = (threads); gridDim.y = gridDim.z = blockDim.y = blockDim.z = 1; \
     for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++) \
@@ -81,6 +83,27 @@ __device__ static inline long long kiln_ipow(long long base, long long e) {
     long long r = 1; while (e) { if (e & 1) r *= base; base *= base; e >>= 1; } return r; }
 __device__ static inline long long kiln_f2i(double x, double lo, double hi) {
     return x != x ? 0 : (x <= lo ? (long long)lo : (x >= hi ? (long long)hi : (long long)x)); }
+#define kiln_add(a, b) ((a) + (b))
+#ifndef KILN_EMULATE
+/* Combine a thread's partial result into a reduction's global result: atomicAdd where the
+   hardware has it, a compare-and-swap loop for maximum and minimum. */
+#define KILN_ATOMIC(combine, address, value) kiln_atomic_##combine((address), (value))
+__device__ static inline void kiln_atomic_kiln_add(float *a, float v) { atomicAdd(a, v); }
+__device__ static inline void kiln_atomic_kiln_add(double *a, double v) { atomicAdd(a, v); }
+__device__ static inline void kiln_atomic_kiln_add(long long *a, long long v) {
+    atomicAdd((unsigned long long *)a, (unsigned long long)v); }
+__device__ static inline void kiln_atomic_kiln_add(int *a, int v) { atomicAdd(a, v); }
+__device__ static inline unsigned long long kiln_double_bits(double x) { return (unsigned long long)__double_as_longlong(x); }
+__device__ static inline double kiln_bits_double(unsigned long long x) { return __longlong_as_double((long long)x); }
+#define KILN_CAS_LOOP(name, type, word, to_word, from_word, pick) \
+__device__ static inline void kiln_atomic_##name(type *a, type v) { \
+    word *p = (word *)a, old = *p, assumed; \
+    do { assumed = old; old = atomicCAS(p, assumed, to_word(pick(from_word(assumed), v))); } while (assumed != old); }
+KILN_CAS_LOOP(kiln_maxf, float, int, __float_as_int, __int_as_float, kiln_maxf)
+KILN_CAS_LOOP(kiln_minf, float, int, __float_as_int, __int_as_float, kiln_minf)
+KILN_CAS_LOOP(kiln_max, double, unsigned long long, kiln_double_bits, kiln_bits_double, kiln_max)
+KILN_CAS_LOOP(kiln_min, double, unsigned long long, kiln_double_bits, kiln_bits_double, kiln_min)
+#endif
 """.replace("KILN_NEGATIVE_POWER", str(STATUS["negative integer power"]))
 
 
@@ -157,11 +180,14 @@ class _FunctionEmitter:
         shared_declarations = [f"__device__ {C_TYPES[v.type.name]} {g};" for v, g in self.shared.items()]
         for op in fn.body.ops:
             parallel = isinstance(op, (A.ForOp, A.ParallelOp)) and not op.results
-            if loose and (parallel or not _is_device(op)):
+            reduction = _full_reduction(op)
+            if loose and (parallel or reduction or not _is_device(op)):
                 kernel_sources.append(self.kernel(None, host, loose))
                 loose = []
             if parallel:
                 kernel_sources.append(self.kernel(op, host))
+            elif reduction:
+                kernel_sources.append(self.reduction_kernel(reduction, host))
             elif _is_device(op):  # scalar work (a full reduction, a 0-d result): one thread
                 loose.append(op)
             else:
@@ -236,6 +262,49 @@ class _FunctionEmitter:
         args = ", ".join(self.name(v) for v in used)
         host.append(f"    KILN_LAUNCH({name}, {blocks}, {threads}{', ' if args else ''}{args});")
         host.append("    if ((error = cudaGetLastError()) != cudaSuccess) goto done;")
+        return "\n".join(lines) + "\n"
+
+    def reduction_kernel(self, reduction, host) -> str:
+        """A reduction of a whole tensor to one scalar, spread over the grid: each thread
+        combines a strided share of the elements, then atomically into the result."""
+        loops, combine, init = reduction
+        result = loops[0].results[0]
+        target = self.shared[result]
+        number = len(self.kernels)
+        self.kernels.append(loops[0])
+        name = f"{entry_name(self.function.sym_name, self.prefix)}_k{number}"
+        extents = [l.upper for l in loops]
+        total = int(np.prod(extents, dtype=np.int64))
+        used = self._external_buffers([loops[0]])
+        params = ", ".join(f"{STORED[v.type.element.name]} *{self.name(v)}" for v in used) or "void"
+        c_type = C_TYPES[result.type.name]
+        partial = self.name(loops[-1].body.args[1])
+        for loop in loops:  # every level's accumulator is the thread's partial result
+            self.names[loop.body.args[1]] = partial
+        lines = [f"__global__ void {name}_init(void) {{ {target} = {self.expr(init)}; }}",
+                 "",
+                 f"__global__ void {name}({params}) {{",
+                 f"    {c_type} {partial} = {self.expr(init)};",
+                 "    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
+                 f"t < {total}LL; t += (long long)gridDim.x * blockDim.x) {{"]
+        remaining = "t"
+        for loop, extent in reversed(list(zip(loops, extents))):
+            lines.append(f"        long long {self.name(loop.induction_variable)} = {remaining} % {extent}LL;")
+            remaining = f"({remaining} / {extent}LL)"
+        self.lines, self.indent, self._carried = lines, 2, [partial]
+        for value in self._shared_reads([loops[0]]):
+            self.line(f"{C_TYPES[value.type.name]} {self.name(value)} = {self.shared[value]};")
+        self.block(loops[-1].body.ops)
+        lines.append("    }")
+        lines.append(f"    KILN_ATOMIC({combine}, &{target}, {partial});")
+        lines.append("}")
+        threads = min(THREADS_PER_BLOCK, total)
+        blocks = min(REDUCTION_BLOCKS, -(-total // threads))
+        args = ", ".join(self.name(v) for v in used)
+        host.append(f"    KILN_LAUNCH({name}_init, 1, 1);")
+        host.append(f"    KILN_LAUNCH({name}, {blocks}, {threads}{', ' if args else ''}{args});")
+        host.append("    if ((error = cudaGetLastError()) != cudaSuccess) goto done;")
+        self.names[result] = self.name(result)
         return "\n".join(lines) + "\n"
 
     def _shared_reads(self, roots) -> list:
@@ -347,6 +416,48 @@ class _FunctionEmitter:
 def _is_device(op) -> bool:
     """Whether a top-level op runs on the GPU (loops and loose scalar work) rather than the host."""
     return not isinstance(op, (MR.AllocOp, MR.ViewOp, MR.GetGlobalOp, MR.DeallocOp, AR.ConstantOp, F.ReturnOp))
+
+
+_COMBINE = {(AR.AddFOp, "f32"): "kiln_add", (AR.AddFOp, "f64"): "kiln_add", (AR.AddIOp, "i64"): "kiln_add",
+            (AR.AddIOp, "i32"): "kiln_add", (AR.MaximumFOp, "f32"): "kiln_maxf", (AR.MaximumFOp, "f64"): "kiln_max",
+            (AR.MinimumFOp, "f32"): "kiln_minf", (AR.MinimumFOp, "f64"): "kiln_min"}
+_IDENTITY = {"kiln_add": 0.0, "kiln_maxf": -math.inf, "kiln_max": -math.inf, "kiln_minf": math.inf,
+             "kiln_min": math.inf}
+
+
+def _full_reduction(op):
+    """(the loops, the combining function, the init) when `op` reduces a whole iteration
+    space to one scalar (``sum``, ``max``, ``min`` of a tensor), else None.
+
+    The shape: perfectly nested affine.for loops from 0 by 1 to constants, one accumulator
+    threaded through all of them, started at the combine's identity, and updated by one
+    ``acc = combine(acc, x)`` in the innermost body that nothing else reads.
+    """
+    if not isinstance(op, A.ForOp) or len(op.inits) != 1 or op.inits[0].type.name not in ("f32", "f64", "i32", "i64"):
+        return None
+    loops = [op]
+    while True:
+        loop = loops[-1]
+        if not (loop.constant_bounds and loop.lower == 0 and loop.step == 1 and len(loop.inits) == 1):
+            return None
+        body = loop.body.ops
+        inner = body[0] if len(body) == 2 and isinstance(body[0], A.ForOp) else None
+        if inner is None or inner.inits[:1] != [loop.body.args[1]] or body[1].operands != [inner.results[0]]:
+            break
+        loops.append(inner)
+    accumulator = loops[-1].body.args[1]
+    yielded = loops[-1].body.ops[-1].operands[0]
+    update = getattr(yielded, "op", None)
+    combine = _COMBINE.get((type(update), accumulator.type.name))
+    if combine is None or update.operands[0] is not accumulator or update.operands[1] is accumulator:
+        return None
+    if any(v is accumulator for inner in loops[-1].body.ops if inner is not update for v in inner.operands):
+        return None
+    init = op.inits[0]
+    producer = getattr(init, "op", None)
+    if not isinstance(producer, AR.ConstantOp) or float(producer.value) != _IDENTITY[combine]:
+        return None
+    return loops, combine, init
 
 
 def _crossing_scalars(ops) -> list:

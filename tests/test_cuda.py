@@ -94,6 +94,9 @@ def test_nvcc_accepts_the_cuda_c_of_every_op_table_case_and_example(op_table_sou
     for target in EXAMPLES:
         compiled, specs = load_function(f"{ROOT}/examples/{target}")
         examples.append((kiln.compile(compiled.fn, target="cuda-emulate"), specs))
+    for spec in (kiln.f32[9], kiln.f64[9], kiln.i64[9], kiln.i32[9]):  # every atomic combine
+        for reduce in ("sum", "max", "min"):
+            examples.append((kiln.compile(lambda x, r=reduce: getattr(x, r)(), target="cuda-emulate"), [spec]))
     source, _ = combined(examples)
     examples_path = tmp_path / "examples.cu"
     examples_path.write_text(source)
@@ -191,3 +194,19 @@ def test_device_arrays_stay_on_the_device_between_calls():
         kiln.compile(lambda x: x + 1, target="cuda-emulate")(kiln.to_device(np.ones(3, np.uint16), "cuda-emulate"))
     with pytest.raises(AttributeError, match="host memory"):
         x_device.__cuda_array_interface__  # an emulated array must not pass for GPU memory
+
+
+@pytest.mark.parametrize("shape", [(1,), (13,), (7, 1, 3), (300_007,)])  # the last: threads take several elements
+@pytest.mark.parametrize("reduce", ["sum", "max", "min"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_whole_tensor_reductions_spread_over_the_grid(shape, reduce, dtype):
+    f = kiln.compile(lambda x: getattr(x, reduce)(), target="cuda-emulate")
+    x = (np.random.default_rng(6).standard_normal(shape) * 10).astype(dtype)
+    text = f.lower(x).text("cuda")
+    if not (reduce != "sum" and dtype == np.int64):  # integer max/min stay on one thread
+        assert "KILN_ATOMIC(" in text
+    got, want = f(x), getattr(x, reduce)()
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12)
+    if dtype != np.int64 and reduce != "sum":
+        x.reshape(-1)[len(x.reshape(-1)) // 2] = np.nan
+        assert np.isnan(f(x))  # NaN propagates through the partial results
