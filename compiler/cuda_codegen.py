@@ -24,12 +24,14 @@ from kiln.dialects import arith as AR
 from kiln.dialects import func as F
 from kiln.dialects import math as M
 from kiln.dialects import memref as MR
+from kiln.dialects.affine import BIND
 from kiln.dialects.affine_expr import Binary, Const, Dim
 from kiln.dialects.types import MemRefType
 
 from .llvm_codegen import STATUS
 
 THREADS_PER_BLOCK = 256
+THREADS_PER_BLOCK_MAX = 1024
 REDUCTION_BLOCKS = 1024  # enough to fill a GPU; more would only add atomics on one address
 CUDA_ERROR_BASE = 1000  # the host entry returns kiln's status codes as they are, CUDA's errors above this
 C_TYPES = {"f32": "float", "f64": "double", "i1": "bool", "i8": "unsigned char", "i32": "int", "i64": "long long",
@@ -57,8 +59,18 @@ static inline cudaError_t cudaDeviceSynchronize(void) { return 0; }
     gridDim.x = (blocks); blockDim.x = (threads); gridDim.y = gridDim.z = blockDim.y = blockDim.z = 1; \
     for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++) \
         for (threadIdx.x = 0; threadIdx.x < blockDim.x; threadIdx.x++) kernel(__VA_ARGS__); } while (0)
+#define KILN_LAUNCH3(kernel, gx, gy, gz, bx, by, bz, ...) do { \
+    gridDim.x = (gx); gridDim.y = (gy); gridDim.z = (gz); blockDim.x = (bx); blockDim.y = (by); blockDim.z = (bz); \
+    for (blockIdx.z = 0; blockIdx.z < gridDim.z; blockIdx.z++) \
+    for (blockIdx.y = 0; blockIdx.y < gridDim.y; blockIdx.y++) \
+    for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++) \
+    for (threadIdx.z = 0; threadIdx.z < blockDim.z; threadIdx.z++) \
+    for (threadIdx.y = 0; threadIdx.y < blockDim.y; threadIdx.y++) \
+    for (threadIdx.x = 0; threadIdx.x < blockDim.x; threadIdx.x++) kernel(__VA_ARGS__); } while (0)
 #else
 #define KILN_LAUNCH(kernel, blocks, threads, ...) kernel<<<(blocks), (threads)>>>(__VA_ARGS__)
+#define KILN_LAUNCH3(kernel, gx, gy, gz, bx, by, bz, ...) \
+    kernel<<<dim3((gx), (gy), (gz)), dim3((bx), (by), (bz))>>>(__VA_ARGS__)
 #endif
 
 __device__ int kiln_status = 0;
@@ -184,7 +196,9 @@ class _FunctionEmitter:
             if loose and (parallel or reduction or not _is_device(op)):
                 kernel_sources.append(self.kernel(None, host, loose))
                 loose = []
-            if parallel:
+            if parallel and any(BIND in inner.attributes for inner in op.walk()):
+                kernel_sources.append(self.bound_kernel(op, host))
+            elif parallel:
                 kernel_sources.append(self.kernel(op, host))
             elif reduction:
                 kernel_sources.append(self.reduction_kernel(reduction, host))
@@ -263,6 +277,31 @@ class _FunctionEmitter:
         host.append(f"    KILN_LAUNCH({name}, {blocks}, {threads}{', ' if args else ''}{args});")
         host.append("    if ((error = cudaGetLastError()) != cudaSuccess) goto done;")
         return "\n".join(lines) + "\n"
+
+    def bound_kernel(self, nest, host) -> str:
+        """A kernel whose schedule binds loops to block and thread indices: each bound loop
+        strides over its index, the others run in every thread."""
+        number = len(self.kernels)
+        self.kernels.append(nest)
+        name = f"{entry_name(self.function.sym_name, self.prefix)}_k{number}"
+        extents = {op.attributes[BIND]: op.trip_count for op in nest.walk() if BIND in op.attributes}
+        threads = {}
+        for axis in "xyz":  # at most 1024 threads a block; strided loops cover the rest
+            room = THREADS_PER_BLOCK_MAX // int(np.prod(list(threads.values()) or [1]))
+            threads[axis] = max(1, min(extents.get(f"threadIdx.{axis}", 1), room))
+        blocks = {axis: max(1, min(extents.get(f"blockIdx.{axis}", 1), 65535)) for axis in "xyz"}
+        used = self._external_buffers([nest])
+        params = ", ".join(f"{STORED[v.type.element.name]} *{self.name(v)}" for v in used) or "void"
+        self.lines, self.indent, self._carried = [f"__global__ void {name}({params}) {{"], 1, []
+        for value in self._shared_reads([nest]):
+            self.line(f"{C_TYPES[value.type.name]} {self.name(value)} = {self.shared[value]};")
+        self.block([nest])
+        self.lines.append("}")
+        args = ", ".join(self.name(v) for v in used)
+        config = ", ".join(str(d) for d in list(blocks.values()) + list(threads.values()))
+        host.append(f"    KILN_LAUNCH3({name}, {config}{', ' if args else ''}{args});")
+        host.append("    if ((error = cudaGetLastError()) != cudaSuccess) goto done;")
+        return "\n".join(self.lines) + "\n"
 
     def reduction_kernel(self, reduction, host) -> str:
         """A reduction of a whole tensor to one scalar, spread over the grid: each thread
@@ -355,7 +394,12 @@ class _FunctionEmitter:
                 self.names[result] = var
             iv = self.name(op.induction_variable)
             bound = str(op.upper) if op.constant_bounds else self._min(op)
-            self.line(f"for (long long {iv} = {op.lower}; {iv} < {bound}; {iv} += {op.step}) {{")
+            if BIND in op.attributes:  # checked by the bind step: from 0 by 1, no iter_args
+                index = op.attributes[BIND]
+                size = index.replace("blockIdx", "gridDim").replace("threadIdx", "blockDim")
+                self.line(f"for (long long {iv} = {index}; {iv} < {bound}; {iv} += {size}) {{")
+            else:
+                self.line(f"for (long long {iv} = {op.lower}; {iv} < {bound}; {iv} += {op.step}) {{")
             self.indent += 1
             saved, self._carried = self._carried, carried
             self.block(op.body.ops)

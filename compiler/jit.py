@@ -174,7 +174,7 @@ class CompiledFunction:
             specs = [leaf_spec(path, leaf) for path, leaf in zip(call.paths, leaves)]
             traced = trace(self.fn, call, specs)
             passes = (REMAT_PASSES if self.remat else GRAPH_PASSES) if self.optimize else ()
-            pipeline = Pipeline(self.fn.__name__, traced.module, passes, self.schedule, self.tuning_db)
+            pipeline = Pipeline(self.fn.__name__, traced.module, passes, self.schedule, self.tuning_db, self.target)
             self._traces[key] = (traced, pipeline)
             _dump(pipeline, self.stages)
         return call, key
@@ -192,7 +192,7 @@ class CompiledFunction:
         if self.target == "interpret":
             return ("tensor",)
         if self.target.startswith("cuda"):
-            return ("tensor", "optimized", "affine", "cuda")
+            return ("tensor", "optimized", "affine", "scheduled", "cuda")
         return STAGES
 
     def lower(self, *args, **kwargs) -> Lowered:

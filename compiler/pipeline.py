@@ -19,7 +19,8 @@ from kiln.passes.memory_plan import read_plan
 from kiln.passes.default_schedule import default_schedule
 from kiln.passes.registry import run_passes
 from kiln.passes.loop_transforms import ScheduleError
-from kiln.passes.schedule import Schedule, apply_schedule, apply_step
+from kiln.dialects.affine import BIND
+from kiln.passes.schedule import GPU_PRIMITIVES, Schedule, apply_schedule, apply_step
 from kiln.runtime import threads
 from kiln.runtime.cache import DiskCache
 
@@ -33,8 +34,10 @@ REMAT_PASSES = ("canonicalize", "cse", "dce", "rematerialize", "fuse", "plan-mem
 
 
 class Pipeline:
-    def __init__(self, name: str, tensor_module, graph_passes=GRAPH_PASSES, schedule=None, tuning_db=None):
+    def __init__(self, name: str, tensor_module, graph_passes=GRAPH_PASSES, schedule=None, tuning_db=None,
+                 target: str = "cpu"):
         self.name = name
+        self.target = target
         self.graph_passes = tuple(graph_passes)
         self.requested_schedule = schedule  # None: the default schedule
         self.tuning_db_path = tuning_db     # None: the default database, if there is one; False: none
@@ -68,7 +71,15 @@ class Pipeline:
     def _scheduled(self):
         module = self.module("affine").clone({})
         function = module.body.ops[-1]
-        if self.requested_schedule is None:
+        gpu = self.target.startswith("cuda")
+        if gpu:  # GPU kernels get one thread per result element unless a schedule binds loops
+            self.schedule = self.requested_schedule or Schedule()
+            for step in self.schedule.steps:
+                if step[0] not in GPU_PRIMITIVES:
+                    raise ScheduleError(f"{step[0]} is a CPU schedule step; the CUDA backend runs "
+                                        f"{', '.join(GPU_PRIMITIVES)}")
+            apply_schedule(module, self.schedule)
+        elif self.requested_schedule is None:
             self.schedule = Schedule()
             db = self.tuning_db()
             if db is not None:
@@ -80,6 +91,10 @@ class Pipeline:
         else:
             self.schedule = self.requested_schedule
             apply_schedule(module, self.schedule)
+            bound = [op for op in function.walk() if BIND in op.attributes]
+            if bound:
+                raise ScheduleError(f"bind is a GPU schedule step ({bound[0].induction_variable.name_hint} is bound "
+                                    f"to {bound[0].attributes[BIND]}); compile with target='cuda' to use it")
         verify(module)
         return module
 
@@ -106,7 +121,7 @@ class Pipeline:
 
     def cuda_source(self) -> str:
         from .cuda_codegen import emit_cuda
-        return emit_cuda(self.module("affine"))
+        return emit_cuda(self.module("scheduled"))
 
     def text(self, stage: str, locations: bool = True, generic: bool = False) -> str:
         if stage == "llvm":

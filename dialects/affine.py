@@ -17,6 +17,10 @@ from .ir import Block, Operation, Region
 from .types import MemRefType, VectorType, index
 
 
+BIND = "kiln.bind"  # a GPU schedule's hardware index for a loop: "blockIdx.x", "threadIdx.y", ...
+GPU_AXES = tuple(f"{kind}.{axis}" for kind in ("blockIdx", "threadIdx") for axis in "xyz")
+
+
 class ForOp(Operation):
     """``affine.for`` from a constant lower bound, with step, to a constant upper bound or to
     the minimum of affine expressions of enclosing loops' variables (how split loops end
@@ -106,6 +110,8 @@ class ForOp(Operation):
             printer.write(f" iter_args({pairs}) -> ({', '.join(str(v.type) for v in self.inits)})")
         printer.write(" ")
         print_body(printer, self.body)
+        if BIND in self.attributes:  # MLIR's affine.for takes an attribute dictionary after its body
+            printer.write(f' {{{BIND} = "{self.attributes[BIND]}"}}')
 
     @classmethod
     def parse_custom(cls, parser, num_results):
@@ -140,6 +146,11 @@ class ForOp(Operation):
             body.append(YieldOp([], {}))
         op = cls.create(lower, upper, step, [], iv, bound_operands)
         op = cls(list(bound_operands) + inits, dict(op.attributes), types, [region])
+        if parser.accept("{"):
+            parser.expect(BIND)
+            parser.expect("=")
+            op.attributes[BIND] = parser.parse_string()
+            parser.expect("}")
         return op
 
 

@@ -311,6 +311,31 @@ def parallel(loop):
     return new
 
 
+def bind(loop, axis: str) -> None:
+    """Run the loop's iterations on a GPU hardware index (``blockIdx.x`` ... ``threadIdx.z``):
+    iteration i goes to the block or thread i, striding by the grid or block size."""
+    name = loop_name(loop)
+    if axis not in A.GPU_AXES:
+        raise ScheduleError(f"bind({name}, {axis}): the axis must be one of {', '.join(A.GPU_AXES)}")
+    if loop.inits or loop.trip_count < 0 or loop.lower != 0 or loop.step != 1:
+        raise ScheduleError(f"bind({name}, {axis}): only loops without iter_args, from 0 by 1 to a known bound")
+    for outer in _ancestors(loop):
+        if isinstance(outer, A.ForOp) and outer.inits:
+            raise ScheduleError(f"bind({name}, {axis}): it is inside {loop_name(outer)}, which carries a value "
+                                "from one iteration to the next")
+        if outer.attributes.get(A.BIND) == axis:
+            raise ScheduleError(f"bind({name}, {axis}): {loop_name(outer)} is already bound to {axis}")
+    for inner in loop.walk():
+        if inner is not loop and inner.attributes.get(A.BIND) == axis:
+            raise ScheduleError(f"bind({name}, {axis}): {loop_name(inner)} is already bound to {axis}")
+    iv = loop.induction_variable
+    for op in loop.walk():
+        if isinstance(op, (A.StoreOp, A.VectorStoreOp)) and not _writes_depend_on(op, iv):
+            raise ScheduleError(f"bind({name}, {axis}): iterations would write the same element "
+                                f"(a store that does not depend on {name})")
+    loop.attributes[A.BIND] = axis
+
+
 def _ancestors(op):
     while op.parent is not None and op.parent.parent is not None and op.parent.parent.parent is not None:
         op = op.parent.parent.parent

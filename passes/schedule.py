@@ -29,7 +29,8 @@ from .loop_transforms import ScheduleError
 from .cache_read import cache_read
 from .vectorize import vectorize
 
-PRIMITIVES = ("split", "reorder", "tile", "vectorize", "parallel", "unroll", "unroll_jam", "cache_read")
+PRIMITIVES = ("split", "reorder", "tile", "vectorize", "parallel", "unroll", "unroll_jam", "cache_read", "bind")
+GPU_PRIMITIVES = ("split", "reorder", "tile", "unroll", "bind")  # what the CUDA backend can run
 
 
 class Schedule:
@@ -64,6 +65,9 @@ class Schedule:
 
     def unroll_jam(self, loop: str, factor: int):
         return self.add("unroll_jam", loop, factor)
+
+    def bind(self, loop: str, axis: str):
+        return self.add("bind", loop, axis)
 
     def cache_read(self, loop: str, buffer: str, layout=None):
         return self.add("cache_read", loop, buffer) if layout is None else self.add("cache_read", loop, buffer,
@@ -116,6 +120,12 @@ def find_loop(function: F.FuncOp, name: str):
 def apply_step(function: F.FuncOp, step) -> None:
     primitive, *args = step
     try:
+        if primitive != "bind" and args and isinstance(args[0], (str, list)):
+            for name in [args[0]] if isinstance(args[0], str) else args[0]:
+                axis = find_loop(function, name).attributes.get(A.BIND)
+                if axis is not None:
+                    raise ScheduleError(f"{primitive}({name}): the loop is bound to {axis}; "
+                                        "bind loops after the other steps")
         if primitive == "split":
             T.split(find_loop(function, args[0]), args[1])
         elif primitive == "reorder":
@@ -136,6 +146,8 @@ def apply_step(function: F.FuncOp, step) -> None:
             T.unroll(find_loop(function, args[0]), args[1])
         elif primitive == "unroll_jam":
             T.unroll_jam(find_loop(function, args[0]), args[1])
+        elif primitive == "bind":
+            T.bind(find_loop(function, args[0]), args[1])
         elif primitive == "cache_read":
             cache_read(find_loop(function, args[0]), args[1], args[2] if len(args) > 2 else None)
         else:

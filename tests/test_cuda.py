@@ -108,7 +108,7 @@ def test_nvcc_accepts_the_cuda_c_of_every_op_table_case_and_example(op_table_sou
 
 def test_the_cuda_stage_is_readable_cuda_c():
     lowered = kiln.compile(lambda x, b: np.tanh(x + b), target="cuda-emulate").lower(kiln.f32[64, 33], kiln.f32[33])
-    assert lowered.stages == ["tensor", "optimized", "affine", "cuda"]
+    assert lowered.stages == ["tensor", "optimized", "affine", "scheduled", "cuda"]
     text = lowered.text("cuda")
     assert "__global__ void kiln__lambda__k0(float *v0, float *v1, float *v2) {" in text
     assert 'extern "C" int kiln__lambda_(float *v0, float *v1, float *v2) {' in text
