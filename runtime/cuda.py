@@ -95,8 +95,9 @@ def build(source: str, emulate: bool, cache: DiskCache | None = None) -> str:
         if emulate:
             command = [compiler, "-DKILN_EMULATE", "-x", "c++", "-O2", "-fPIC", "-shared", source_path, "-o", output]
         else:
-            command = [compiler, "-O3", "-shared", "-Xcompiler", "-fPIC", "-diag-suppress", "177",
-                       source_path, "-o", output]
+            # The shared CUDA runtime: the one kiln's Python side allocates device memory with.
+            command = [compiler, "-O3", "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared",
+                       "-diag-suppress", "177", source_path, "-o", output]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode:
             raise RuntimeError(f"compiling CUDA C failed:\n{result.stderr[-4000:]}")

@@ -106,6 +106,16 @@ def test_nvcc_accepts_the_cuda_c_of_every_op_table_case_and_example(op_table_sou
         assert result.returncode == 0, result.stderr[-3000:]
 
 
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found (install the CUDA toolkit to check the CUDA C)")
+def test_nvcc_builds_a_loadable_library_for_the_gpu(tmp_path):
+    from kiln.runtime import cuda
+    from kiln.runtime.cache import DiskCache
+    lowered = kiln.compile(lambda x: x - x.mean(), target="cuda-emulate").lower(kiln.f32[100])
+    path = cuda.build(lowered.text("cuda"), emulate=False, cache=DiskCache(str(tmp_path)))
+    function = cuda.CudaFunction(path, entry_name("<lambda>"), 2, emulate=False)  # loads; needs no GPU
+    assert callable(function.entry)
+
+
 def test_the_cuda_stage_is_readable_cuda_c():
     lowered = kiln.compile(lambda x, b: np.tanh(x + b), target="cuda-emulate").lower(kiln.f32[64, 33], kiln.f32[33])
     assert lowered.stages == ["tensor", "optimized", "affine", "scheduled", "cuda"]
