@@ -13,6 +13,7 @@ from .grad import grad, value_and_grad
 from .gradcheck import GradcheckReport, GradientMismatchError, gradcheck
 from .cuda_target import to_device
 from .jit import CompiledFunction, Lowered, compile
+from .profiler import Profile, profile
 from .nn import conv2d, logsumexp, relu, sigmoid, softmax
 from .specs import TensorSpec, bool_, f32, f64, i32, i64
 from kiln.passes.loop_transforms import ScheduleError
@@ -27,5 +28,5 @@ __all__ = [
     "relu", "sigmoid", "softmax", "logsumexp", "conv2d",
     "KilnError", "ShapeError", "DTypeError", "VerificationError", "ParseError", "TracerBoolError",
     "TracerConversionError", "UnsupportedError", "OutOfBoundsError", "ArgumentError", "StageError", "__version__",
-    "Schedule", "ScheduleError", "load", "LoadError", "to_device", "DeviceArray",
+    "Schedule", "ScheduleError", "load", "LoadError", "to_device", "DeviceArray", "profile", "Profile",
 ]

@@ -1,11 +1,13 @@
 """The ``kiln`` command line.
 
     kiln dump examples/mlp.py:predict --stage tensor
+    kiln profile examples/train_step.py:train_step
 
 Functions are named ``path.py:function``; their input specs come from
 parameter annotations such as ``x: kiln.f32[256, 784]`` (a dict or tuple of
 specs for a structured argument).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,6 +15,8 @@ import importlib.util
 import inspect
 import os
 import sys
+
+import numpy as np
 
 from .errors import KilnError
 from .jit import CompiledFunction, compile
@@ -95,6 +99,30 @@ def cmd_tune(args) -> int:
     return 0
 
 
+def random_arguments(specs, seed: int = 0) -> list:
+    """Arrays for annotated specs (nested ones too): normal floats, small integers, coin-flip bools."""
+    rng = np.random.default_rng(seed)
+
+    def array(spec):
+        if spec.dtype.kind == "f":
+            return rng.standard_normal(spec.shape).astype(spec.dtype)
+        if spec.dtype.kind == "b":
+            return rng.random(spec.shape) < 0.5
+        return rng.integers(-8, 8, spec.shape).astype(spec.dtype)
+
+    arguments = []
+    for spec in specs:
+        leaves, treedef = pytree.flatten(spec)
+        arguments.append(pytree.unflatten(treedef, [array(leaf) for leaf in leaves]))
+    return arguments
+
+
+def cmd_profile(args) -> int:
+    compiled, specs = load_function(args.function)
+    print(compiled.profile(*random_arguments(specs, args.seed), seconds=args.seconds))
+    return 0
+
+
 def cmd_build(args) -> int:
     from .build import build_library
 
@@ -133,6 +161,11 @@ def main(argv=None) -> int:
     tune.add_argument("--report", action="store_true", help="print default vs tuned times of every record")
     tune.add_argument("--verify", action="store_true", help="re-measure and re-check every record for this host")
     tune.set_defaults(run=cmd_tune)
+    prof = commands.add_parser("profile", help="time each kernel of a function on random inputs")
+    prof.add_argument("function", help="path.py:function, inputs given by parameter annotations")
+    prof.add_argument("--seconds", type=float, default=2.0, help="time spent measuring (default 2)")
+    prof.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    prof.set_defaults(run=cmd_profile)
     build = commands.add_parser("build", help="build a shared library and C header for a function")
     build.add_argument("function", help="path.py:function, inputs given by parameter annotations")
     build.add_argument("-o", "--output", required=True, help="directory for lib<name>.so, <name>.h, README")

@@ -240,6 +240,11 @@ class CompiledFunction:
             return out
         return pytree.unflatten(traced.out_treedef, [r[()] if isinstance(r, np.ndarray) and r.ndim == 0 else r for r in results])
 
+    def profile(self, *args, seconds: float = 2.0, **kwargs):
+        """Per-kernel time, bytes and FLOPs on these arguments: see kiln.profile."""
+        from .profiler import profile
+        return profile(self, *args, seconds=seconds, **kwargs)
+
     def __repr__(self) -> str:
         return f"<kiln.compile {self.fn.__qualname__} target={self.target}>"
 

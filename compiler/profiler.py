@@ -1,0 +1,216 @@
+"""Where a compiled function's time goes, kernel by kernel.
+
+The scheduled function is compiled again in prefixes: variant j runs the
+first j kernels (every allocation and free always runs). Each kernel's time
+is the difference between consecutive prefixes, timed in interleaved rounds
+on the caller's own arrays, so the kernels see the caches they see in a real
+call and the rows add up to the full call's native time by construction.
+Small kernels can come out slightly negative from timer noise; that is shown,
+not hidden.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from kiln.dialects import affine as A
+from kiln.dialects import func as F
+from kiln.dialects import memref as MR
+from kiln.dialects import tensor as T
+from kiln.dialects.types import MemRefType, VectorType
+from kiln.passes.memory_plan import is_kernel
+from kiln.runtime.native import LoadedObject
+
+from . import llvm_codegen, llvm_target
+from .errors import KilnError
+
+_NOT_FLOPS = {"arith.constant", "arith.select", "arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp",
+              "arith.fptosi", "arith.bitcast"}
+_HOST_OPS = (MR.AllocOp, MR.AllocaOp, MR.DeallocOp, MR.ViewOp, MR.GetGlobalOp, F.ReturnOp)
+
+
+@dataclass
+class KernelProfile:
+    name: str            # k<n>, as in the scheduled IR and schedules
+    seconds: float
+    share: float         # of the native total
+    bytes: int           # every buffer the kernel loads or stores, counted once
+    flops: int           # floating-point operations its loops execute
+    ops: list            # the tensor ops fused into it
+
+    @property
+    def gb_per_s(self) -> float:
+        return self.bytes / self.seconds / 1e9 if self.seconds > 0 else float("nan")
+
+    @property
+    def gflop_per_s(self) -> float:
+        return self.flops / self.seconds / 1e9 if self.seconds > 0 else float("nan")
+
+
+@dataclass
+class Profile:
+    function: str
+    kernels: list = field(default_factory=list)
+    outside_seconds: float = 0.0     # the native call with no kernel run: argument passing, the arena
+    native_seconds: float = 0.0      # the whole native function (= outside + every kernel)
+    call_seconds: float = 0.0        # a call from Python: argument checks, results, the native function
+    arena_bytes: int | None = None
+    kernels_before_fusion: int = 0
+    kernels_after_fusion: int = 0
+
+    def __str__(self) -> str:
+        lines = [f"kiln profile of {self.function}: {self.kernels_after_fusion} kernels "
+                 f"({self.kernels_before_fusion} before fusion), "
+                 + (f"arena {_size(self.arena_bytes)}" if self.arena_bytes is not None else "no arena"),
+                 f"{'kernel':8s} {'time':>10s} {'share':>7s} {'bytes':>9s} {'GB/s':>7s} {'GFLOP':>8s} "
+                 f"{'GFLOP/s':>8s}  tensor ops"]
+        for k in self.kernels:
+            ops = ", ".join(k.ops)
+            lines.append(f"{k.name:8s} {_ms(k.seconds):>10s} {k.share:7.1%} {_size(k.bytes):>9s} "
+                         f"{k.gb_per_s:7.1f} {k.flops / 1e9:8.3f} {k.gflop_per_s:8.1f}  {ops}")
+        share = self.outside_seconds / self.native_seconds if self.native_seconds else 0.0
+        lines.append(f"{'outside':8s} {_ms(self.outside_seconds):>10s} {share:7.1%}  "
+                     "(the native call with no kernel: arguments, arena)")
+        lines.append(f"{'native':8s} {_ms(self.native_seconds):>10s}  = the rows above")
+        lines.append(f"{'call':8s} {_ms(self.call_seconds):>10s}  from Python, with argument checks and results")
+        return "\n".join(lines)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def profile(compiled, *args, seconds: float = 2.0, **kwargs) -> Profile:
+    """Time every kernel of `compiled` on these arguments (see the module docstring)."""
+    if compiled.target != "cpu":
+        raise KilnError(f"kiln.profile times native CPU code; this function's target is {compiled.target!r}")
+    compiled(*args, **kwargs)  # compile, and check the arguments the usual way
+    call, key = compiled._specialize(args, kwargs, allow_specs=False)
+    traced, pipeline = compiled._traces[key]
+    executable = compiled._executable(key)
+    inputs = [np.ascontiguousarray(np.asarray(leaf, dtype=dtype))
+              for leaf, (_, dtype) in zip(call.leaves, executable.input_specs)]
+    outputs = [np.empty(shape, dtype) for shape, dtype in executable.output_specs]
+    arrays = inputs + outputs
+
+    module = pipeline.module("scheduled")
+    function = module.body.ops[-1]
+    units = _units(function)
+    variants = [_compile_prefix(module, units, count, len(arrays)) for count in range(len(units) + 1)]
+    timings = _interleaved([lambda v=v: v[1](arrays) for v in variants] + [lambda: compiled(*args, **kwargs)],
+                           seconds)
+
+    tensor_kernels = pipeline.kernels()
+    result = Profile(compiled.fn.__name__, outside_seconds=timings[0], native_seconds=timings[len(units)],
+                     call_seconds=timings[-1], kernels_after_fusion=len(tensor_kernels),
+                     kernels_before_fusion=_kernels_without_fusion(pipeline))
+    plan = pipeline.memory_plan()
+    result.arena_bytes = plan.arena_bytes if plan is not None else None
+    for j, (name, ops) in enumerate(units):
+        spent = timings[j + 1] - timings[j]
+        result.kernels.append(KernelProfile(
+            name, spent, spent / result.native_seconds if result.native_seconds else 0.0,
+            _bytes_touched(ops), sum(_flops(op) for op in ops), _tensor_ops(name, tensor_kernels)))
+    return result
+
+
+def _units(function) -> list:
+    """The function's device work in order, as (kernel name, top-level ops) per kernel."""
+    units = []
+    for op in function.body.ops:
+        if isinstance(op, _HOST_OPS) or op.name == "arith.constant":
+            continue
+        name = op.induction_variable.name_hint.split(".")[0] if isinstance(op, (A.ForOp, A.ParallelOp)) \
+            else "scalar"
+        if units and units[-1][0] == name:
+            units[-1][1].append(op)
+        else:
+            units.append((name, [op]))
+    return units
+
+
+def _compile_prefix(module, units, count: int, num_args: int):
+    """The function with only the first `count` units of device work; (object, callable)."""
+    copy = module.clone({})
+    function = copy.body.ops[-1]
+    drop = {id(op) for _, ops in units[count:] for op in ops}
+    original = module.body.ops[-1].body.ops
+    for op_copy, op in reversed(list(zip(function.body.ops, original))):
+        if id(op) in drop:
+            for inner in op_copy.walk():  # later dropped ops may use its results: unlink all at once
+                for index, value in enumerate(inner.operands):
+                    value.uses.remove((inner, index))
+            function.body.ops.remove(op_copy)
+    tm = llvm_target.host_target_machine()
+    code = llvm_target.parse_and_verify(str(llvm_codegen.emit_module(copy, tm.triple, str(tm.target_data))))
+    llvm_target.optimize(code)
+    loaded = LoadedObject(llvm_target.emit_object(code))
+    return loaded, loaded.function(llvm_codegen.symbol_name(function.sym_name), num_args)
+
+
+def _interleaved(calls, seconds: float) -> list:
+    """The median time of each call, from rounds that run every call once in turn."""
+    for c in calls:
+        c()
+    samples = [[] for _ in calls]
+    started = time.perf_counter()
+    while len(samples[0]) < 5 or (time.perf_counter() - started < seconds and len(samples[0]) < 2000):
+        for k, c in enumerate(calls):
+            start = time.perf_counter()
+            c()
+            samples[k].append(time.perf_counter() - start)
+    return [statistics.median(s) for s in samples]
+
+
+def _flops(op, multiplier: int = 1) -> int:
+    if isinstance(op, (A.ForOp, A.ParallelOp)):
+        trips = op.trip_count if isinstance(op, A.ForOp) else op.upper
+        return sum(_flops(inner, multiplier * max(trips, 0)) for inner in op.body.ops)
+    if op.name in _NOT_FLOPS or not (op.name.startswith("arith.") or op.name.startswith("math.")
+                                     or op.name == "vector.reduction"):
+        return 0
+    t = op.results[0].type if op.results else None
+    if isinstance(t, VectorType):
+        return multiplier * t.lanes
+    if op.name == "vector.reduction":
+        return multiplier * op.operands[0].type.lanes
+    return multiplier if t is not None and getattr(t, "name", "") in ("f32", "f64") else 0
+
+
+def _bytes_touched(ops) -> int:
+    """Bytes of the buffers the kernel reads or writes, each once; scratch it allocates
+    itself (a packed tile) is left out, as it lives in cache."""
+    inside = {r for top in ops for op in top.walk() for r in op.results}
+    buffers = {}
+    for top in ops:
+        for op in top.walk():
+            memref = getattr(op, "memref", None) if op.name.startswith("affine.") else None
+            if memref is not None and isinstance(memref.type, MemRefType) and memref not in inside:
+                buffers[memref] = memref.type.size * memref.type.dtype.itemsize
+    return sum(buffers.values())
+
+
+def _tensor_ops(name: str, tensor_kernels) -> list:
+    if not (name.startswith("k") and name[1:].isdigit()) or int(name[1:]) >= len(tensor_kernels):
+        return []
+    kernel = tensor_kernels[int(name[1:])]
+    if isinstance(kernel, T.FusedOp):
+        return [op.name.removeprefix("tensor.") for op in kernel.body.ops if not isinstance(op, T.YieldOp)]
+    return [kernel.name.removeprefix("tensor.")]
+
+
+def _kernels_without_fusion(pipeline) -> int:
+    from kiln.passes.registry import run_passes
+    passes = [p for p in pipeline.graph_passes if p != "fuse"]
+    function = run_passes(pipeline.module("tensor").clone({}), passes).body.ops[0]
+    return sum(1 for op in function.body.ops if is_kernel(op))
