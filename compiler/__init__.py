@@ -14,6 +14,7 @@ from .gradcheck import GradcheckReport, GradientMismatchError, gradcheck
 from .cuda_target import to_device
 from .jit import CompiledFunction, Lowered, compile
 from .profiler import Profile, profile
+from .bisect import BisectReport, bisect
 from .nn import conv2d, logsumexp, relu, sigmoid, softmax
 from .specs import TensorSpec, bool_, f32, f64, i32, i64
 from kiln.passes.loop_transforms import ScheduleError
@@ -28,5 +29,5 @@ __all__ = [
     "relu", "sigmoid", "softmax", "logsumexp", "conv2d",
     "KilnError", "ShapeError", "DTypeError", "VerificationError", "ParseError", "TracerBoolError",
     "TracerConversionError", "UnsupportedError", "OutOfBoundsError", "ArgumentError", "StageError", "__version__",
-    "Schedule", "ScheduleError", "load", "LoadError", "to_device", "DeviceArray", "profile", "Profile",
+    "Schedule", "ScheduleError", "load", "LoadError", "to_device", "DeviceArray", "profile", "Profile", "bisect", "BisectReport",
 ]

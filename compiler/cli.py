@@ -2,6 +2,7 @@
 
     kiln dump examples/mlp.py:predict --stage tensor
     kiln profile examples/train_step.py:train_step
+    kiln bisect examples/layernorm.py:layernorm
 
 Functions are named ``path.py:function``; their input specs come from
 parameter annotations such as ``x: kiln.f32[256, 784]`` (a dict or tuple of
@@ -123,6 +124,14 @@ def cmd_profile(args) -> int:
     return 0
 
 
+def cmd_bisect(args) -> int:
+    from .bisect import bisect
+    compiled, specs = load_function(args.function)
+    report = bisect(compiled, *random_arguments(specs, args.seed))
+    print(report)
+    return 0 if report.first_bad is None else 1
+
+
 def cmd_build(args) -> int:
     from .build import build_library
 
@@ -166,6 +175,10 @@ def main(argv=None) -> int:
     prof.add_argument("--seconds", type=float, default=2.0, help="time spent measuring (default 2)")
     prof.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     prof.set_defaults(run=cmd_profile)
+    bis = commands.add_parser("bisect", help="find the first pass or schedule step that changes the numbers")
+    bis.add_argument("function", help="path.py:function, inputs given by parameter annotations")
+    bis.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    bis.set_defaults(run=cmd_bisect)
     build = commands.add_parser("build", help="build a shared library and C header for a function")
     build.add_argument("function", help="path.py:function, inputs given by parameter annotations")
     build.add_argument("-o", "--output", required=True, help="directory for lib<name>.so, <name>.h, README")

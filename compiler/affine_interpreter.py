@@ -1,0 +1,173 @@
+"""Reference interpreter for the ``affine`` level (and the scheduled IR): runs loop
+nests one iteration at a time in Python, with numpy scalars so float32 rounds
+like float32.
+
+Slow by design and meant for small shapes: it is the oracle that lets every
+stage after every pass be executed (``kiln.bisect``), independent of LLVM.
+Out-of-bounds loads and stores raise OutOfBoundsError naming the op instead of
+reading a neighbour's memory.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.dialects import affine as A
+from kiln.dialects import arith as AR
+from kiln.dialects import func as F
+from kiln.dialects import math as M
+from kiln.dialects import memref as MR
+from kiln.dialects import vector as V
+from kiln.dialects.diagnostics import KilnError
+
+from .errors import OutOfBoundsError
+
+
+def run_affine(module, args) -> list:
+    """Run the module's function on numpy arrays (its inputs); returns the outputs.
+
+    The function's arguments are its inputs followed by one buffer per result, as
+    in the native calling convention."""
+    function = module.body.ops[-1]
+    globals_ = {op.sym_name: op.initial_value for op in module.body.ops if isinstance(op, MR.GlobalOp)}
+    arguments = function.arguments
+    outputs = [np.zeros(a.type.shape, a.type.dtype) for a in arguments[len(args):]]
+    env = {v: np.array(a, dtype=v.type.dtype) for v, a in zip(arguments, list(args))}
+    env.update(zip(arguments[len(args):], outputs))
+    with np.errstate(all="ignore"):  # compiled code does not warn on inf/nan; neither does its oracle
+        _Runner(env, globals_).block(function.body.ops)
+    return outputs
+
+
+class _Runner:
+    def __init__(self, env, globals_):
+        self.env = env
+        self.globals = globals_
+
+    def block(self, ops):
+        """Run ops in order; returns the operands of the final affine.yield, if any."""
+        for op in ops:
+            if isinstance(op, A.YieldOp):
+                return [self.env[v] for v in op.operands]
+            if isinstance(op, F.ReturnOp):
+                return None
+            self.run(op)
+        return None
+
+    def run(self, op):
+        env = self.env
+        if isinstance(op, A.ForOp):
+            if op.constant_bounds:
+                upper = op.upper
+            else:
+                upper = min(op.upper_map.evaluate([int(env[v]) for v in op.bound_operands]))
+            carried = [env[v] for v in op.inits]
+            for i in range(op.lower, upper, op.step):
+                env[op.induction_variable] = i
+                env.update(zip(op.body.args[1:], carried))
+                carried = self.block(op.body.ops) or []
+            env.update(zip(op.results, carried))
+        elif isinstance(op, A.ParallelOp):
+            for i in range(op.upper):
+                env[op.induction_variable] = i
+                self.block(op.body.ops)
+        elif isinstance(op, (A.LoadOp, A.VectorLoadOp)):
+            array, index = self.access(op)
+            if isinstance(op, A.VectorLoadOp):
+                env[op.result] = array[index[:-1]][index[-1]:index[-1] + op.result.type.lanes].copy()
+            else:
+                env[op.result] = array[index]
+        elif isinstance(op, (A.StoreOp, A.VectorStoreOp)):
+            array, index = self.access(op)
+            value = env[op.operands[0]]
+            if isinstance(op, A.VectorStoreOp):
+                array[index[:-1]][index[-1]:index[-1] + len(value)] = value
+            else:
+                array[index] = value
+        elif isinstance(op, (MR.AllocOp, MR.AllocaOp)):
+            t = op.result.type
+            env[op.result] = np.full(t.shape, np.nan, t.dtype) if t.dtype.kind == "f" else np.zeros(t.shape, t.dtype)
+        elif isinstance(op, MR.ViewOp):
+            t = op.result.type
+            shift = int(env[op.byte_shift])
+            raw = env[op.source].reshape(-1).view(np.uint8)
+            env[op.result] = raw[shift:shift + t.size * t.dtype.itemsize].view(t.dtype).reshape(t.shape)
+        elif isinstance(op, MR.GetGlobalOp):
+            env[op.result] = self.globals[op.attributes["name"]]
+        elif isinstance(op, MR.DeallocOp):
+            pass
+        elif isinstance(op, AR.ConstantOp):
+            env[op.result] = _typed(op.result.type, op.value)
+        else:
+            evaluate = _SCALAR.get(type(op))
+            if evaluate is None:
+                raise KilnError(f"the affine interpreter cannot run {op.name}")
+            env[op.results[0]] = _typed(op.results[0].type, evaluate(op, *[env[v] for v in op.operands]))
+
+    def access(self, op):
+        array = self.env[op.memref]
+        index = op.map.evaluate([int(self.env[v]) for v in op.indices])
+        lanes = op.result.type.lanes if isinstance(op, A.VectorLoadOp) else \
+            len(self.env[op.operands[0]]) if isinstance(op, A.VectorStoreOp) else 1
+        shape = array.shape
+        if len(index) != len(shape) or any(not 0 <= i < n for i, n in zip(index, shape)) or \
+                (shape and index[-1] + lanes > shape[-1]):
+            raise OutOfBoundsError(f"{op.name} at {list(index)} is outside {op.memref.type}", op.loc)
+        return array, tuple(index)
+
+
+def _typed(t, value):
+    """`value` as the IR type `t` says: a Python int for index, a numpy scalar, or a vector."""
+    if getattr(t, "name", None) == "index":
+        return int(value)
+    if hasattr(t, "lanes"):
+        return np.broadcast_to(np.asarray(value).astype(t.dtype), (t.lanes,)).copy()
+    return np.asarray(value).astype(t.dtype)[()]
+
+
+def _fptosi(op, x):
+    info = np.iinfo(op.result.type.dtype)
+    x = np.asarray(x, dtype=np.float64)
+    return np.where(np.isnan(x), 0, np.clip(np.trunc(np.nan_to_num(x)), info.min, info.max))
+
+
+def _ipow(op, base, exponent):
+    if np.any(np.asarray(exponent) < 0):
+        raise ValueError("Integers to negative integer powers are not allowed.")
+    return np.power(base, exponent)
+
+
+_FLOAT_COMPARE = {"oeq": np.equal, "olt": np.less, "ole": np.less_equal, "ogt": np.greater,
+                  "oge": np.greater_equal, "une": np.not_equal}
+_INT_COMPARE = {"eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal, "sgt": np.greater,
+                "sge": np.greater_equal, "ult": np.less, "ule": np.less_equal, "ugt": np.greater,
+                "uge": np.greater_equal}
+_REDUCE = {"add": np.sum, "mul": np.prod, "maximumf": np.max, "minimumf": np.min, "maxsi": np.max,
+           "minsi": np.min, "and": np.bitwise_and.reduce, "or": np.bitwise_or.reduce}
+
+
+def _cast(op, x):
+    return np.asarray(x).astype(op.results[0].type.dtype)
+
+
+_SCALAR = {
+    AR.AddFOp: lambda op, a, b: a + b, AR.SubFOp: lambda op, a, b: a - b, AR.MulFOp: lambda op, a, b: a * b,
+    AR.DivFOp: lambda op, a, b: np.divide(a, b), AR.NegFOp: lambda op, a: -a,
+    AR.MaximumFOp: lambda op, a, b: np.maximum(a, b), AR.MinimumFOp: lambda op, a, b: np.minimum(a, b),
+    AR.AddIOp: lambda op, a, b: a + b, AR.SubIOp: lambda op, a, b: a - b, AR.MulIOp: lambda op, a, b: a * b,
+    AR.MaxSIOp: lambda op, a, b: np.maximum(a, b), AR.MinSIOp: lambda op, a, b: np.minimum(a, b),
+    AR.AndIOp: lambda op, a, b: a & b, AR.OrIOp: lambda op, a, b: a | b, AR.XOrIOp: lambda op, a, b: a ^ b,
+    AR.CmpFOp: lambda op, a, b: _FLOAT_COMPARE[op.predicate](a, b),
+    AR.CmpIOp: lambda op, a, b: _INT_COMPARE[op.predicate](a, b),
+    AR.SelectOp: lambda op, c, a, b: np.where(c, a, b),
+    AR.ExtFOp: _cast, AR.TruncFOp: _cast, AR.SIToFPOp: _cast, AR.ExtSIOp: _cast, AR.TruncIOp: _cast,
+    AR.UIToFPOp: lambda op, x: np.asarray(x).astype(np.uint64).astype(op.result.type.dtype),
+    AR.ExtUIOp: lambda op, x: np.asarray(x).astype(np.uint64).astype(op.result.type.dtype),
+    AR.FPToSIOp: _fptosi,
+    M.ExpOp: lambda op, x: np.exp(x), M.LogOp: lambda op, x: np.log(x), M.SqrtOp: lambda op, x: np.sqrt(x),
+    M.TanhOp: lambda op, x: np.tanh(x), M.SinOp: lambda op, x: np.sin(x), M.CosOp: lambda op, x: np.cos(x),
+    M.AbsFOp: lambda op, x: np.abs(x), M.AbsIOp: lambda op, x: np.abs(x), M.PowFOp: lambda op, a, b: np.power(a, b),
+    M.IPowIOp: _ipow,
+    V.BroadcastOp: lambda op, x: np.full(op.result.type.lanes, x, op.result.type.dtype),
+    V.ReductionOp: lambda op, v, *acc: _REDUCE[op.kind](np.concatenate([v, np.asarray(acc, v.dtype).reshape(-1)])),
+    V.ExtractOp: lambda op, v: v[op.attributes["position"]],
+}
