@@ -18,6 +18,7 @@ from kiln.passes.registry import run_passes
 from kiln.passes.schedule import apply_step
 
 from .affine_interpreter import run_affine
+from .errors import KilnError
 from .interpreter import run_function
 from .jit import CompiledFunction, compile
 
@@ -57,11 +58,13 @@ class BisectReport:
 def bisect(fn, *args, rtol: float | None = None) -> BisectReport:
     """Check every pass and schedule step of `fn` (compiled or plain) on these arguments."""
     compiled = fn if isinstance(fn, CompiledFunction) else compile(fn)
-    lowered = compiled.lower(*args)
-    pipeline = lowered._pipeline
+    call, key = compiled._specialize(args, {}, allow_specs=False)  # checks the arguments like a call
+    if key is None:
+        raise KilnError("kiln.bisect runs on arrays, not inside a traced function")
+    _, pipeline = compiled._traces[key]
     traced = pipeline.module("tensor")
     function = traced.body.ops[0]
-    inputs = [np.asarray(a, dtype=arg.type.dtype) for a, arg in zip(_leaves(args), function.arguments)]
+    inputs = [np.asarray(a, dtype=arg.type.dtype) for a, arg in zip(call.leaves, function.arguments)]
     reference = run_function(function, inputs)
     if rtol is None:
         rtol = 1e-4 if any(r.dtype == np.float32 for r in reference) else 1e-9
@@ -106,11 +109,6 @@ def bisect(fn, *args, rtol: float | None = None) -> BisectReport:
         return [np.asarray(r) for r in (results if isinstance(results, (tuple, list)) else [results])]
     check("native code", native, lambda: print_ir(affine, locations=False), lambda: pipeline.optimized_llvm())
     return report
-
-
-def _leaves(args):
-    from . import pytree
-    return pytree.flatten(list(args))[0]
 
 
 def _error(got, want) -> float:
