@@ -7,7 +7,8 @@
     predict(x, w, b)                              # numpy in, numpy out
     print(predict.lower(kiln.f32[64, 784], kiln.f32[784, 10], kiln.f32[10]).text("tensor"))
 """
-from .errors import (ArgumentError, DTypeError, KilnError, OutOfBoundsError, ParseError, ShapeError, StageError,
+from .errors import (ArgumentError, DTypeError, KilnError, NonFiniteError, OutOfBoundsError, ParseError, ShapeError,
+                     StageError,
                      TracerBoolError, TracerConversionError, UnsupportedError, VerificationError)
 from .grad import grad, value_and_grad
 from .gradcheck import GradcheckReport, GradientMismatchError, gradcheck
@@ -29,5 +30,6 @@ __all__ = [
     "relu", "sigmoid", "softmax", "logsumexp", "conv2d",
     "KilnError", "ShapeError", "DTypeError", "VerificationError", "ParseError", "TracerBoolError",
     "TracerConversionError", "UnsupportedError", "OutOfBoundsError", "ArgumentError", "StageError", "__version__",
+    "NonFiniteError",
     "Schedule", "ScheduleError", "load", "LoadError", "to_device", "DeviceArray", "profile", "Profile", "bisect", "BisectReport",
 ]

@@ -33,3 +33,7 @@ class StageError(KilnError, KeyError):
 
 __all__ = ["KilnError", "ShapeError", "DTypeError", "VerificationError", "ParseError", "TracerBoolError",
            "TracerConversionError", "UnsupportedError", "OutOfBoundsError", "ArgumentError", "StageError"]
+
+
+class NonFiniteError(KilnError, FloatingPointError):
+    """Debug mode: an op produced NaN or infinity from finite inputs."""

@@ -22,7 +22,8 @@ from . import pytree
 from .errors import ArgumentError, KilnError, StageError
 from .frontend import bind, leaf_spec, trace
 from .interpreter import run_function
-from .llvm_codegen import STATUS, symbol_name
+from . import debug as debug_mode
+from .llvm_codegen import OUT_OF_BOUNDS, STATUS, symbol_name
 from .pipeline import GRAPH_PASSES, REMAT_PASSES, STAGES, Pipeline
 from kiln.passes.schedule import Schedule
 
@@ -127,7 +128,16 @@ def _writable_in_place(target: np.ndarray, others) -> bool:
         not any(np.may_share_memory(target, other) for other in others)
 
 
+class _OutOfBounds(Exception):
+    """A debug build's bounds check fired; the caller turns it into an OutOfBoundsError."""
+
+    def __init__(self, status: int):
+        self.status = status
+
+
 def _status_error(status: int) -> Exception:
+    if status >= OUT_OF_BOUNDS:
+        return _OutOfBounds(status)
     if status == STATUS["out of memory"]:
         return MemoryError("kiln: the compiled function could not allocate its scratch memory")
     if status == STATUS["negative integer power"]:
@@ -137,7 +147,7 @@ def _status_error(status: int) -> Exception:
 
 class CompiledFunction:
     def __init__(self, fn, target: str = "cpu", static_argnames=(), optimize: bool = True, remat: bool = False,
-                 schedule=None, tuning_db=None):
+                 schedule=None, tuning_db=None, debug=None):
         if target not in TARGETS:
             raise KilnError(f"unknown target {target!r}; this version of kiln compiles for: {', '.join(TARGETS)}")
         if target == "cuda":
@@ -149,6 +159,7 @@ class CompiledFunction:
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.target = target
+        self.debug = debug_mode.enabled(debug)
         self.optimize = optimize
         self.remat = remat
         self.schedule = _as_schedule(schedule)
@@ -174,7 +185,8 @@ class CompiledFunction:
             specs = [leaf_spec(path, leaf) for path, leaf in zip(call.paths, leaves)]
             traced = trace(self.fn, call, specs)
             passes = (REMAT_PASSES if self.remat else GRAPH_PASSES) if self.optimize else ()
-            pipeline = Pipeline(self.fn.__name__, traced.module, passes, self.schedule, self.tuning_db, self.target)
+            pipeline = Pipeline(self.fn.__name__, traced.module, passes, self.schedule, self.tuning_db, self.target,
+                                self.debug)
             self._traces[key] = (traced, pipeline)
             _dump(pipeline, self.stages)
         return call, key
@@ -235,7 +247,12 @@ class CompiledFunction:
                 for target, result in zip(out_leaves, results):
                     np.copyto(target, result)
         else:
-            results = self._executable(key).run(call.leaves, out_leaves)  # native: CPU or CUDA
+            try:
+                results = self._executable(key).run(call.leaves, out_leaves)  # native: CPU or CUDA
+            except _OutOfBounds as exc:
+                raise debug_mode.out_of_bounds_error(self._traces[key][1], exc.status) from None
+            if self.debug:
+                debug_mode.check_finite(traced.function, [np.asarray(leaf) for leaf in call.leaves])
         if out is not None:
             return out
         return pytree.unflatten(traced.out_treedef, [r[()] if isinstance(r, np.ndarray) and r.ndim == 0 else r for r in results])
@@ -287,11 +304,12 @@ def _as_schedule(schedule):
 
 
 def compile(fn=None, *, target: str = "cpu", static_argnames=(), optimize: bool = True, remat: bool = False,
-            schedule=None, tuning_db=None):
+            schedule=None, tuning_db=None, debug=None):
     """Compile a numpy function: ``@kiln.compile`` or ``kiln.compile(fn, target="cpu")``.
 
-    `target` is ``"cpu"`` (native code for this machine) or ``"interpret"``
-    (the reference interpreter, slow, for checking).
+    `target` is ``"cpu"`` (native code for this machine), ``"interpret"``
+    (the reference interpreter, slow, for checking), ``"cuda"`` (an NVIDIA GPU)
+    or ``"cuda-emulate"`` (the CUDA C run on the CPU).
 
     Arguments are traced, so the compiled code serves any values of the same
     shapes and dtypes. Parameters named in `static_argnames` (an axis, a flag)
@@ -304,8 +322,10 @@ def compile(fn=None, *, target: str = "cpu", static_argnames=(), optimize: bool 
     ``kiln.Schedule``, a list like ``[("vectorize", "k0.j", 16)]``, or YAML).
     Without one, kernels found in the tuning database (``kiln tune``; the file
     `tuning_db`, else $KILN_TUNING_DB, else ./kiln-tuning.yaml; False: none)
-    use its schedules.
+    use its schedules. ``debug=True`` (or $KILN_DEBUG=1) bounds-checks every load
+    and store of the native code and reports the first op that makes NaN or
+    infinity from finite inputs, with your line; it is slower.
     """
     if fn is None:
-        return lambda f: CompiledFunction(f, target, static_argnames, optimize, remat, schedule, tuning_db)
-    return CompiledFunction(fn, target, static_argnames, optimize, remat, schedule, tuning_db)
+        return lambda f: CompiledFunction(f, target, static_argnames, optimize, remat, schedule, tuning_db, debug)
+    return CompiledFunction(fn, target, static_argnames, optimize, remat, schedule, tuning_db, debug)

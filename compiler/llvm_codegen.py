@@ -21,6 +21,13 @@ from kiln.dialects.affine_expr import Binary, Const, Dim
 from kiln.dialects.types import MemRefType, VectorType
 
 STATUS = {"out of memory": 1, "negative integer power": 2}
+OUT_OF_BOUNDS = 1000  # debug builds: status OUT_OF_BOUNDS + k means access_sites(...)[k] went out of bounds
+
+
+def access_sites(function) -> list:
+    """Every load and store of a scheduled function, in a fixed order: the numbering
+    debug builds use to say which access went out of bounds."""
+    return [op for op in function.walk() if isinstance(op, (A.LoadOp, A.StoreOp, A.VectorLoadOp, A.VectorStoreOp))]
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 _SCALARS = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "i1": I1, "i8": I8, "i32": I32, "i64": I64, "index": I64}
@@ -54,7 +61,9 @@ def suffix(t) -> str:
     return _INTRINSIC_SUFFIX[t.name]
 
 
-def emit_module(module, triple: str = "", data_layout: str = "") -> ir.Module:
+def emit_module(module, triple: str = "", data_layout: str = "", bounds_checks: bool = False) -> ir.Module:
+    """LLVM IR for an affine-level module; `bounds_checks` guards every load and store
+    (an access outside its buffer is skipped and reported through the status)."""
     llvm_module = ir.Module(name="kiln")
     llvm_module.triple = triple
     llvm_module.data_layout = data_layout
@@ -64,7 +73,10 @@ def emit_module(module, triple: str = "", data_layout: str = "") -> ir.Module:
             globals_[op.sym_name] = _emit_global(llvm_module, op)
     for op in module.body.ops:
         if isinstance(op, F.FuncOp):
-            FunctionEmitter(llvm_module, globals_, op).emit()
+            emitter = FunctionEmitter(llvm_module, globals_, op)
+            if bounds_checks:
+                emitter.sites = {id(site): k for k, site in enumerate(access_sites(op))}
+            emitter.emit()
     return llvm_module
 
 
@@ -91,6 +103,7 @@ class FunctionEmitter:
             arg.add_attribute("noalias")  # inputs are only read; outputs never overlap anything (checked by the caller)
         self.values = {}
         self.allocations = []
+        self.sites = None  # {id(access op): number} in debug builds
 
     def emit(self) -> None:
         # The entry block holds only stack slots, so that one made inside a loop is made once.
@@ -155,6 +168,35 @@ class FunctionEmitter:
         remainder = self.b.srem(a, b)
         negative = self.b.icmp_signed("<", remainder, ir.Constant(I64, 0))
         return self.b.add(remainder, self.b.select(negative, b, ir.Constant(I64, 0)))
+
+    def guarded(self, access, lanes: int, emit_access, zero=None):
+        """`emit_access()` only where every index is inside the buffer (debug builds); an
+        access outside records its site in the status and gives `zero` instead."""
+        if self.sites is None:
+            return emit_access()
+        ok = ir.Constant(I1, 1)
+        shape = access.memref.type.shape
+        for k, (expr, size) in enumerate(zip(access.map.results, shape)):
+            index = self.index_value(expr, access.indices)
+            end = size - (lanes - 1 if k == len(shape) - 1 else 0)
+            ok = self.b.and_(ok, self.b.icmp_signed(">=", index, ir.Constant(I64, 0)))
+            ok = self.b.and_(ok, self.b.icmp_signed("<", index, ir.Constant(I64, end)))
+        with self.b.if_else(ok) as (inside, outside):
+            with inside:
+                value = emit_access()
+                inside_block = self.b.block
+            with outside:
+                code = ir.Constant(I32, OUT_OF_BOUNDS + self.sites[id(access)])
+                status = self.b.load(self.status)
+                first = self.b.icmp_signed("==", status, ir.Constant(I32, 0))
+                self.b.store(self.b.select(first, code, status), self.status)
+                outside_block = self.b.block
+        if zero is None:
+            return None
+        phi = self.b.phi(value.type)
+        phi.add_incoming(value, inside_block)
+        phi.add_incoming(zero, outside_block)
+        return phi
 
     def address(self, access):
         t: MemRefType = access.memref.type
@@ -238,7 +280,9 @@ def _parallel(e: FunctionEmitter, op):
 @handles(A.LoadOp)
 def _load(e: FunctionEmitter, op):
     element = op.memref.type.element
-    value = e.b.load(e.address(op), align=element.dtype.itemsize)
+    llvm_type = stored(element)
+    value = e.guarded(op, 1, lambda: e.b.load(e.address(op), align=element.dtype.itemsize),
+                      ir.Constant(llvm_type, 0))
     e.values[op.result] = e.b.trunc(value, I1) if element.name == "i1" else value
 
 
@@ -247,14 +291,15 @@ def _store(e: FunctionEmitter, op):
     value = e.get(op.operands[0])
     if op.memref.type.element.name == "i1":
         value = e.b.zext(value, I8)
-    e.b.store(value, e.address(op), align=op.memref.type.element.dtype.itemsize)
+    e.guarded(op, 1, lambda: e.b.store(value, e.address(op), align=op.memref.type.element.dtype.itemsize))
 
 
 @handles(A.VectorLoadOp)
 def _vector_load(e: FunctionEmitter, op):
     t = op.result.type
-    pointer = e.b.bitcast(e.address(op), stored(t).as_pointer())
-    value = e.b.load(pointer, align=t.element.dtype.itemsize)
+    value = e.guarded(op, t.lanes, lambda: e.b.load(e.b.bitcast(e.address(op), stored(t).as_pointer()),
+                                                     align=t.element.dtype.itemsize),
+                      ir.Constant(stored(t), None))
     e.values[op.result] = e.b.trunc(value, scalar(t)) if t.element.name == "i1" else value
 
 
@@ -264,7 +309,8 @@ def _vector_store(e: FunctionEmitter, op):
     value = e.get(op.operands[0])
     if t.element.name == "i1":
         value = e.b.zext(value, stored(t))
-    e.b.store(value, e.b.bitcast(e.address(op), stored(t).as_pointer()), align=t.element.dtype.itemsize)
+    e.guarded(op, t.lanes, lambda: e.b.store(value, e.b.bitcast(e.address(op), stored(t).as_pointer()),
+                                             align=t.element.dtype.itemsize))
 
 
 @handles(MR.AllocOp)

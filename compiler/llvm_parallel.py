@@ -34,6 +34,7 @@ class OutlinedEmitter(FunctionEmitter):
         self.alloca_builder = self.prologue  # stack slots: per thread
         self.slots = self.prologue.bitcast(function.args[0], I64.as_pointer())
         self.status = self.capture(parent.status)
+        self.sites = parent.sites
 
     def get(self, value):
         if value not in self.values:

@@ -35,9 +35,10 @@ REMAT_PASSES = ("canonicalize", "cse", "dce", "rematerialize", "fuse", "plan-mem
 
 class Pipeline:
     def __init__(self, name: str, tensor_module, graph_passes=GRAPH_PASSES, schedule=None, tuning_db=None,
-                 target: str = "cpu"):
+                 target: str = "cpu", debug: bool = False):
         self.name = name
         self.target = target
+        self.debug = debug  # bounds-checked loads and stores
         self.graph_passes = tuple(graph_passes)
         self.requested_schedule = schedule  # None: the default schedule
         self.tuning_db_path = tuning_db     # None: the default database, if there is one; False: none
@@ -78,7 +79,7 @@ class Pipeline:
                 if step[0] not in GPU_PRIMITIVES:
                     raise ScheduleError(f"{step[0]} is a CPU schedule step; the CUDA backend runs "
                                         f"{', '.join(GPU_PRIMITIVES)}")
-            apply_schedule(module, self.schedule)
+            apply_schedule(module, self.schedule, verify_each=self.debug)
         elif self.requested_schedule is None:
             self.schedule = Schedule()
             db = self.tuning_db()
@@ -90,7 +91,7 @@ class Pipeline:
                 self.schedule.add(*step)
         else:
             self.schedule = self.requested_schedule
-            apply_schedule(module, self.schedule)
+            apply_schedule(module, self.schedule, verify_each=self.debug)
             bound = [op for op in function.walk() if BIND in op.attributes]
             if bound:
                 raise ScheduleError(f"bind is a GPU schedule step ({bound[0].induction_variable.name_hint} is bound "
@@ -158,7 +159,8 @@ class Pipeline:
         """LLVM IR as kiln writes it, before LLVM's optimizations."""
         if self._llvm_ir is None:
             tm = llvm_target.host_target_machine()
-            module = llvm_codegen.emit_module(self.module("scheduled"), tm.triple, str(tm.target_data))
+            module = llvm_codegen.emit_module(self.module("scheduled"), tm.triple, str(tm.target_data),
+                                              bounds_checks=self.debug)
             self._llvm_ir = str(module)
         return self._llvm_ir
 
@@ -178,7 +180,7 @@ class Pipeline:
         from . import __version__
         db = self.tuning_db()
         options = (f"passes={','.join(self.graph_passes)} schedule={self.requested_schedule!r} "
-                   f"tuning={db.digest() if db else None}")
+                   f"tuning={db.digest() if db else None} debug={self.debug}")
         host = f"{llvm_target.host_fingerprint()} threads={threads.available()}"
         traced = print_ir(self.module("tensor"), locations=False)
         return hashlib.sha256(f"{__version__}\n{host}\n{options}\n{traced}".encode()).hexdigest()

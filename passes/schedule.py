@@ -22,6 +22,8 @@ from __future__ import annotations
 import yaml
 
 from kiln.dialects import affine as A
+from kiln.dialects import verify
+from kiln.dialects.diagnostics import KilnError
 from kiln.dialects import func as F
 
 from . import loop_transforms as T
@@ -158,8 +160,15 @@ def apply_step(function: F.FuncOp, step) -> None:
         raise ScheduleError(f"malformed schedule step {list(step)!r}: {exc}") from None
 
 
-def apply_schedule(module, schedule: Schedule) -> None:
-    """Apply every step to the module's (single) function, in order."""
+def apply_schedule(module, schedule: Schedule, verify_each: bool = False) -> None:
+    """Apply every step to the module's (single) function, in order; `verify_each`
+    runs the verifier after every step (debug mode), naming the step that broke it."""
     function = next(op for op in module.body.ops if isinstance(op, F.FuncOp))
     for step in schedule.steps:
         apply_step(function, step)
+        if verify_each:
+            try:
+                verify(module)
+            except KilnError as exc:
+                raise ScheduleError(f"the IR is invalid after {step[0]}({', '.join(map(str, step[1:]))}): "
+                                    f"{exc}") from None
