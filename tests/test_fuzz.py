@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzz.programs import check, check_gradient, programs
+from fuzz.programs import check, check_gradient, check_schedule, programs
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
@@ -27,3 +27,9 @@ def test_gradients_of_random_programs_match_finite_differences(program, seed):
 @given(programs(), st.integers(0, 2**32 - 1))
 def test_random_programs_give_numpys_numbers_through_the_cuda_backend(program, seed):
     check(program, seed, target="cuda-emulate")
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(programs(), st.integers(0, 2**32 - 1))
+def test_random_legal_schedules_keep_numpys_numbers(program, seed):
+    check_schedule(program, seed)

@@ -199,3 +199,66 @@ def check_gradient(program: Program, seed: int) -> None:
         kiln.gradcheck(loss, *inputs, argnums=tuple(range(len(inputs))), atol=1e-6, rtol=1e-5)
     except kiln.GradientMismatchError as exc:
         raise AssertionError(f"gradient differs for seed {seed}:\n{program.describe()}\n{exc}") from None
+
+
+def random_schedule(module, rng, length: int = 6) -> list:
+    """A random legal schedule for a lowered module: steps drawn at random (split, tile,
+    reorder, unroll, unroll_jam, vectorize, parallel on random loops), kept when legal."""
+    from kiln.dialects import affine as A
+    from kiln.passes.loop_transforms import ScheduleError
+    from kiln.passes.schedule import apply_step
+
+    applied = []
+    for _ in range(length * 4):
+        if len(applied) == length:
+            break
+        function = module.body.ops[-1]
+        loops = [op for op in function.walk() if isinstance(op, A.ForOp)]
+        if not loops:
+            break
+        loop = rng.choice(loops)
+        name = loop.induction_variable.name_hint
+        body = [op for op in loop.body.ops if not isinstance(op, A.YieldOp)]
+        primitive = rng.choice(["split", "unroll", "unroll_jam", "vectorize", "parallel", "reorder", "tile"])
+        if primitive in ("split", "unroll", "unroll_jam"):
+            step = [primitive, name, rng.choice([2, 3, 4, 5])]
+        elif primitive == "vectorize":
+            step = [primitive, name, rng.choice([2, 4, 8, 16])]
+        elif primitive == "parallel":
+            step = [primitive, name]
+        elif len(body) == 1 and isinstance(body[0], A.ForOp):
+            inner = body[0].induction_variable.name_hint
+            step = ["reorder", [inner, name]] if primitive == "reorder" else \
+                ["tile", [name, inner], [rng.choice([2, 3, 4]), rng.choice([2, 3, 4])]]
+        else:
+            continue
+        trial = module.clone({})
+        try:
+            apply_step(trial.body.ops[-1], step)
+        except ScheduleError:
+            continue
+        module = trial
+        applied.append(step)
+    return applied
+
+
+def check_schedule(program: Program, seed: int) -> list:
+    """Compile the program under a random legal schedule; compare with numpy. Returns the steps."""
+    import random
+
+    inputs = inputs_for(program, seed)
+    fn = lambda *xs: run(program, xs)  # noqa: E731
+    lowered = kiln.compile(fn).lower(*inputs)
+    steps = random_schedule(lowered.module("affine").clone({}), random.Random(seed))
+    want = run(program, inputs)
+    got = kiln.compile(fn, schedule=kiln.Schedule(steps))(*inputs)
+    want_list = list(want) if isinstance(want, tuple) else [want]
+    got_list = list(got) if isinstance(got, tuple) else [got]
+    tol = tolerance(program.dtype)
+    for k, (g, w) in enumerate(zip(got_list, want_list)):
+        w = np.asarray(w)
+        scale = 1.0 + float(np.max(np.abs(w))) if w.size and np.all(np.isfinite(w)) else 1.0
+        np.testing.assert_allclose(np.asarray(g), w, rtol=tol, atol=tol * scale,
+                                   err_msg=f"result {k} differs under schedule {steps} for seed {seed}:\n"
+                                           f"{program.describe()}")
+    return steps

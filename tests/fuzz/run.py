@@ -4,6 +4,7 @@
     python tests/fuzz/run.py --minutes 5
     python tests/fuzz/run.py --minutes 5 --gradients
     python tests/fuzz/run.py --minutes 2 --target cuda-emulate
+    python tests/fuzz/run.py --minutes 5 --schedules     # random legal schedules
 
 Prints the number of programs tried and every mismatch (the program, shrunk
 by hypothesis, and the seed); exits 1 if there was one.
@@ -21,13 +22,14 @@ import numpy as np  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from fuzz.programs import check, check_gradient, programs  # noqa: E402
+from fuzz.programs import check, check_gradient, check_schedule, programs  # noqa: E402
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=5.0)
     parser.add_argument("--gradients", action="store_true")
+    parser.add_argument("--schedules", action="store_true", help="compile under random legal schedules")
     parser.add_argument("--target", default="cpu", choices=["cpu", "interpret", "cuda-emulate", "cuda"])
     parser.add_argument("--max-steps", type=int, default=10)
     args = parser.parse_args()
@@ -49,6 +51,8 @@ def main() -> int:
             print(f"  {tried[0]} programs, no mismatch so far", flush=True)
         if args.gradients:
             check_gradient(program, seed)
+        elif args.schedules:
+            check_schedule(program, seed)
         else:
             check(program, seed, args.target)
 
@@ -60,7 +64,7 @@ def main() -> int:
     except AssertionError as exc:
         print(f"MISMATCH after {tried[0]} programs:\n{exc}")
         return 1
-    what = "gradients" if args.gradients else f"target {args.target}"
+    what = "gradients" if args.gradients else "random schedules" if args.schedules else f"target {args.target}"
     print(f"{tried[0]} random programs ({what}) in {time.monotonic() - started:.0f} s: no mismatch")
     return 0
 
