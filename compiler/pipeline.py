@@ -8,6 +8,7 @@ and skips every later stage.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import warnings
@@ -31,6 +32,23 @@ from .tuning_db import TuningDB, host_fingerprint
 STAGES = ("tensor", "optimized", "affine", "scheduled", "llvm")
 GRAPH_PASSES = ("canonicalize", "cse", "dce", "fuse", "plan-memory")
 REMAT_PASSES = ("canonicalize", "cse", "dce", "rematerialize", "fuse", "plan-memory")
+
+
+@functools.lru_cache(maxsize=None)
+def kiln_digest() -> str:
+    """kiln's version and a hash of its own source: object code cached by one build of
+    kiln is never served to another (an edited checkout, a git install without a new
+    version number)."""
+    import kiln
+    from kiln import dialects, passes, runtime
+    digest = hashlib.sha256(kiln.__version__.encode())
+    for package in (kiln, dialects, passes, runtime):
+        directory = os.path.dirname(package.__file__)
+        for name in sorted(os.listdir(directory)):
+            if name.endswith(".py"):
+                with open(os.path.join(directory, name), "rb") as f:
+                    digest.update(name.encode() + b"\0" + f.read())
+    return digest.hexdigest()
 
 
 class Pipeline:
@@ -173,17 +191,16 @@ class Pipeline:
         return self._optimized_llvm
 
     def cache_key(self) -> str:
-        """Everything the object code depends on: kiln's version, the host (CPU, features,
+        """Everything the object code depends on: kiln's version and source, the host (CPU, features,
         whether a thread pool exists), the options, and the traced function. Every later
         stage is a deterministic function of these, so a second process that finds the key
         skips optimization, lowering, scheduling and LLVM altogether."""
-        from . import __version__
         db = self.tuning_db()
         options = (f"passes={','.join(self.graph_passes)} schedule={self.requested_schedule!r} "
                    f"tuning={db.digest() if db else None} debug={self.debug}")
         host = f"{llvm_target.host_fingerprint()} threads={threads.available()}"
         traced = print_ir(self.module("tensor"), locations=False)
-        return hashlib.sha256(f"{__version__}\n{host}\n{options}\n{traced}".encode()).hexdigest()
+        return hashlib.sha256(f"{kiln_digest()}\n{host}\n{options}\n{traced}".encode()).hexdigest()
 
     def object_code(self, cache: DiskCache | None = None) -> tuple:
         """(object code, whether it came from the disk cache)."""
