@@ -76,9 +76,11 @@ def _matmul_recipe(function, nest, vector_bits, schedule) -> bool:
     if len(inner) != 1 or not inner[0].inits or not rows.constant_bounds or not cols.constant_bounds:
         return False
     lanes = vector_bits // (8 * _widest_element(cols))
-    if rows.upper < MATMUL_ROWS or cols.upper < lanes * MATMUL_VECTORS or lanes < 2:
+    if rows.upper < MATMUL_ROWS or lanes < 2:
         return False
     i, j = rows.induction_variable.name_hint, cols.induction_variable.name_hint
+    if cols.upper < lanes * MATMUL_VECTORS:
+        return _narrow_matmul(function, i, j, min(lanes, cols.upper), schedule)
     steps = [("unroll_jam", i, MATMUL_ROWS), ("reorder", [j, f"{i}.u"]), ("vectorize", j, lanes),
              ("unroll_jam", j, MATMUL_VECTORS)]
     if not _applies(function, steps):
@@ -102,6 +104,20 @@ def _matmul_recipe(function, nest, vector_bits, schedule) -> bool:
                   if isinstance(op, A.VectorLoadOp)), None)
     if panel:
         _try(function, schedule, ("cache_read", f"{j}.u", panel))
+    return True
+
+
+def _narrow_matmul(function, i, j, columns: int, schedule) -> bool:
+    """Few columns (a layer with 10 outputs): 8 rows jammed around one vector of the
+    widest power of two that fits the columns (the rest run as a remainder loop); rows
+    stay outermost, so the thread pool splits them."""
+    width = 1 << (columns.bit_length() - 1)
+    steps = [("unroll_jam", i, MATMUL_ROWS), ("vectorize", j, width)]
+    if width < 4 or not _applies(function, steps):
+        return False
+    for step in steps:
+        apply_step(function, step)
+        schedule.add(*step)
     return True
 
 

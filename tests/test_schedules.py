@@ -159,3 +159,14 @@ def test_conv2d_with_the_matmul_recipe_jams_nested_reductions_correctly():
     compiled = kiln.compile(lambda x, w: kiln.conv2d(x, w, padding=1))
     assert "unroll_jam" in compiled.lower(x, w).text("scheduled").splitlines()[0]
     np.testing.assert_allclose(compiled(x, w), kiln.conv2d(x, w, padding=1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("m,k,n", [(256, 512, 10), (13, 7, 5), (37, 11, 17), (8, 3, 31), (9, 2, 4)])
+def test_narrow_matmuls_get_a_row_jammed_vector_schedule_and_numpys_numbers(m, k, n):
+    rng = np.random.default_rng(13)
+    a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+    f = kiln.compile(lambda a, b: a @ b)
+    header = f.lower(a, b).text("scheduled").splitlines()[0]
+    width = 1 << (min(n, 16).bit_length() - 1)
+    assert f"unroll_jam(k0.i, 8); vectorize(k0.j, {width})" in header
+    np.testing.assert_allclose(f(a, b), a @ b, rtol=1e-5, atol=4e-6 * k)  # float32 sums of k terms
