@@ -255,18 +255,11 @@ class _FunctionEmitter:
         used = self._external_buffers(statements if nest is None else [nest])
         name = f"{entry_name(self.function.sym_name, self.prefix)}_k{number}"
         params = ", ".join(f"{STORED[v.type.element.name]} *{self.name(v)}" for v in used) or "void"
-        lines = [f"__global__ void {name}({params}) {{",
-                 "    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
-                 f"t < {total}LL; t += (long long)gridDim.x * blockDim.x) {{"]
-        remaining = "t"
-        for loop, extent in reversed(list(zip(chain, extents))):
-            lines.append(f"        long long {self.name(loop.induction_variable)} = {remaining} % {extent}LL;")
-            remaining = f"({remaining} / {extent}LL)"
+        lines = [f"__global__ void {name}({params}) {{"] + self._grid_stride(chain, extents, total)
         inner = chain[-1].body.ops if chain else (statements if nest is None else [nest])
         self.lines = lines
         self.indent = 2
-        for value in self._shared_reads(statements if nest is None else [nest]):
-            self.line(f"{C_TYPES[value.type.name]} {self.name(value)} = {self.shared[value]};")
+        self._read_shared(statements if nest is None else [nest])
         self._carried = []  # the values an affine.yield assigns, in the loop being emitted
         self.block(inner)
         lines.append("    }")
@@ -293,8 +286,7 @@ class _FunctionEmitter:
         used = self._external_buffers([nest])
         params = ", ".join(f"{STORED[v.type.element.name]} *{self.name(v)}" for v in used) or "void"
         self.lines, self.indent, self._carried = [f"__global__ void {name}({params}) {{"], 1, []
-        for value in self._shared_reads([nest]):
-            self.line(f"{C_TYPES[value.type.name]} {self.name(value)} = {self.shared[value]};")
+        self._read_shared([nest])
         self.block([nest])
         self.lines.append("}")
         args = ", ".join(self.name(v) for v in used)
@@ -323,16 +315,9 @@ class _FunctionEmitter:
         lines = [f"__global__ void {name}_init(void) {{ {target} = {self.expr(init)}; }}",
                  "",
                  f"__global__ void {name}({params}) {{",
-                 f"    {c_type} {partial} = {self.expr(init)};",
-                 "    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
-                 f"t < {total}LL; t += (long long)gridDim.x * blockDim.x) {{"]
-        remaining = "t"
-        for loop, extent in reversed(list(zip(loops, extents))):
-            lines.append(f"        long long {self.name(loop.induction_variable)} = {remaining} % {extent}LL;")
-            remaining = f"({remaining} / {extent}LL)"
+                 f"    {c_type} {partial} = {self.expr(init)};"] + self._grid_stride(loops, extents, total)
         self.lines, self.indent, self._carried = lines, 2, [partial]
-        for value in self._shared_reads([loops[0]]):
-            self.line(f"{C_TYPES[value.type.name]} {self.name(value)} = {self.shared[value]};")
+        self._read_shared([loops[0]])
         self.block(loops[-1].body.ops)
         lines.append("    }")
         lines.append(f"    KILN_ATOMIC({combine}, &{target}, {partial});")
@@ -346,27 +331,30 @@ class _FunctionEmitter:
         self.names[result] = self.name(result)
         return "\n".join(lines) + "\n"
 
+    def _grid_stride(self, loops, extents, total) -> list:
+        """The grid-stride loop over `total` flattened iterations, and each loop's index
+        recovered from the flat one (the last loop varies fastest)."""
+        lines = ["    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
+                 f"t < {total}LL; t += (long long)gridDim.x * blockDim.x) {{"]
+        remaining = "t"
+        for loop, extent in reversed(list(zip(loops, extents))):
+            lines.append(f"        long long {self.name(loop.induction_variable)} = {remaining} % {extent}LL;")
+            remaining = f"({remaining} / {extent}LL)"
+        return lines
+
+    def _read_shared(self, roots) -> None:
+        """Load the top-level scalars these ops read from their __device__ variables."""
+        for value in self._shared_reads(roots):
+            self.line(f"{C_TYPES[value.type.name]} {self.name(value)} = {self.shared[value]};")
+
     def _shared_reads(self, roots) -> list:
-        ops = [op for root in roots for op in root.walk()]
-        inside = {r for op in ops for r in op.results}
-        found = []
-        for op in ops:
-            for v in op.operands:
-                if v in self.shared and v not in inside and v not in found:
-                    found.append(v)
-        return found
+        return _read_from_outside(roots, lambda v: v in self.shared)
 
     def _external_buffers(self, roots) -> list:
-        ops = [op for root in roots for op in root.walk()]
-        inside = {r for op in ops for r in op.results}
-        found = []
-        for op in ops:
-            for v in op.operands:
-                if isinstance(v.type, MemRefType) and v not in inside and v not in found:
-                    producer = getattr(v, "op", None)
-                    if not isinstance(producer, MR.GetGlobalOp):
-                        found.append(v)
-        return found
+        """The buffers these ops use, made outside them: the kernel's parameters (globals
+        are visible to every kernel, so they are not passed)."""
+        return _read_from_outside(roots, lambda v: isinstance(v.type, MemRefType)
+                                  and not isinstance(getattr(v, "op", None), MR.GetGlobalOp))
 
     # -- statements ---------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -455,6 +443,19 @@ class _FunctionEmitter:
         for v in values[1:]:
             text = f"(({text}) < ({v}) ? ({text}) : ({v}))"
         return text
+
+
+def _read_from_outside(roots, wanted) -> list:
+    """The values, in order of first use, that ops in `roots` read, are `wanted`, and are
+    not made inside `roots`."""
+    ops = [op for root in roots for op in root.walk()]
+    inside = {r for op in ops for r in op.results}
+    found = []
+    for op in ops:
+        for v in op.operands:
+            if v not in inside and v not in found and wanted(v):
+                found.append(v)
+    return found
 
 
 def _is_device(op) -> bool:

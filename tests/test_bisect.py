@@ -9,10 +9,9 @@ from kiln.affine_interpreter import run_affine
 from kiln.dialects import arith as AR
 from kiln.dialects import parse_ir
 from kiln.dialects import tensor as T
-from kiln.dialects.affine_expr import AffineMap, Const
 from kiln.passes import registry
-from kiln.passes import loop_transforms
 from op_table import CASES
+from planted import plant_split_without_partial_tiles
 from test_ops import assert_same
 
 
@@ -90,13 +89,7 @@ def test_bisect_names_a_broken_lowering(monkeypatch):
 
 
 def test_bisect_names_a_broken_schedule_step(monkeypatch):
-    split = loop_transforms.split
-
-    def broken_split(loop, factor):  # forgets that the last tile is partial
-        outer, inner = split(loop, factor)
-        inner.attributes["upper_map"] = AffineMap(inner.upper_map.num_dims, (Const(factor),))
-        return outer, inner
-    monkeypatch.setattr(loop_transforms, "split", broken_split)
+    plant_split_without_partial_tiles(monkeypatch)
     f = kiln.compile(scaled_sum, schedule=kiln.Schedule().split("k0.i", 4))
     report = kiln.bisect(f, *args())
     assert report.first_bad.name == "schedule: split(k0.i, 4)"

@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln.dialects.affine_expr import AffineMap, Const
-from kiln.passes import loop_transforms
 from op_table import CASES
+from planted import plant_split_without_partial_tiles
 from test_ops import assert_same
 
 
@@ -61,13 +60,7 @@ def test_kiln_debug_environment_variable_turns_it_on(monkeypatch):
 
 
 def test_a_planted_out_of_bounds_access_is_caught_not_performed(monkeypatch):
-    split = loop_transforms.split
-
-    def broken_split(loop, factor):  # forgets that the last tile is partial
-        outer, inner = split(loop, factor)
-        inner.attributes["upper_map"] = AffineMap(inner.upper_map.num_dims, (Const(factor),))
-        return outer, inner
-    monkeypatch.setattr(loop_transforms, "split", broken_split)
+    plant_split_without_partial_tiles(monkeypatch)
     schedule = kiln.Schedule().split("k0.i", 4)
     f = kiln.compile(lambda x: np.tanh(x) * 3.0, debug=True, schedule=schedule)
     with pytest.raises(kiln.OutOfBoundsError) as info:
