@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from kiln.dialects import affine as A
+from kiln.dialects.affine_expr import dims_of
 from kiln.passes.default_schedule import _root_chain, _vector_candidates, default_schedule
 from kiln.passes.loop_transforms import ScheduleError
 from kiln.passes.schedule import Schedule, apply_schedule
@@ -120,16 +121,10 @@ def _panel_name(cols):
     iv = cols.induction_variable
     for op in cols.walk():
         if isinstance(op, A.LoadOp) and op.memref.type.rank == 2 and iv in op.indices \
-                and _uses(op.map.results[-1], op.indices.index(iv)):
+                and op.indices.index(iv) in dims_of(op.map.results[-1]):
             return op.memref.name_hint
     return None
 
-
-def _uses(expr, k) -> bool:
-    from kiln.dialects.affine_expr import Dim
-    if isinstance(expr, Dim):
-        return expr.index == k
-    return any(_uses(c, k) for c in expr.children())
 
 
 def _key(config: dict):

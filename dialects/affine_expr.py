@@ -187,6 +187,17 @@ class AffineMap:
         return tuple(r.evaluate(dims) for r in self.results)
 
 
+def dims_of(*exprs) -> set:
+    """The indices of the dimensions the expressions use."""
+    found, stack = set(), list(exprs)
+    while stack:
+        expr = stack.pop()
+        if isinstance(expr, Dim):
+            found.add(expr.index)
+        stack.extend(expr.children())
+    return found
+
+
 def substitute(expr: AffineExpr, replacements) -> AffineExpr:
     """`expr` with dimension i replaced by replacements[i], simplified as it is rebuilt."""
     if isinstance(expr, Dim):

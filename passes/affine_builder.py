@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from kiln.dialects import affine as A
-from kiln.dialects.affine_expr import AffineMap, Dim, substitute
+from kiln.dialects.affine_expr import AffineMap, Dim, dims_of, substitute
 from kiln.dialects.ir import Block, Value
 
 LOOP_NAMES = "ijklmnpq"
@@ -99,13 +99,7 @@ class AffineBuilder:
 
 def access(exprs, ivs):
     """Index operands and map for `exprs` over `ivs`, keeping only the ivs they use."""
-    used = sorted({d for e in exprs for d in _dims(e)})
+    used = sorted(dims_of(*exprs))
     renumber = [Dim(used.index(d)) if d in used else None for d in range(len(ivs))]
     return [ivs[d] for d in used], AffineMap(len(used), tuple(substitute(e, renumber) for e in exprs))
 
-
-def _dims(expr):
-    if isinstance(expr, Dim):
-        yield expr.index
-    for child in expr.children():
-        yield from _dims(child)

@@ -10,7 +10,7 @@ parallel if the kernel does enough work to pay for waking the thread pool.
 from __future__ import annotations
 
 from kiln.dialects import affine as A
-from kiln.dialects.affine_expr import Dim
+from kiln.dialects.affine_expr import dims_of
 
 from .loop_transforms import ScheduleError
 from .schedule import Schedule, apply_step, find_loop, kernels
@@ -136,15 +136,10 @@ def _row_reader(cols):
     iv = cols.induction_variable
     for op in cols.walk():
         if isinstance(op, A.LoadOp) and op.memref.type.rank == 2 and iv in op.indices:
-            if _mentions(op.map.results[0], op.indices.index(iv)):
+            if op.indices.index(iv) in dims_of(op.map.results[0]):
                 return op.memref.name_hint
     return None
 
-
-def _mentions(expr, k) -> bool:
-    if isinstance(expr, Dim):
-        return expr.index == k
-    return any(_mentions(c, k) for c in expr.children())
 
 
 def _root_chain(nest) -> list:

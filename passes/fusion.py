@@ -43,7 +43,7 @@ import networkx as nx
 
 from kiln.dialects import func as F
 from kiln.dialects import tensor as T
-from kiln.dialects.affine_expr import Dim
+from kiln.dialects.affine_expr import Dim, dims_of
 from kiln.dialects.diagnostics import VerificationError
 from kiln.dialects.ir import Block, Region
 
@@ -117,24 +117,13 @@ class Group:
 
     def recomputes(self, index, loops) -> bool:
         """Would a value at `index` be computed more than once per element in `loops`?"""
-        used = _dims(index)
+        used = dims_of(*index)
         level = _level(index, loops)
         return any(d not in used and self.extents[d] > 1 for d in loops[:level + 1])
 
 
-def _dims(index):
-    found = set()
-    stack = list(index)
-    while stack:
-        e = stack.pop()
-        if isinstance(e, Dim):
-            found.add(e.index)
-        stack.extend(e.children())
-    return found
-
-
 def _level(index, loops) -> int:
-    used = _dims(index)
+    used = dims_of(*index)
     return max((k for k, d in enumerate(loops) if d in used), default=-1)
 
 

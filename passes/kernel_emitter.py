@@ -15,7 +15,7 @@ import numpy as np
 from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import tensor as T
-from kiln.dialects.affine_expr import Dim
+from kiln.dialects.affine_expr import Dim, dims_of
 
 from .affine_builder import REDUCTION_NAMES, LOOP_NAMES, View, access
 from .index_maps import operand_index
@@ -76,7 +76,7 @@ class KernelEmitter:
         return name
 
     def level_for(self, index, chain) -> Level:
-        used = _dims(index)
+        used = dims_of(*index)
         deepest = max((k for k, (dim, _) in enumerate(chain) if dim in used), default=-1)
         return chain[deepest][1] if deepest >= 0 else self.outer
 
@@ -207,16 +207,6 @@ def _position(level, chain) -> int:
         if candidate is level:
             return k
     return -1
-
-
-def _dims(index):
-    found, stack = set(), list(index)
-    while stack:
-        e = stack.pop()
-        if isinstance(e, Dim):
-            found.add(e.index)
-        stack.extend(e.children())
-    return found
 
 
 def _negative_zero_mix(flat) -> bool:

@@ -9,7 +9,7 @@ size has to be a multiple of any factor.
 from __future__ import annotations
 
 from kiln.dialects import affine as A
-from kiln.dialects.affine_expr import AffineMap, Const, Dim, substitute
+from kiln.dialects.affine_expr import AffineMap, Const, Dim, dims_of, substitute
 from kiln.dialects.diagnostics import KilnError
 from kiln.dialects.ir import Block
 
@@ -351,10 +351,5 @@ def _writes_depend_on(store, iv) -> bool:
     if iv not in store.indices:
         return False
     k = store.indices.index(iv)
-    return any(_uses_dim(result, k) for result in store.map.results)
+    return k in dims_of(*store.map.results)
 
-
-def _uses_dim(expr, k) -> bool:
-    if isinstance(expr, Dim):
-        return expr.index == k
-    return any(_uses_dim(c, k) for c in expr.children())
