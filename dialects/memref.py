@@ -16,45 +16,34 @@ from .types import MemRefType, scalar_type_of
 ALIGNMENT = 64  # bytes; a cache line, and enough for any vector width
 
 
-class AllocOp(Operation):
+class _Allocation(Operation):
+    """``memref.alloc`` and ``memref.alloca``: a new buffer of the result's type."""
+
+    def verify(self):
+        super().verify()
+        if not isinstance(self.result.type, MemRefType):
+            raise self.error(f"{self.name} makes a memref")
+
+    def print_custom(self, printer):
+        printer.write(f"{self.name}() {{alignment = {ALIGNMENT} : i64}} : {self.result.type}")
+
+    @classmethod
+    def parse_custom(cls, parser, num_results):
+        parser.expect("(")
+        parser.expect(")")
+        parser.parse_attr_dict()
+        parser.expect(":")
+        return cls([], {}, [parser.parse_type()])
+
+
+class AllocOp(_Allocation):
+    """A buffer on the heap, freed by memref.dealloc."""
     name = "memref.alloc"
 
-    def verify(self):
-        super().verify()
-        if not isinstance(self.result.type, MemRefType):
-            raise self.error("memref.alloc makes a memref")
 
-    def print_custom(self, printer):
-        printer.write(f"memref.alloc() {{alignment = {ALIGNMENT} : i64}} : {self.result.type}")
-
-    @classmethod
-    def parse_custom(cls, parser, num_results):
-        parser.expect("(")
-        parser.expect(")")
-        parser.parse_attr_dict()
-        parser.expect(":")
-        return cls([], {}, [parser.parse_type()])
-
-
-class AllocaOp(Operation):
+class AllocaOp(_Allocation):
     """A small buffer on the stack of the running function (or thread): a packed tile."""
     name = "memref.alloca"
-
-    def verify(self):
-        super().verify()
-        if not isinstance(self.result.type, MemRefType):
-            raise self.error("memref.alloca makes a memref")
-
-    def print_custom(self, printer):
-        printer.write(f"memref.alloca() {{alignment = {ALIGNMENT} : i64}} : {self.result.type}")
-
-    @classmethod
-    def parse_custom(cls, parser, num_results):
-        parser.expect("(")
-        parser.expect(")")
-        parser.parse_attr_dict()
-        parser.expect(":")
-        return cls([], {}, [parser.parse_type()])
 
 
 class DeallocOp(Operation):

@@ -63,16 +63,18 @@ def scalar_type_of(dtype) -> ScalarType:
 
 
 @dataclass(frozen=True)
-class TensorType(Type):
+class ShapedType(Type):
+    """A static shape of elements: what tensors and memrefs have in common."""
     shape: tuple
     element: ScalarType
+    keyword = ""  # "tensor" or "memref", as printed
 
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
 
     def __str__(self) -> str:
         dims = "".join(f"{d}x" for d in self.shape)
-        return f"tensor<{dims}{self.element}>"
+        return f"{self.keyword}<{dims}{self.element}>"
 
     @property
     def rank(self) -> int:
@@ -85,6 +87,11 @@ class TensorType(Type):
     @property
     def dtype(self) -> np.dtype:
         return self.element.dtype
+
+
+@dataclass(frozen=True)
+class TensorType(ShapedType):
+    keyword = "tensor"
 
     def with_shape(self, shape) -> "TensorType":
         return TensorType(tuple(shape), self.element)
@@ -110,29 +117,9 @@ class FunctionType(Type):
 
 
 @dataclass(frozen=True)
-class MemRefType(Type):
+class MemRefType(ShapedType):
     """``memref<4x8xf32>``: a buffer of static shape in row-major (identity) layout."""
-    shape: tuple
-    element: ScalarType
-
-    def __post_init__(self):
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
-
-    def __str__(self) -> str:
-        dims = "".join(f"{d}x" for d in self.shape)
-        return f"memref<{dims}{self.element}>"
-
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    @property
-    def dtype(self) -> np.dtype:
-        return self.element.dtype
+    keyword = "memref"
 
     @property
     def strides(self) -> tuple:
