@@ -70,14 +70,28 @@ def _move_body(source: Block, target: Block, iv_expr, new_ivs) -> None:
     replace_index(ops, old_iv, new_ivs, iv_expr)
 
 
-def _replace_loop(old, new) -> None:
+def _replace_loop(old, new, results=None) -> None:
+    """Put `new` (an op, or a list of ops) where loop `old` was; `results` (by default the
+    last new op's) take the place of its results."""
+    new_ops = new if isinstance(new, list) else [new]
+    results = list(new_ops[-1].results) if results is None else results
     block = old.parent
-    block.ops[block.ops.index(old)] = new
-    new.parent = block
+    position = block.ops.index(old)
+    for op in new_ops:
+        op.parent = block
+    block.ops[position:position + 1] = new_ops
     old.parent = None
-    for a, b in zip(old.results, new.results):
+    for a, b in zip(old.results, results):
         a.replace_all_uses_with(b)
     old.set_operands([])
+
+
+def _remainder(loop, start: int, inits):
+    """Iterations `start` to the end of `loop`, as a loop ``<name>.tail`` carrying `inits`."""
+    tail = A.ForOp.create(0, loop.upper - start, inits=list(inits), iv_name=f"{loop_name(loop)}.tail")
+    carried = _clone_body(loop, tail.body, list(tail.body.args[1:]), [tail.induction_variable], Dim(0) + start)
+    tail.body.append(A.YieldOp(carried, {}))
+    return tail
 
 
 # -- split ----------------------------------------------------------------------------------
@@ -179,24 +193,10 @@ def unroll(loop, factor: int):
     for copy in range(factor):
         carried = _clone_body(loop, main.body, carried, [main.induction_variable], Dim(0) * factor + copy)
     main.body.append(A.YieldOp(carried, {}))
-    results = list(main.results)
-    block = loop.parent
-    position = block.ops.index(loop)
     new_ops = [main]
     if count % factor:
-        tail = A.ForOp.create(0, count % factor, inits=results, iv_name=f"{name}.tail")
-        carried = _clone_body(loop, tail.body, list(tail.body.args[1:]), [tail.induction_variable],
-                              Dim(0) + (count // factor) * factor)
-        tail.body.append(A.YieldOp(carried, {}))
-        new_ops.append(tail)
-        results = list(tail.results)
-    for op in new_ops:
-        op.parent = block
-    block.ops[position:position + 1] = new_ops
-    for old, new in zip(loop.results, results):
-        old.replace_all_uses_with(new)
-    loop.parent = None
-    loop.set_operands([])
+        new_ops.append(_remainder(loop, count // factor * factor, main.results))
+    _replace_loop(loop, new_ops)
     return main
 
 

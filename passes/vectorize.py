@@ -41,7 +41,7 @@ from kiln.dialects.types import VectorType, element_of, i1
 
 from kiln.dialects.ir import Operation
 
-from .loop_transforms import ScheduleError, _clone_body, loop_name
+from .loop_transforms import ScheduleError, _remainder, _replace_loop, loop_name
 
 # The combining op of a reduction, and what vector.reduction calls it.
 _REDUCTIONS = {AR.AddFOp: "add", AR.AddIOp: "add", AR.MulFOp: "mul", AR.MulIOp: "mul",
@@ -72,8 +72,6 @@ def vectorize(loop, width: int):
     widener.widen_ops(loop.body.ops[:-1])
     main.body.append(A.YieldOp([widener.vector_of(v) for v in loop.body.ops[-1].operands], {}))
 
-    block = loop.parent
-    position = block.ops.index(loop)
     new_ops = prelude.block.ops + [main]
     finals = []
     for acc, init, kind in zip(main.results, loop.inits, reductions):
@@ -83,19 +81,9 @@ def vectorize(loop, width: int):
         finals.append(combine.result)
     results = finals
     if count % width:
-        tail = A.ForOp.create(0, count % width, inits=finals, iv_name=f"{name}.tail")
-        carried = _clone_body(loop, tail.body, list(tail.body.args[1:]), [tail.induction_variable],
-                              Dim(0) + (count // width) * width)
-        tail.body.append(A.YieldOp(carried, {}))
-        new_ops.append(tail)
-        results = list(tail.results)
-    for op in new_ops:
-        op.parent = block
-    block.ops[position:position + 1] = new_ops
-    for old, new in zip(loop.results, results):
-        old.replace_all_uses_with(new)
-    loop.parent = None
-    loop.set_operands([])
+        new_ops.append(_remainder(loop, count // width * width, finals))
+        results = list(new_ops[-1].results)
+    _replace_loop(loop, new_ops, results)
     return main
 
 
