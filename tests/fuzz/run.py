@@ -64,6 +64,11 @@ def main() -> int:
     except AssertionError as exc:
         print(f"MISMATCH after {tried[0]} programs:\n{exc}")
         return 1
+    except Exception as exc:  # a crash (hypothesis may group several) is a finding too
+        import traceback
+        print(f"CRASH after {tried[0]} programs:")
+        traceback.print_exception(exc)
+        return 1
     what = "gradients" if args.gradients else "random schedules" if args.schedules else f"target {args.target}"
     print(f"{tried[0]} random programs ({what}) in {time.monotonic() - started:.0f} s: no mismatch")
     return 0
