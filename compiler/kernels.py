@@ -6,6 +6,9 @@ loop nest whose loops are named ``k<n>.*`` (remainder nests included). Cut
 out, it becomes ``func.func @kernel`` whose arguments are every buffer the
 nests touch, with its loops renamed to ``k0.*``; the hash of that function's
 text (SSA names made positional) identifies the kernel wherever it appears.
+Schedules for it (tuning records) name its loops ``k0.*`` and its buffers
+``a<k>``, as its arguments are named; ``absolute_steps`` maps both back onto
+the kernel's place in a whole function.
 """
 from __future__ import annotations
 
@@ -34,8 +37,8 @@ def nests_of(function: F.FuncOp, kernel: str) -> list:
             and op.induction_variable.name_hint.split(".")[0] == kernel]
 
 
-def extract(function: F.FuncOp, kernel: str) -> builtin.ModuleOp:
-    """A module whose one function runs just `kernel`, over arguments for every buffer it uses."""
+def _outside_values(function: F.FuncOp, kernel: str) -> list:
+    """Values `kernel`'s nests use but do not define, in order of first use."""
     nests = nests_of(function, kernel)
     inside = {r for nest in nests for op in nest.walk() for r in op.results}
     inside |= {a for nest in nests for op in nest.walk() for region in op.regions
@@ -46,6 +49,18 @@ def extract(function: F.FuncOp, kernel: str) -> builtin.ModuleOp:
             for value in op.operands:
                 if value not in inside and value not in external:
                     external.append(value)
+    return external
+
+
+def kernel_buffers(function: F.FuncOp, kernel: str) -> list:
+    """The buffers `kernel` touches, in the order of the extracted kernel's arguments a0, a1, ..."""
+    return [v for v in _outside_values(function, kernel) if isinstance(v.type, MemRefType)]
+
+
+def extract(function: F.FuncOp, kernel: str) -> builtin.ModuleOp:
+    """A module whose one function runs just `kernel`, over arguments for every buffer it uses."""
+    nests = nests_of(function, kernel)
+    external = _outside_values(function, kernel)
     buffers = [v for v in external if isinstance(v.type, MemRefType)]
     scalars = [v for v in external if not isinstance(v.type, MemRefType)]
     new = F.FuncOp.create("kernel", [v.type for v in buffers], [], [f"a{k}" for k in range(len(buffers))])
@@ -76,20 +91,50 @@ def structural_hash(module: builtin.ModuleOp) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def relative_steps(steps, kernel: str) -> list:
-    """Steps naming `kernel`'s loops, rewritten to name k0's (and back with absolute_steps)."""
-    return [_rename(step, kernel, "k0") for step in steps]
+def relative_steps(steps, kernel: str, function: F.FuncOp) -> list:
+    """Steps for `kernel` of `function`, rewritten as the extracted kernel's: loops named k0.*,
+    buffers named a<k> like its arguments (and back with absolute_steps)."""
+    names = {}
+    for k, buffer in enumerate(kernel_buffers(function, kernel)):
+        names.setdefault(buffer.name_hint, f"a{k}")
+    return [_rename(step, kernel, "k0", names) for step in steps]
 
 
-def absolute_steps(steps, kernel: str) -> list:
-    return [_rename(step, "k0", kernel) for step in steps]
+def absolute_steps(steps, kernel: str, function: F.FuncOp) -> list:
+    """Kernel-relative steps (a tuning record's) for `kernel` of `function`. A buffer the
+    steps name that has no name of its own there, or shares it, is given one, so that the
+    step finds exactly the buffer the record means."""
+    buffers = kernel_buffers(function, kernel)
+    taken = {v.name_hint for v in buffers}
+    names = {}
+    for k, buffer in enumerate(buffers):
+        if f"a{k}" not in _buffer_names(steps):
+            continue
+        if buffer.name_hint is None or sum(v.name_hint == buffer.name_hint for v in buffers) > 1:
+            fresh = f"{kernel}_a{k}"
+            while fresh in taken:
+                fresh += "_"
+            buffer.name_hint = fresh
+            taken.add(fresh)
+        names[f"a{k}"] = buffer.name_hint
+    return [_rename(step, "k0", kernel, names) for step in steps]
 
 
-def _rename(step, old: str, new: str):
+# Which items of a step (a list, the primitive first) name a buffer rather than a loop.
+_BUFFER_ARGUMENTS = {"cache_read": (2,)}
+
+
+def _buffer_names(steps) -> set:
+    return {step[i] for step in steps for i in _BUFFER_ARGUMENTS.get(step[0], ()) if i < len(step)}
+
+
+def _rename(step, old: str, new: str, buffers: dict):
     def fix(arg):
         if isinstance(arg, str) and arg.split(".")[0] == old:
             return new + arg[len(old):]
         if isinstance(arg, list):
             return [fix(a) for a in arg]
         return arg
-    return [step[0]] + [fix(a) for a in step[1:]]
+    buffer_positions = _BUFFER_ARGUMENTS.get(step[0], ())
+    return [step[0]] + [buffers.get(a, a) if i in buffer_positions else fix(a)
+                        for i, a in enumerate(step[1:], start=1)]

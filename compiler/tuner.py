@@ -28,6 +28,7 @@ from kiln.runtime import threads
 from kiln.runtime.native import LoadedObject
 
 from . import llvm_codegen, llvm_target
+from .errors import KilnError
 
 
 # -- the search space --------------------------------------------------------------------------
@@ -138,11 +139,35 @@ class Measurement:
     spread: float       # relative: (p75 - p25) / median
 
 
-class KernelBench:
-    """Compiles an extracted kernel under a schedule, runs it on fixed random inputs."""
+def _summary(samples) -> Measurement:
+    q = statistics.quantiles(samples, n=4) if len(samples) >= 4 else [min(samples), 0, max(samples)]
+    median = statistics.median(samples)
+    return Measurement(median, (q[2] - q[0]) / median if median else 0.0)
 
-    def __init__(self, module, seed: int = 0):
+
+@dataclasses.dataclass
+class Comparison:
+    """Incumbent and candidate timed in alternation (ABAB...): a load that comes and goes
+    slows both alike, so only the schedules themselves can make one faster."""
+    incumbent: Measurement
+    candidate: Measurement
+
+    @property
+    def noise(self) -> float:
+        return max(0.02, self.incumbent.spread, self.candidate.spread)
+
+    @property
+    def candidate_wins(self) -> bool:
+        return self.candidate.seconds < self.incumbent.seconds * (1 - self.noise)
+
+
+class KernelBench:
+    """Compiles an extracted kernel under a schedule, runs it on fixed random inputs.
+    `clock` (seconds, like time.perf_counter) is what every measurement reads."""
+
+    def __init__(self, module, seed: int = 0, clock=time.perf_counter):
         self.module = module
+        self.clock = clock
         function = module.body.ops[-1]
         rng = np.random.default_rng(seed)
         self.initial = []
@@ -179,18 +204,49 @@ class KernelBench:
         return [arrays[k] for k in self.written]
 
     def measure(self, run, budget: float = 0.25, cutoff: float = None) -> Measurement:
+        """One schedule alone: a quick screen, not evidence of a win (see compare)."""
+        clock = self.clock
         arrays = [a.copy() for a in self.initial]
         run(arrays)
-        samples, started = [], time.perf_counter()
-        while len(samples) < 5 or (time.perf_counter() - started < budget and len(samples) < 200):
-            start = time.perf_counter()
+        samples, started = [], clock()
+        while len(samples) < 5 or (clock() - started < budget and len(samples) < 200):
+            start = clock()
             run(arrays)
-            samples.append(time.perf_counter() - start)
+            samples.append(clock() - start)
             if cutoff is not None and len(samples) >= 2 and min(samples) > cutoff:
                 break  # far slower than the best: no need to know by how much
-        q = statistics.quantiles(samples, n=4) if len(samples) >= 4 else [min(samples), 0, max(samples)]
-        median = statistics.median(samples)
-        return Measurement(median, (q[2] - q[0]) / median if median else 0.0)
+        return _summary(samples)
+
+    def compare(self, incumbent, candidate, rounds: int = 21, candidate_first: bool = False) -> Comparison:
+        """Time the two alternately for `rounds` rounds, each on arrays of its own; each
+        sample runs a batch long enough (about a millisecond) for the clock to resolve it."""
+        clock = self.clock
+        runs = [candidate, incumbent] if candidate_first else [incumbent, candidate]
+        arrays = [[a.copy() for a in self.initial] for _ in runs]
+        batch = 1
+        for run, own in zip(runs, arrays):
+            start = clock()
+            run(own)
+            batch = max(batch, min(1000, int(1e-3 / max(clock() - start, 1e-9))))
+        samples = [[], []]
+        for _ in range(rounds):
+            for k, (run, own) in enumerate(zip(runs, arrays)):
+                start = clock()
+                for _ in range(batch):
+                    run(own)
+                samples[k].append((clock() - start) / batch)
+        first, second = (_summary(x) for x in samples)
+        return Comparison(second, first) if candidate_first else Comparison(first, second)
+
+    def confirmed_win(self, incumbent, candidate) -> tuple:
+        """(whether `candidate` wins two independent comparisons, the second comparison):
+        the second runs in the opposite order, so neither going first nor a passing
+        burst of load can produce a win on its own."""
+        first = self.compare(incumbent, candidate)
+        if not first.candidate_wins:
+            return False, first
+        second = self.compare(incumbent, candidate, candidate_first=True)
+        return second.candidate_wins, second
 
 
 def same_outputs(a, b) -> bool:
@@ -212,6 +268,7 @@ class TuneResult:
     trials: int
     rejected: int          # wrong results or failed compilations
     interrupted: bool = False
+    failures: list = dataclasses.field(default_factory=list)   # why candidates failed to build, one line each
 
     @property
     def speedup(self) -> float:
@@ -222,24 +279,29 @@ def tune_kernel(module, trials: int = 50, seed: int = 0, strategy: str = "evolut
                 time_budget: float = None, progress=None, bench: KernelBench = None,
                 initial_steps=None) -> TuneResult:
     """Search `module`'s (one extracted kernel's) schedules; `initial_steps` (a previous
-    record) is the best to beat from the start."""
+    record) is the best to beat from the start.
+
+    A candidate is screened alone; one that looks faster than the best so far must beat it
+    in an interleaved comparison to take its place, and the final best must beat the
+    default schedule in two independent interleaved comparisons (`confirmed_win`) before
+    it is returned: otherwise the result is the default (steps None)."""
     space = SearchSpace(module, llvm_target.vector_bits(), threads.available())
     bench = bench or KernelBench(module, seed)
     rng = random.Random(seed)
-    run, keep = bench.build(None)
+    run, keep_default = bench.build(None)
     reference = bench.outputs(run)
     default = bench.measure(run)
-    best_steps, best = None, default
-    measured, rejected, seen = [], 0, set()
+    best_steps, best, best_run, keep = None, default, run, keep_default
+    measured, rejected, seen, failures = [], 0, set(), []
     if initial_steps:
         try:
-            candidate, keep = bench.build(initial_steps)
-            if same_outputs(bench.outputs(candidate), reference):
-                result = bench.measure(candidate)
-                if result.seconds < default.seconds * (1 - max(0.02, default.spread, result.spread)):
-                    best, best_steps = result, list(initial_steps)
-        except Exception:  # a stale record: search from the default
-            pass
+            candidate, keep_initial = bench.build(initial_steps)
+        except (ScheduleError, KilnError, ValueError, RuntimeError) as exc:
+            failures.append(f"the previous record no longer builds ({type(exc).__name__}: {exc})")
+        else:
+            if same_outputs(bench.outputs(candidate), reference) and bench.compare(run, candidate).candidate_wins:
+                best, best_steps, best_run = bench.measure(candidate), list(initial_steps), candidate
+                keep = keep_initial
     started = time.perf_counter()
     interrupted = False
     try:
@@ -252,36 +314,36 @@ def tune_kernel(module, trials: int = 50, seed: int = 0, strategy: str = "evolut
             seen.add(_key(config))
             steps = space.steps(config)
             try:
-                candidate, keep = bench.build(steps)
-                if not same_outputs(bench.outputs(candidate), reference):
-                    rejected += 1
-                    continue
-                result = bench.measure(candidate, cutoff=4 * best.seconds)
-            except Exception:  # nothing a candidate does may stop the search
+                candidate, keep_candidate = bench.build(steps)
+            except (ScheduleError, KilnError, ValueError, RuntimeError) as exc:
+                # The space holds legal schedules only, so this is a fault in kiln: count it, say it.
+                rejected += 1
+                failures.append(f"{_spell(steps)}: {type(exc).__name__}: {exc}")
+                continue
+            if not same_outputs(bench.outputs(candidate), reference):
                 rejected += 1
                 continue
+            result = bench.measure(candidate, cutoff=4 * best.seconds)
             measured.append((result.seconds, config))
             noise = max(0.02, best.spread, result.spread)
-            if result.seconds < best.seconds * (1 - noise):
-                best, best_steps = result, steps
+            if result.seconds < best.seconds * (1 - noise) and bench.compare(best_run, candidate).candidate_wins:
+                best, best_steps, best_run, keep = result, steps, candidate, keep_candidate
             if progress is not None:
                 progress(trial, trials, best.seconds, default.seconds, time.perf_counter() - started, time_budget)
     except KeyboardInterrupt:
         interrupted = True
     if best_steps is not None:
-        # Measure both again, alternating, so that a burst of load during the search (which
-        # slows whatever is being measured) cannot make a schedule look better than it is.
-        tuned_run, keep = bench.build(best_steps)
-        finals = {"default": [], "tuned": []}
-        for _ in range(3):
-            finals["default"].append(bench.measure(run))
-            finals["tuned"].append(bench.measure(tuned_run))
-        default = min(finals["default"], key=lambda m: m.seconds)
-        best = min(finals["tuned"], key=lambda m: m.seconds)
-        if best.seconds >= default.seconds * (1 - max(0.02, default.spread, best.spread)):
+        won, final = bench.confirmed_win(run, best_run)
+        default, best = final.incumbent, final.candidate
+        if not won:
             best_steps, best = None, default
-    del keep
-    return TuneResult(best_steps, default.seconds, best.seconds, len(measured) + rejected, rejected, interrupted)
+    del keep, keep_default
+    return TuneResult(best_steps, default.seconds, best.seconds, len(measured) + rejected, rejected, interrupted,
+                      failures)
+
+
+def _spell(steps) -> str:
+    return "; ".join(f"{s[0]}({', '.join(map(str, s[1:]))})" for s in steps) or "no steps"
 
 
 def _next_config(space, measured, rng, strategy, seen):
@@ -339,6 +401,8 @@ def tune_function(compiled, specs, db, trials: int, seed: int = 0, time_budget: 
                              initial_steps=previous["steps"] if previous else None)
         out.write(f"  default {result.default_seconds * 1e3:.3f} ms, best {result.best_seconds * 1e3:.3f} ms "
                   f"({result.speedup:.2f}x), {result.trials} trials, {result.rejected} rejected\n")
+        if result.failures:
+            out.write(f"  {len(result.failures)} schedule(s) failed to build; the first: {result.failures[0]}\n")
         if result.steps is not None:
             db.put({"kernel": key, "host": host, "function": compiled.__name__, "steps": result.steps,
                     "default_ms": round(result.default_seconds * 1e3, 6),
@@ -360,23 +424,23 @@ def verify_records(db, out=sys.stdout) -> list:
 
     stale = []
     for record in db.for_host(host_fingerprint()):
-        verdict = "ok"
         try:
             module = parse_ir(record.get("kernel_ir", ""))
             bench = KernelBench(module)
             run, keep = bench.build(None)
-            reference, default = bench.outputs(run), bench.measure(run)
             tuned_run, keep2 = bench.build(record["steps"])
-            if not same_outputs(bench.outputs(tuned_run), reference):
+        except (ScheduleError, KilnError, ValueError, RuntimeError) as exc:  # cannot even be rebuilt
+            verdict = f"STALE: {type(exc).__name__}: {exc}"
+        else:
+            if not same_outputs(bench.outputs(tuned_run), bench.outputs(run)):
                 verdict = "STALE: wrong results"
             else:
-                tuned = bench.measure(tuned_run)
-                if tuned.seconds >= default.seconds * (1 - max(0.02, default.spread, tuned.spread)):
-                    verdict = f"STALE: no longer faster ({default.seconds * 1e3:.3f} vs {tuned.seconds * 1e3:.3f} ms)"
-                else:
-                    verdict = f"ok ({default.seconds / tuned.seconds:.2f}x)"
-        except Exception as exc:  # a record that cannot even be rebuilt is stale
-            verdict = f"STALE: {exc}"
+                # The same interleaved comparison that recorded the win, so a verdict of
+                # "stale" means the win is gone, not that the load changed between the two.
+                comparison = bench.compare(run, tuned_run)
+                default, tuned = comparison.incumbent.seconds, comparison.candidate.seconds
+                verdict = (f"ok ({default / tuned:.2f}x)" if comparison.candidate_wins else
+                           f"STALE: no longer faster ({default * 1e3:.3f} vs {tuned * 1e3:.3f} ms)")
         if verdict.startswith("STALE"):
             stale.append(record["kernel"])
         out.write(f"{record.get('function', '?'):<20} {record['kernel']}  {verdict}\n")

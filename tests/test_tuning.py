@@ -10,7 +10,9 @@ import pytest
 import yaml
 
 import kiln
+from kiln.dialects import print_ir
 from kiln.kernels import absolute_steps, extract, kernel_names, relative_steps, structural_hash
+from kiln.passes.loop_transforms import ScheduleError
 from kiln.passes.schedule import Schedule, apply_schedule
 from kiln.tuner import KernelBench, SearchSpace, tune_kernel
 from kiln.tuning_db import TuningDB, host_fingerprint
@@ -60,9 +62,14 @@ def test_kernels_are_identified_by_structure_not_by_names():
     second = extract(affine(lambda p, q: p @ q, kiln.f32[8, 4], kiln.f32[4, 8]), "k0")
     other = extract(affine(lambda a, b: a @ b, kiln.f32[8, 5], kiln.f32[5, 8]), "k0")
     assert structural_hash(first) == structural_hash(second) != structural_hash(other)
-    steps = [["vectorize", "k2.j", 8], ["tile", ["k2.i", "k2.j"], [4, 4]]]
-    assert relative_steps(steps, "k2") == [["vectorize", "k0.j", 8], ["tile", ["k0.i", "k0.j"], [4, 4]]]
-    assert absolute_steps(relative_steps(steps, "k2"), "k2") == steps
+    function = affine(lambda x, a, b: (np.tanh(x), np.tanh(a @ b)), kiln.f32[8, 8], kiln.f32[8, 4], kiln.f32[4, 8])
+    kernel = kernel_names(function)[-1]
+    assert "%a0[%k0.i, %k0.r]" in print_ir(extract(function, kernel))  # the kernel's arguments: a0 = a, a1 = b
+    steps = [["vectorize", f"{kernel}.j", 8], ["tile", [f"{kernel}.i", f"{kernel}.j"], [4, 4]],
+             ["cache_read", f"{kernel}.j", "b"]]
+    relative = relative_steps(steps, kernel, function)
+    assert relative == [["vectorize", "k0.j", 8], ["tile", ["k0.i", "k0.j"], [4, 4]], ["cache_read", "k0.j", "a1"]]
+    assert absolute_steps(relative, kernel, function) == steps
 
 
 def _record(fn, specs, steps, function_name="f"):
@@ -154,3 +161,152 @@ def test_tune_kernel_returns_the_default_or_a_schedule_with_its_numbers():
         tuned_run, keep_tuned = bench.build(result.steps)
         for got, want in zip(bench.outputs(tuned_run), bench.outputs(default_run)):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda a, b: a @ b,                  # the packed panel is an argument, named b
+    lambda a, b: a @ np.tanh(b),         # ... or an intermediate buffer, with no name of its own
+    lambda a, b: (a + 1) @ np.tanh(b),
+], ids=["argument", "intermediate", "two-intermediates"])
+@pytest.mark.parametrize("shape", [(24, 40, 64), (7, 13, 48)])
+def test_a_record_that_packs_a_buffer_is_applied_by_compile(tmp_path, fn, shape):
+    m, k, n = shape
+    specs = (kiln.f32[m, k], kiln.f32[k, n])
+    function = affine(fn, *specs)
+    matmul = [name for name in kernel_names(function)
+              if SearchSpace(extract(function, name), 256, False).matmul_like][0]
+    module = extract(function, matmul)
+    space = SearchSpace(module, 256, False)
+    config = {"rows": 4, "vectors": 2, "lanes": 8, "pack": True, "columns_outside": True, "parallel": False}
+    steps = space.steps(config)
+    assert steps[-1] == ["cache_read", "k0.j.u", "a1"] and space.legal(config)
+    path = tmp_path / "tuning.yaml"
+    db = TuningDB(str(path))
+    db.put({"kernel": structural_hash(module), "host": host_fingerprint(), "function": "f", "steps": steps,
+            "default_ms": 1.0, "tuned_ms": 0.5})
+    db.save()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "no longer applies" would be an error here
+        compiled = kiln.compile(fn, tuning_db=str(path))
+        header = compiled.lower(*specs).text("scheduled").splitlines()[0]
+        rng = np.random.default_rng(0)
+        a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+        got = compiled(a, b)
+    assert f"{matmul} from the tuning database" in header and f"cache_read({matmul}.j.u, " in header
+    np.testing.assert_allclose(got, fn(a.astype(np.float64), b.astype(np.float64)), rtol=1e-4, atol=1e-4)
+
+
+class FakeClock:
+    """Time that passes only when a run says so: timings are whatever the test decides."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def _fake_bench(module, candidate_seconds):
+    """A bench on a fake clock: the default schedule takes 1 ms a call, any other schedule
+    `candidate_seconds(comparisons so far)`; the kernels still run, so results are checked."""
+    clock = FakeClock()
+    bench = KernelBench(module, clock=clock)
+    real_build, real_compare, comparisons = bench.build, bench.compare, []
+
+    def build(steps):
+        run, keep = real_build(steps)
+
+        def timed(arrays):
+            run(arrays)
+            clock.now += 1e-3 if steps is None else candidate_seconds(len(comparisons))
+        return timed, keep
+
+    def compare(*args, **kwargs):
+        comparisons.append(args)
+        return real_compare(*args, **kwargs)
+    bench.build, bench.compare = build, compare
+    return bench, comparisons
+
+
+def _elementwise_kernel():
+    return extract(affine(lambda x, y: x * y + 1, kiln.f32[16, 64], kiln.f32[64]), "k0")
+
+
+def test_a_win_seen_only_in_the_first_measurement_is_not_recorded():
+    module = _elementwise_kernel()
+    bench, comparisons = _fake_bench(module, lambda done: 0.4e-3 if done <= 1 else 1.2e-3)
+    result = tune_kernel(module, trials=4, seed=0, bench=bench)
+    assert len(comparisons) >= 2  # the win was measured again before being believed
+    assert result.steps is None and result.best_seconds == result.default_seconds
+
+
+def test_a_steady_win_is_confirmed_and_recorded():
+    module = _elementwise_kernel()
+    bench, comparisons = _fake_bench(module, lambda done: 0.5e-3)
+    result = tune_kernel(module, trials=4, seed=0, bench=bench)
+    assert result.steps is not None and result.speedup == pytest.approx(2.0)
+    # confirmed by two interleaved comparisons against the default, in opposite orders
+    assert [c[-1] if len(c) > 2 else None for c in comparisons[-2:]] == [None, None]
+
+
+@pytest.mark.parametrize("seconds", [
+    lambda done: 0.5e-3 if done == 0 else 1e-3,     # fast until it is compared with the incumbent
+    lambda done: 1e-3,                              # never faster
+    lambda done: 0.99e-3,                           # faster by less than the noise floor
+])
+def test_no_win_without_an_interleaved_confirmation(seconds):
+    module = _elementwise_kernel()
+    bench, _ = _fake_bench(module, seconds)
+    assert tune_kernel(module, trials=3, seed=1, bench=bench).steps is None
+
+
+def test_comparisons_interleave_the_two_schedules():
+    order, clock = [], FakeClock()
+
+    def run(name):
+        def call(arrays):
+            order.append(name)
+            clock.now += 2e-3  # long enough that each sample is one call
+        return call
+    bench = KernelBench(_elementwise_kernel(), clock=clock)
+    bench.compare(run("A"), run("B"), rounds=4)
+    assert "".join(order) == "AB" + "AB" * 4   # one warm-up call each, then ABAB...
+    order.clear()
+    bench.compare(run("A"), run("B"), rounds=4, candidate_first=True)
+    assert "".join(order) == "BA" + "BA" * 4
+
+
+def test_a_candidate_that_fails_to_build_is_reported_not_hidden():
+    module = _elementwise_kernel()
+    bench = KernelBench(module)
+    real_build = bench.build
+
+    def broken(steps):
+        if steps is None:
+            return real_build(steps)
+        raise ScheduleError("planted: this schedule cannot be built")
+    bench.build = broken
+    result = tune_kernel(module, trials=3, seed=0, bench=bench)
+    assert result.steps is None and result.rejected == result.trials == len(result.failures) == 3
+    assert "planted: this schedule cannot be built" in result.failures[0]
+
+    def crashing(steps):
+        if steps is None:
+            return real_build(steps)
+        raise TypeError("planted bug")
+    bench.build = crashing
+    with pytest.raises(TypeError, match="planted bug"):  # a fault in kiln itself is not swallowed
+        tune_kernel(module, trials=3, seed=0, bench=bench)
+
+
+def test_verify_names_why_a_record_is_stale(tmp_path):
+    import io
+    from kiln.tuner import verify_records
+    module = _elementwise_kernel()
+    db = TuningDB(str(tmp_path / "tuning.yaml"))
+    db.put({"kernel": structural_hash(module), "host": host_fingerprint(), "function": "f",
+            "steps": [["split", "k0.nothing", 2]], "default_ms": 1.0, "tuned_ms": 0.5,
+            "kernel_ir": print_ir(module, locations=False)})
+    out = io.StringIO()
+    assert verify_records(db, out) == [structural_hash(module)]
+    assert "STALE: ScheduleError" in out.getvalue() and "k0.nothing" in out.getvalue()
