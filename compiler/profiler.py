@@ -5,8 +5,14 @@ first j kernels (every allocation and free always runs). Each kernel's time
 is the difference between consecutive prefixes, timed in interleaved rounds
 on the caller's own arrays, so the kernels see the caches they see in a real
 call and the rows add up to the full call's native time by construction.
-Small kernels can come out slightly negative from timer noise; that is shown,
-not hidden.
+
+Each prefix's median carries the timer's and the machine's noise, so for a
+kernel far shorter than that noise the raw difference can come out negative.
+A kernel cannot make the call faster, so the prefix times must not decrease:
+they are fitted by the closest non-decreasing sequence (pool adjacent
+violators), and a kernel whose time vanishes in the fit is shown as below the
+noise ("~0"), never as a negative time. Rates are shown as '-' where there is
+no time or no work to divide.
 """
 from __future__ import annotations
 
@@ -42,12 +48,13 @@ class KernelProfile:
     ops: list            # the tensor ops fused into it
 
     @property
-    def gb_per_s(self) -> float:
-        return self.bytes / self.seconds / 1e9 if self.seconds > 0 else float("nan")
+    def gb_per_s(self) -> float | None:
+        """None when the kernel's time is below the noise (no rate can be told)."""
+        return self.bytes / self.seconds / 1e9 if self.seconds > 0 else None
 
     @property
-    def gflop_per_s(self) -> float:
-        return self.flops / self.seconds / 1e9 if self.seconds > 0 else float("nan")
+    def gflop_per_s(self) -> float | None:
+        return self.flops / self.seconds / 1e9 if self.seconds > 0 else None
 
 
 @dataclass
@@ -69,9 +76,10 @@ class Profile:
                  f"{'GFLOP/s':>8s}  tensor ops"]
         for k in self.kernels:
             ops = ", ".join(k.ops)
-            lines.append(f"{k.name:8s} {_ms(k.seconds):>10s} {k.share:7.1%} {_size(k.bytes):>9s} "
-                         f"{k.gb_per_s:7.1f} {k.flops / 1e9:8.3f} {k.gflop_per_s:8.1f}  {ops}")
-        share = self.outside_seconds / self.native_seconds if self.native_seconds else 0.0
+            time = _ms(k.seconds) if k.seconds > 0 else "~0"
+            lines.append(f"{k.name:8s} {time:>10s} {k.share:7.1%} {_size(k.bytes):>9s} "
+                         f"{_rate(k.gb_per_s):>7s} {k.flops / 1e9:8.3f} {_rate(k.gflop_per_s):>8s}  {ops}")
+        share = self.outside_seconds / self.native_seconds if self.native_seconds > 0 else 0.0
         lines.append(f"{'outside':8s} {_ms(self.outside_seconds):>10s} {share:7.1%}  "
                      "(the native call with no kernel: arguments, arena)")
         lines.append(f"{'native':8s} {_ms(self.native_seconds):>10s}  = the rows above")
@@ -81,6 +89,10 @@ class Profile:
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3f} ms"
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def _size(n: int) -> str:
@@ -107,8 +119,9 @@ def profile(compiled, *args, seconds: float = 2.0, **kwargs) -> Profile:
     function = module.body.ops[-1]
     units = _units(function)
     variants = [_compile_prefix(module, units, count, len(arrays)) for count in range(len(units) + 1)]
-    timings = _interleaved([lambda v=v: v[1](arrays) for v in variants] + [lambda: compiled(*args, **kwargs)],
+    medians = _interleaved([lambda v=v: v[1](arrays) for v in variants] + [lambda: compiled(*args, **kwargs)],
                            seconds)
+    timings = non_decreasing(medians[:-1]) + medians[-1:]
 
     tensor_kernels = pipeline.kernels()
     result = Profile(compiled.fn.__name__, outside_seconds=timings[0], native_seconds=timings[len(units)],
@@ -119,7 +132,7 @@ def profile(compiled, *args, seconds: float = 2.0, **kwargs) -> Profile:
     for j, (name, ops) in enumerate(units):
         spent = timings[j + 1] - timings[j]
         result.kernels.append(KernelProfile(
-            name, spent, spent / result.native_seconds if result.native_seconds else 0.0,
+            name, spent, spent / result.native_seconds if result.native_seconds > 0 else 0.0,
             _bytes_touched(ops), sum(_flops(op) for op in ops), _tensor_ops(name, tensor_kernels)))
     return result
 
@@ -170,6 +183,18 @@ def _interleaved(calls, seconds: float) -> list:
             c()
             samples[k].append(time.perf_counter() - start)
     return [statistics.median(s) for s in samples]
+
+
+def non_decreasing(values) -> list:
+    """The non-decreasing sequence closest to `values` in least squares (pool adjacent
+    violators): a run that decreases is replaced by its mean."""
+    blocks = []  # [mean, count]
+    for v in values:
+        blocks.append([float(v), 1])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m2, n2), (m1, n1) = blocks.pop(), blocks.pop()
+            blocks.append([(m1 * n1 + m2 * n2) / (n1 + n2), n1 + n2])
+    return [mean for mean, count in blocks for _ in range(count)]
 
 
 def _flops(op, multiplier: int = 1) -> int:
