@@ -5,10 +5,14 @@ kernels whose inputs are ready, the next one is the one that frees the most
 bytes net of what it allocates (a training step computes each weight gradient
 as soon as it can, letting activations die early). Then a buffer is live from the kernel that writes it to
 the last kernel that reads it (directly or through views); two buffers share
-bytes only if their lifetimes do not overlap, or in place: an elementwise
-kernel may write its result over an input that dies at it, since it reads
-each element before writing the same element. Offsets are chosen first-fit,
-64-byte aligned. The plan is recorded as attributes: ``arena_offset`` on each
+bytes only if their lifetimes do not overlap, or in place: a kernel may write
+its result over an input that dies at it when every read of that input in the
+kernel is of the element being written, at the iteration that writes it (an
+elementwise chain reading the input directly). A read through any view
+(transpose, slice, reversed step, reshape, broadcast) or by a reduction or
+matmul reads other elements, some already overwritten, so it forbids reuse in
+place. In place means at the same offset: a partial overlap would overwrite
+elements not yet read. Offsets are chosen first-fit, 64-byte aligned. The plan is recorded as attributes: ``arena_offset`` on each
 kernel whose result is planned, ``arena_bytes`` and ``unplanned_bytes`` (the
 total without any reuse) on the function. Before::
 
@@ -58,8 +62,8 @@ class MemoryPlan:
         for i, a in enumerate(self.buffers):
             for b in self.buffers[i + 1:]:
                 live_together = a.start <= b.end and b.start <= a.end
-                in_place = (b.name in a.in_place_of and b.end == a.start) or \
-                    (a.name in b.in_place_of and a.end == b.start)
+                in_place = a.offset == b.offset and a.size == b.size and (
+                    (b.name in a.in_place_of and b.end == a.start) or (a.name in b.in_place_of and a.end == b.start))
                 share = a.offset < b.offset + b.size and b.offset < a.offset + a.size
                 if live_together and share and not in_place:
                     found.append((a.name, b.name))
@@ -166,31 +170,55 @@ def plan(function: F.FuncOp) -> MemoryPlan:
 
 
 def _first_fit(buffer, placed) -> int:
-    blocking = [b for b in placed if b.start <= buffer.end and buffer.start <= b.end
-                and not (b.name in buffer.in_place_of and b.end == buffer.start)]
-    preferred = [b.offset for b in placed if b.name in buffer.in_place_of and b.end == buffer.start]
-    for offset in preferred + [0] + sorted(b.offset + b.size for b in blocking):
-        if all(offset + buffer.size <= b.offset or b.offset + b.size <= offset for b in blocking):
+    replaceable = {b.name: b.offset for b in placed
+                   if b.name in buffer.in_place_of and b.end == buffer.start and b.size == buffer.size}
+    blocking = [b for b in placed if b.start <= buffer.end and buffer.start <= b.end]
+    for offset in list(replaceable.values()) + [0] + sorted(b.offset + b.size for b in blocking):
+        # An input dying here may be overwritten only exactly, element over element.
+        if all(offset + buffer.size <= b.offset or b.offset + b.size <= offset
+               or replaceable.get(b.name) == offset for b in blocking):
             return offset
     raise AssertionError("unreachable: the end of the last blocking buffer is always free")
 
 
 def _in_place_inputs(op) -> list:
-    """Inputs of kernel `op` that it reads only at the index it writes, with the same type."""
+    """Inputs of kernel `op` whose buffer its result may overwrite: of the result's shape
+    and element size, and read by `op` only at the index it writes (see the module doc)."""
+    result = op.results[0].type
+    found = []
+    for value in dict.fromkeys(op.operands):
+        if value.type.shape == result.shape and value.type.dtype.itemsize == result.dtype.itemsize and \
+                all(_reads_only_written_element(op, position, views)
+                    for user, position, views in computing_uses(value) if user is op):
+            found.append(value)
+    return found
+
+
+def _reads_only_written_element(op, position, views) -> bool:
+    """Whether kernel `op` reads operand `position` (reached through `views`) only at
+    the index of the result element it is computing."""
+    if views:
+        return False
     if isinstance(op, T.ELEMENTWISE_OPS):
-        return [v for v in op.operands if v.type.shape == op.result.type.shape
-                and v.type.dtype.itemsize == op.result.type.dtype.itemsize]
-    if isinstance(op, T.FusedOp):
-        body = op.body.ops[:-1]
-        if not all(isinstance(m, T.ELEMENTWISE_OPS + (T.ConstantOp, T.BroadcastToOp)) for m in body):
-            return []
-        found = []
-        for arg, value in zip(op.body.args, op.operands):
-            direct = all(isinstance(user, T.ELEMENTWISE_OPS) for user, _ in arg.uses)
-            if direct and value.type == op.results[0].type:
-                found.append(value)
-        return found
-    return []
+        return True
+    if not isinstance(op, T.FusedOp):
+        return False
+    body = op.body.ops[:-1]
+    # With a reduction or matmul in the group, lowering computes in stages; keep to plain chains.
+    if not all(isinstance(m, T.ELEMENTWISE_OPS + (T.ConstantOp, T.BroadcastToOp)) for m in body):
+        return False
+    # Every op the argument flows into must be elementwise up to the result: a broadcast
+    # or any other view in between would read it at another index.
+    stack, seen = [op.body.args[position]], set()
+    while stack:
+        for user, _ in stack.pop().uses:
+            if isinstance(user, T.YieldOp) or user in seen:
+                continue
+            if not isinstance(user, T.ELEMENTWISE_OPS):
+                return False
+            seen.add(user)
+            stack.append(user.results[0])
+    return True
 
 
 def read_plan(function: F.FuncOp) -> MemoryPlan | None:
