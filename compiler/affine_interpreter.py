@@ -84,13 +84,9 @@ class _Runner:
             else:
                 array[index] = value
         elif isinstance(op, (MR.AllocOp, MR.AllocaOp)):
-            t = op.result.type
-            env[op.result] = np.full(t.shape, np.nan, t.dtype) if t.dtype.kind == "f" else np.zeros(t.shape, t.dtype)
+            env[op.result] = _fresh(op.result.type)
         elif isinstance(op, MR.ViewOp):
-            t = op.result.type
-            shift = int(env[op.byte_shift])
-            raw = env[op.source].reshape(-1).view(np.uint8)
-            env[op.result] = raw[shift:shift + t.size * t.dtype.itemsize].view(t.dtype).reshape(t.shape)
+            env[op.result] = self.view(op)
         elif isinstance(op, MR.GetGlobalOp):
             env[op.result] = self.globals[op.attributes["name"]]
         elif isinstance(op, MR.DeallocOp):
@@ -102,6 +98,19 @@ class _Runner:
             if evaluate is None:
                 raise KilnError(f"the affine interpreter cannot run {op.name}")
             env[op.results[0]] = _typed(op.results[0].type, evaluate(op, *[env[v] for v in op.operands]))
+
+    def view(self, op):
+        """The typed buffer at a byte shift of the arena: a numpy view of the same bytes,
+        so buffers the memory plan overlaps overwrite each other as in native code."""
+        t = op.result.type
+        shift, size = int(self.env[op.byte_shift]), t.size * t.dtype.itemsize
+        raw = self.env[op.source].view(np.uint8)
+        if not 0 <= shift <= shift + size <= raw.size:
+            raise OutOfBoundsError(f"{op.name} of bytes [{shift}, {shift + size}) is outside "
+                                   f"{op.source.type}", op.loc)
+        if shift % t.dtype.itemsize:
+            raise OutOfBoundsError(f"{op.name} at byte {shift} is not aligned for {t.element}", op.loc)
+        return raw[shift:shift + size].view(t.dtype).reshape(t.shape)
 
     def access(self, op):
         array = self.env[op.memref]
@@ -115,6 +124,16 @@ class _Runner:
         return array, tuple(index)
 
 
+def _fresh(t):
+    """A new buffer of memref type `t`, filled so that reading an element never written
+    shows: NaN for floats; every byte 0xFF (NaN again, read as a float) for the arena."""
+    if t.dtype.kind == "f":
+        return np.full(t.shape, np.nan, t.dtype)
+    if t.element.name == "i8":
+        return np.full(t.shape, -1, t.dtype)
+    return np.zeros(t.shape, t.dtype)
+
+
 def _typed(t, value):
     """`value` as the IR type `t` says: a Python int for index, a numpy scalar, or a vector."""
     if getattr(t, "name", None) == "index":
@@ -122,12 +141,6 @@ def _typed(t, value):
     if hasattr(t, "lanes"):
         return np.broadcast_to(np.asarray(value).astype(t.dtype), (t.lanes,)).copy()
     return np.asarray(value).astype(t.dtype)[()]
-
-
-def _fptosi(op, x):
-    info = np.iinfo(op.result.type.dtype)
-    x = np.asarray(x, dtype=np.float64)
-    return np.where(np.isnan(x), 0, np.clip(np.trunc(np.nan_to_num(x)), info.min, info.max))
 
 
 def _ipow(op, base, exponent):
@@ -162,7 +175,7 @@ _SCALAR = {
     AR.ExtFOp: _cast, AR.TruncFOp: _cast, AR.SIToFPOp: _cast, AR.ExtSIOp: _cast, AR.TruncIOp: _cast,
     AR.UIToFPOp: lambda op, x: np.asarray(x).astype(np.uint64).astype(op.result.type.dtype),
     AR.ExtUIOp: lambda op, x: np.asarray(x).astype(np.uint64).astype(op.result.type.dtype),
-    AR.FPToSIOp: _fptosi,
+    AR.FPToSIOp: lambda op, x: AR.float_to_int(x, op.result.type.dtype),
     M.ExpOp: lambda op, x: np.exp(x), M.LogOp: lambda op, x: np.log(x), M.SqrtOp: lambda op, x: np.sqrt(x),
     M.TanhOp: lambda op, x: np.tanh(x), M.SinOp: lambda op, x: np.sin(x), M.CosOp: lambda op, x: np.cos(x),
     M.AbsFOp: lambda op, x: np.abs(x), M.AbsIOp: lambda op, x: np.abs(x), M.PowFOp: lambda op, a, b: np.power(a, b),
