@@ -1,5 +1,16 @@
 """The exceptions users see. All derive from KilnError and, where it fits, from
-the Python exception a numpy user would expect (ValueError, TypeError, ...)."""
+the Python exception a numpy user would expect (ValueError, TypeError, ...).
+
+A KilnError leaving a compiled function carries a traceback without kiln's own
+frames (as JAX filters its tracebacks): the user sees their call and the line of
+their function that caused the error. ``KILN_TRACEBACK_FILTERING=off`` keeps
+every frame, for debugging kiln itself.
+"""
+import functools
+import os
+import sys
+import types
+
 from kiln.dialects.diagnostics import DTypeError, KilnError, ParseError, ShapeError, VerificationError
 
 
@@ -13,6 +24,11 @@ class TracerConversionError(KilnError, TypeError):
 
 class UnsupportedError(KilnError, NotImplementedError):
     """A numpy function, ufunc method or keyword that kiln does not compile."""
+
+
+class UnsupportedAttributeError(UnsupportedError, AttributeError):
+    """An ndarray attribute or method that traced arrays lack. Also an AttributeError, so
+    hasattr() and getattr(x, name, default) still answer instead of raising."""
 
 
 class OutOfBoundsError(KilnError, IndexError):
@@ -32,8 +48,41 @@ class StageError(KilnError, KeyError):
 
 
 __all__ = ["KilnError", "ShapeError", "DTypeError", "VerificationError", "ParseError", "TracerBoolError",
-           "TracerConversionError", "UnsupportedError", "OutOfBoundsError", "ArgumentError", "StageError"]
+           "TracerConversionError", "UnsupportedError", "UnsupportedAttributeError", "OutOfBoundsError", "ArgumentError", "StageError"]
 
 
 class NonFiniteError(KilnError, FloatingPointError):
     """Debug mode: an op produced NaN or infinity from finite inputs."""
+
+
+def _kiln_dirs() -> tuple:
+    names = ("kiln", "kiln.dialects", "kiln.passes", "kiln.runtime")
+    return tuple(os.path.join(os.path.dirname(sys.modules[n].__file__), "") for n in names if n in sys.modules)
+
+
+def filter_traceback(tb):
+    """`tb` without the frames of kiln's own files."""
+    dirs = _kiln_dirs()
+    kept = []
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(dirs):
+            kept.append(tb)
+        tb = tb.tb_next
+    filtered = None
+    for entry in reversed(kept):
+        filtered = types.TracebackType(filtered, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return filtered
+
+
+def user_facing(fn):
+    """Decorate a public entry point: a KilnError leaves it with kiln's frames filtered out."""
+    @functools.wraps(fn)
+    def entry(*args, **kwargs):
+        __tracebackhide__ = True  # noqa: F841 (pytest hides this frame too)
+        try:
+            return fn(*args, **kwargs)
+        except KilnError as exc:
+            if os.environ.get("KILN_TRACEBACK_FILTERING", "on").lower() in ("off", "0", "false", "no"):
+                raise
+            raise exc.with_traceback(filter_traceback(exc.__traceback__))
+    return entry

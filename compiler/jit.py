@@ -19,7 +19,7 @@ import numpy as np
 from kiln.runtime.native import LoadedObject
 
 from . import pytree
-from .errors import ArgumentError, KilnError, StageError
+from .errors import ArgumentError, KilnError, StageError, user_facing
 from .frontend import bind, leaf_spec, trace
 from .interpreter import run_function
 from . import debug as debug_mode
@@ -207,6 +207,7 @@ class CompiledFunction:
             return ("tensor", "optimized", "affine", "scheduled", "cuda")
         return STAGES
 
+    @user_facing
     def lower(self, *args, **kwargs) -> Lowered:
         """The stages of this function for arrays or specs like ``kiln.f32[8, 4]``."""
         _, key = self._specialize(args, kwargs, allow_specs=True)
@@ -233,6 +234,7 @@ class CompiledFunction:
                 self._executables[key] = Executable(pipeline, traced)
         return self._executables[key]
 
+    @user_facing
     def __call__(self, *args, out=None, **kwargs):
         call, key = self._specialize(args, kwargs, allow_specs=False)
         if key is None:

@@ -7,6 +7,9 @@ NEP 50 weak scalars included) and that have been broadcast to one shape.
 """
 from __future__ import annotations
 
+import functools
+import inspect
+
 import numpy as np
 
 from kiln.dialects import tensor as T
@@ -63,6 +66,7 @@ UFUNC_RULES = {
     np.power: _op(T.PowOp),
     np.negative: _op(T.NegOp),
     np.positive: lambda ctx, operands: operands[0],
+    np.conjugate: lambda ctx, operands: operands[0],  # kiln's dtypes are all real
     np.absolute: _identity_on_bool(T.AbsOp),
     np.square: _square,
     np.reciprocal: _reciprocal,
@@ -90,7 +94,9 @@ UFUNC_RULES = {
 # Logical ufuncs compute in the operands' dtype and then test truthiness;
 # kiln's and/or/not take bools, so their operands are cast to bool first.
 _TRUTH_UFUNCS = (np.logical_and, np.logical_or, np.logical_xor, np.logical_not)
-_REDUCE_METHODS = {np.add: "sum", np.maximum: "max", np.minimum: "min"}
+# ufunc.reduce as the reduction it is: np.add.reduce(x, axis=1) is np.sum(x, axis=1).
+_REDUCE_METHODS = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min,
+                   np.logical_and: np.all, np.logical_or: np.any}
 
 
 def _name(fn) -> str:
@@ -99,37 +105,51 @@ def _name(fn) -> str:
     return f"{module}.{fn.__name__}"
 
 
-def apply_ufunc(ufunc, method, inputs, kwargs):
-    if kwargs.get("out") is not None:
-        raise UnsupportedError(f"np.{ufunc.__name__}(..., out=...) is not supported inside a compiled function "
+def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
+    """`ufunc.method(*inputs, **kwargs)` on traced values. `operator` says it came from a Python
+    operator (x + 1), whose result on weak scalars stays weak; a ufunc called on them gives a
+    strong numpy scalar, as numpy 2 does (np.exp(2.0) is an np.float64)."""
+    name = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+    kwargs = dict(kwargs)
+    out = kwargs.pop("out", None)
+    if any(o is not None for o in (out if isinstance(out, tuple) else (out,))):
+        raise UnsupportedError(f"{name}(..., out=...) is not supported inside a compiled function "
                                "(traced arrays are immutable); use the returned value", user_location())
-    unknown = sorted(k for k in kwargs if k != "out")
-    if unknown:
-        raise UnsupportedError(f"np.{ufunc.__name__} keyword(s) {', '.join(unknown)} are not supported",
-                               user_location())
     if method == "reduce" and ufunc in _REDUCE_METHODS:
-        return ops.reduce(_REDUCE_METHODS[ufunc], inputs[0], axis=0)
+        if len(inputs) != 1:
+            raise UnsupportedError(f"{name} takes one array", user_location())
+        return _REDUCE_METHODS[ufunc](inputs[0], **{"axis": 0 if np.ndim(inputs[0]) else None, **kwargs})
+    if method == "outer" and ufunc.nin == 2 and not kwargs:
+        # numpy makes arrays of both operands first, so Python scalars are strong here.
+        a, b = (ops.strong(x) if isinstance(x, ops.Tracer) else np.asarray(ops.check_operand(x)) for x in inputs)
+        return apply_ufunc(ufunc, "__call__", (np.reshape(a, np.shape(a) + (1,) * np.ndim(b)), b), {})
     if method != "__call__":
-        raise UnsupportedError(f"np.{ufunc.__name__}.{method} is not supported", user_location())
+        raise UnsupportedError(f"{name} is not supported by kiln", user_location())
+    if kwargs:
+        raise UnsupportedError(f"{name}: keyword(s) {', '.join(sorted(kwargs))} are not supported",
+                               user_location())
     if ufunc is np.matmul:
         return ops.matmul(*inputs)
     if ufunc not in UFUNC_RULES:
-        raise UnsupportedError(f"np.{ufunc.__name__} is not supported by kiln", user_location())
+        raise UnsupportedError(f"{name} is not supported by kiln", user_location())
 
     operands = [ops.check_operand(x) for x in inputs]
     keys = tuple(ops.promotion_key(x) for x in operands)
+    if all(isinstance(k, type) for k in keys):
+        # Python scalars only: numpy computes in their default dtypes (int64, float64).
+        keys = tuple(np.dtype(k) for k in keys)
     try:
         loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout)
     except (TypeError, ValueError) as exc:
         listed = ", ".join(str(k.__name__ if isinstance(k, type) else k) for k in keys)
-        raise DTypeError(f"np.{ufunc.__name__} does not take ({listed}): {exc}", user_location()) from None
+        raise DTypeError(f"{name} does not take ({listed}): {exc}", user_location()) from None
     in_dtypes, out_dtype = loop[:ufunc.nin], loop[ufunc.nin]
     if ufunc in _TRUTH_UFUNCS:
         in_dtypes = (np.dtype(bool),) * ufunc.nin
     for dtype in (*in_dtypes, out_dtype):
         if dtype not in SUPPORTED_DTYPES:
             listed = ", ".join(str(d) for d in in_dtypes)
-            raise DTypeError(f"np.{ufunc.__name__} on ({listed}) computes in {dtype}, which kiln does not "
+            raise DTypeError(f"{name} on ({listed}) computes in {dtype}, which kiln does not "
                              "support; cast the inputs first (e.g. .astype(np.float32))", user_location())
 
     ctx = ops.context_of(operands)
@@ -137,8 +157,9 @@ def apply_ufunc(ufunc, method, inputs, kwargs):
     shape = ops.broadcast_shapes(*(t.shape for t in tracers))
     tracers = [ops.broadcast_to(t, shape) for t in tracers]
     result = UFUNC_RULES[ufunc](ctx, tracers)
-    result = ops.Tracer(result.value, ctx, weak=all(ops.is_weak(x) for x in operands))
-    assert result.dtype == out_dtype, f"np.{ufunc.__name__}: traced {result.dtype}, numpy gives {out_dtype}"
+    weak = operator and all(ops.is_weak(x) for x in operands)
+    result = ops.Tracer(result.value, ctx, weak=weak)
+    assert result.dtype == out_dtype, f"{name}: traced {result.dtype}, numpy gives {out_dtype}"
     return result
 
 
@@ -175,18 +196,44 @@ def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **extras):
 
 def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **extras):
     _no_extras("np.std", dict(extras, out=out))
-    return np.sqrt(ops.var(a, axis, dtype, ddof, keepdims))
+    result = np.sqrt(ops.var(a, axis, dtype, ddof, keepdims))
+    return result if dtype is None else ops.astype(result, dtype)  # numpy writes the root back into dtype
 
 
-def _clip(a, a_min=None, a_max=None, out=None, **extras):
+def _prod(a, axis=None, dtype=None, out=None, keepdims=False, **extras):
+    _no_extras("np.prod", dict(extras, out=out))
+    return ops.prod(a, axis, keepdims, dtype)
+
+
+def _any(a, axis=None, out=None, keepdims=False, **extras):
+    _no_extras("np.any", dict(extras, out=out))
+    return ops.any_all("any", a, axis, keepdims)
+
+
+def _all(a, axis=None, out=None, keepdims=False, **extras):
+    _no_extras("np.all", dict(extras, out=out))
+    return ops.any_all("all", a, axis, keepdims)
+
+
+def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **extras):
     _no_extras("np.clip", dict(extras, out=out))
-    result = a if a_min is None else np.maximum(a, a_min)
-    return result if a_max is None else np.minimum(result, a_max)
+    low, high = (a_min if a_min is not None else min), (a_max if a_max is not None else max)
+    # np.clip is one ufunc of three operands: their common dtype, not that of max then min.
+    operands = [ops.check_operand(v) for v in (a, low, high) if v is not None]
+    target = np.result_type(*(ops.promotion_sample(v) for v in operands))
+    result = a if isinstance(a, ops.Tracer) and a.dtype == target else ops.lift(ops.context_of(operands), a, target)
+    result = result if low is None else np.maximum(result, low)
+    return result if high is None else np.minimum(result, high)
 
 
 def _dot(a, b, out=None):
     _no_extras("np.dot", {"out": out})
     return ops.dot(a, b)
+
+
+def _matmul(a, b, /, out=None, **extras):
+    _no_extras("np.matmul", dict(extras, out=out))
+    return ops.matmul(a, b)
 
 
 def _reshape(a, shape=None, order="C", newshape=None, copy=None):
@@ -198,8 +245,33 @@ def _concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
     return ops.concatenate(arrays, axis, dtype)
 
 
+def _stack(arrays, axis=0, out=None, *, dtype=None, casting=None):
+    _no_extras("np.stack", {"out": out, "dtype": dtype, "casting": casting})
+    return ops.stack(arrays, axis)
+
+
+def _like(name, a, fill_value, dtype, shape, device):
+    _no_extras(name, {"shape": shape, "device": None if device == "cpu" else device})
+    return ops.full_like(a, fill_value, dtype)
+
+
+def _zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    return _like("np.zeros_like", a, 0, dtype, shape, device)
+
+
+def _ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    return _like("np.ones_like", a, 1, dtype, shape, device)
+
+
+def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    return _like("np.full_like", a, fill_value, dtype, shape, device)
+
+
 FUNCTION_RULES = {
     np.sum: _sum,
+    np.prod: _prod,
+    np.any: _any,
+    np.all: _all,
     np.max: _max,
     np.amax: _max,
     np.min: _min,
@@ -207,7 +279,7 @@ FUNCTION_RULES = {
     np.mean: _mean,
     np.var: _var,
     np.std: _std,
-    np.matmul: lambda a, b, **kw: ops.matmul(a, b),
+    np.matmul: _matmul,
     np.dot: _dot,
     np.reshape: _reshape,
     np.transpose: lambda a, axes=None: ops.transpose(a, axes),
@@ -218,12 +290,14 @@ FUNCTION_RULES = {
     np.ravel: lambda a, order="C": ops.reshape(a, (-1,), order),
     np.broadcast_to: lambda array, shape, subok=False: ops.broadcast_to(ops.as_tracer(array), tuple(shape)),
     np.concatenate: _concatenate,
-    np.stack: lambda arrays, axis=0, out=None: ops.stack(arrays, axis),
+    np.stack: _stack,
     np.where: ops.where,
     np.clip: _clip,
-    np.zeros_like: lambda a, dtype=None: ops.full_like(a, 0, dtype),
-    np.ones_like: lambda a, dtype=None: ops.full_like(a, 1, dtype),
-    np.full_like: lambda a, fill_value, dtype=None: ops.full_like(a, fill_value, dtype),
+    np.zeros_like: _zeros_like,
+    np.ones_like: _ones_like,
+    np.full_like: _full_like,
+    np.real: lambda val: val,  # kiln's dtypes are all real
+    np.imag: lambda val: ops.full_like(val, 0),
     np.shape: lambda a: a.shape,
     np.ndim: lambda a: a.ndim,
     np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
@@ -231,8 +305,22 @@ FUNCTION_RULES = {
 }
 
 
+@functools.lru_cache(maxsize=None)
+def _signature(rule) -> inspect.Signature:
+    return inspect.signature(rule)
+
+
 def apply_function(func, args, kwargs):
+    """`func(*args, **kwargs)` on traced values. Arguments the rule does not take are an
+    UnsupportedError naming the function; results are strong (numpy functions return arrays
+    or numpy scalars, never Python scalars)."""
     rule = FUNCTION_RULES.get(func)
     if rule is None:
         raise UnsupportedError(f"{_name(func)} is not supported by kiln", user_location())
-    return rule(*args, **kwargs)
+    try:
+        _signature(rule).bind(*args, **kwargs)
+    except TypeError as exc:
+        raise UnsupportedError(f"{_name(func)} with these arguments is not supported by kiln ({exc})",
+                               user_location()) from None
+    result = rule(*args, **kwargs)
+    return ops.strong(result) if isinstance(result, ops.Tracer) else result

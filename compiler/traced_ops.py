@@ -42,6 +42,11 @@ def is_weak(x) -> bool:
     return is_python_scalar(x) or isinstance(x, Tracer) and x.weak
 
 
+def strong(x: Tracer) -> Tracer:
+    """`x` as an array value: what numpy functions return, even from Python scalars."""
+    return Tracer(x.value, x.ctx) if x.weak else x
+
+
 def check_operand(x):
     """Accept a Tracer, a numpy array or scalar, or a Python scalar; reject anything else."""
     if isinstance(x, (Tracer, bool, int, float, np.ndarray, np.generic)):
@@ -91,9 +96,10 @@ def cast(x: Tracer, dtype) -> Tracer:
     return current_context().emit(T.CastOp, [x], result_type=tensor_type(x.shape, dtype), weak=x.weak)
 
 
-def astype(x: Tracer, dtype) -> Tracer:
-    result = cast(x, dtype)
-    return Tracer(result.value, result.ctx, weak=False)
+def astype(x: Tracer, dtype, casting="unsafe") -> Tracer:
+    if not np.can_cast(x.dtype, dtype, casting):
+        raise DTypeError(f"cannot cast {x.dtype} to {np.dtype(dtype)} under the rule {casting!r}", user_location())
+    return strong(cast(x, dtype))
 
 
 def broadcast_shapes(*shapes) -> tuple:
@@ -158,6 +164,37 @@ def reduce(kind: str, x, axis=None, keepdims=False, dtype=None) -> Tracer:
     return current_context().emit(_REDUCE_OPS[kind], [x], {"axes": axes, "keepdims": bool(keepdims)})
 
 
+def prod(x, axis=None, keepdims=False, dtype=None) -> Tracer:
+    """The product over `axis`, as a tree of multiplies of halves (log2 n slices and
+    multiplies; numpy multiplies in order, so floats may round differently in the last place)."""
+    x = as_tracer(x)
+    axes = normalize_axes(axis, x.ndim)
+    if dtype is None:
+        dtype = np.int64 if x.dtype in (np.bool_, np.int32) else x.dtype  # as numpy: small ints widen
+    x = cast(x, check_dtype(dtype, "np.prod(dtype=...)"))
+    kept = [a for a in range(x.ndim) if a not in axes]
+    count = reduced_count(x, axes)
+    rows = reshape(transpose(x, kept + list(axes)), tuple(x.shape[a] for a in kept) + (count,))
+    if count == 0:
+        rows = broadcast_to(lift(current_context(), np.ones((), x.dtype), x.dtype), rows.shape[:-1] + (1,))
+    while rows.shape[-1] > 1:
+        half = rows.shape[-1] // 2
+        product = np.multiply(rows[..., :half], rows[..., half:2 * half])
+        rows = product if rows.shape[-1] % 2 == 0 else concatenate([product, rows[..., 2 * half:]], -1)
+    shape = tuple(1 if a in axes else d for a, d in enumerate(x.shape)) if keepdims else rows.shape[:-1]
+    return strong(reshape(rows, shape))
+
+
+def any_all(kind: str, x, axis=None, keepdims=False) -> Tracer:
+    """np.any / np.all: a max / min over the truth values (NaN is true, as in numpy)."""
+    x = cast(as_tracer(x), np.bool_)
+    axes = normalize_axes(axis, x.ndim)
+    if any(x.shape[a] == 0 for a in axes):  # the empty any is False, the empty all is True
+        shape = tuple(1 if a in axes else d for a, d in enumerate(x.shape) if keepdims or a not in axes)
+        return broadcast_to(lift(current_context(), np.array(kind == "all"), np.bool_), shape)
+    return reduce("max" if kind == "any" else "min", x, axes, keepdims)
+
+
 def reduced_count(x, axis) -> int:
     return int(np.prod([x.shape[a] for a in normalize_axes(axis, x.ndim)], dtype=np.int64))
 
@@ -167,18 +204,23 @@ def mean(x, axis=None, dtype=None, keepdims=False) -> Tracer:
     if dtype is None:
         dtype = x.dtype if x.dtype.kind == "f" else np.float64  # numpy means ints in float64
     total = reduce("sum", cast(x, dtype), axis, keepdims)
-    with np.errstate(divide="ignore"):
-        inverse = np.asarray(1.0 / reduced_count(x, axis), dtype=total.dtype)
-    return np.multiply(total, inverse)  # mean is sum x 1/n
+    return _per_count(total, reduced_count(x, axis))
 
 
 def var(x, axis=None, dtype=None, ddof=0, keepdims=False) -> Tracer:
     x = as_tracer(x)
     centered = x - mean(x, axis, dtype, keepdims=True)
-    squares = reduce("sum", centered * centered, axis, keepdims)
-    with np.errstate(divide="ignore"):
-        inverse = np.asarray(1.0 / max(reduced_count(x, axis) - ddof, 0), dtype=squares.dtype)
-    return np.multiply(squares, inverse)
+    squares = reduce("sum", centered * centered, axis, keepdims, dtype)
+    return _per_count(squares, max(reduced_count(x, axis) - ddof, 0))
+
+
+def _per_count(total: Tracer, count: int) -> Tracer:
+    """total / count as numpy's mean and var compute it: floats as total x 1/count; other dtypes
+    (np.mean(a, dtype=np.int64)) divide in float64 and cast back, truncating, as numpy does."""
+    if total.dtype.kind == "f":
+        with np.errstate(divide="ignore"):
+            return np.multiply(total, np.asarray(1.0 / count, dtype=total.dtype))
+    return astype(np.true_divide(total, np.float64(count)), total.dtype)
 
 
 # -- linear algebra ----------------------------------------------------------------------
@@ -386,9 +428,10 @@ def where(condition, x, y) -> Tracer:
 
 
 def full_like(x, fill_value, dtype=None) -> Tracer:
+    """An array like `x` (its dtype unless given) full of `fill_value`: strong, as numpy's."""
     x = as_tracer(x)
     dtype = check_dtype(dtype or x.dtype, "the fill dtype")
-    return broadcast_to(lift(current_context(), fill_value, dtype), x.shape)
+    return strong(broadcast_to(lift(current_context(), fill_value, dtype), x.shape))
 
 
 def conv2d(x, w, stride=1, padding=0) -> Tracer:

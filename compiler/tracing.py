@@ -9,6 +9,7 @@ user's code that made it; errors point there.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 
@@ -18,7 +19,7 @@ from kiln.dialects import Builder, Location, Value
 from kiln.dialects import tensor as T
 from kiln.dialects.types import tensor_type
 
-from .errors import KilnError, TracerBoolError, TracerConversionError
+from .errors import KilnError, TracerBoolError, TracerConversionError, UnsupportedAttributeError
 
 
 def _package_dirs() -> tuple:
@@ -123,7 +124,29 @@ class TraceContext:
                         "an attribute or a closure?) and was used in another trace", user_location())
 
 
-class Tracer(np.lib.mixins.NDArrayOperatorsMixin):
+def _operator(ufunc, *inputs):
+    from .numpy_api import apply_ufunc
+    if any(getattr(type(x), "__array_ufunc__", True) is None for x in inputs):
+        return NotImplemented  # the other operand opts out of numpy's operators
+    return apply_ufunc(ufunc, "__call__", inputs, {}, operator=True)
+
+
+def _binary(ufunc):
+    """x op y, y op x, and x op= y, which rebinds (x += 1 makes a new traced value, as traced
+    arrays are immutable; numpy's mixin would write through out=)."""
+    def forward(self, other):
+        return _operator(ufunc, self, other)
+
+    def reflected(self, other):
+        return _operator(ufunc, other, self)
+    return forward, reflected, forward
+
+
+def _unary(ufunc):
+    return lambda self: _operator(ufunc, self)
+
+
+class Tracer:
     """A stand-in for a numpy array while a function is traced."""
 
     __slots__ = ("value", "ctx", "weak")
@@ -167,6 +190,30 @@ class Tracer(np.lib.mixins.NDArrayOperatorsMixin):
 
     def __repr__(self) -> str:
         return f"Tracer({tensor_type(self.shape, self.dtype)})"
+
+    # -- Python's operators ----------------------------------------------------------
+    # Not numpy's NDArrayOperatorsMixin: an operator on weak scalars stays weak (n + 1 is a
+    # Python int), while the ufunc called directly gives a strong numpy scalar (NEP 50), so
+    # apply_ufunc has to know which of the two it serves.
+    __add__, __radd__, __iadd__ = _binary(np.add)
+    __sub__, __rsub__, __isub__ = _binary(np.subtract)
+    __mul__, __rmul__, __imul__ = _binary(np.multiply)
+    __matmul__, __rmatmul__, __imatmul__ = _binary(np.matmul)
+    __truediv__, __rtruediv__, __itruediv__ = _binary(np.true_divide)
+    __floordiv__, __rfloordiv__, __ifloordiv__ = _binary(np.floor_divide)
+    __mod__, __rmod__, __imod__ = _binary(np.remainder)
+    __divmod__, __rdivmod__ = _binary(np.divmod)[:2]
+    __pow__, __rpow__, __ipow__ = _binary(np.power)
+    __lshift__, __rlshift__, __ilshift__ = _binary(np.left_shift)
+    __rshift__, __rrshift__, __irshift__ = _binary(np.right_shift)
+    __and__, __rand__, __iand__ = _binary(np.bitwise_and)
+    __xor__, __rxor__, __ixor__ = _binary(np.bitwise_xor)
+    __or__, __ror__, __ior__ = _binary(np.bitwise_or)
+    __lt__, __gt__ = _binary(np.less)[0], _binary(np.greater)[0]
+    __le__, __ge__ = _binary(np.less_equal)[0], _binary(np.greater_equal)[0]
+    __eq__, __ne__ = _binary(np.equal)[0], _binary(np.not_equal)[0]
+    __hash__ = None  # unhashable, like numpy arrays (== is elementwise)
+    __neg__, __pos__, __abs__, __invert__ = (_unary(u) for u in (np.negative, np.positive, np.absolute, np.invert))
 
     # -- numpy's protocols --------------------------------------------------------
     __array_priority__ = 1000
@@ -212,10 +259,25 @@ class Tracer(np.lib.mixins.NDArrayOperatorsMixin):
     def tolist(self):
         self._concrete("a list (.tolist())")
 
+    def __format__(self, spec):
+        if not spec:
+            return repr(self)
+        self._concrete(f"a formatted string ('{{:{spec}}}')")
+
+    def __reduce__(self):
+        self._concrete("a pickle")
+
+    def __contains__(self, item):
+        raise TracerBoolError(f"'v in x' needs the values of a traced array, known only at run time; "
+                              "use np.any(x == v) instead", user_location())
+
     def __setitem__(self, key, value):
         raise TracerConversionError(
             "traced arrays are immutable: x[...] = v cannot be compiled; build the new array with "
             "np.where, np.concatenate or arithmetic instead", user_location())
+
+    def __delitem__(self, key):
+        raise TracerConversionError("traced arrays are immutable: del x[...] cannot be compiled", user_location())
 
     # -- indexing and methods ------------------------------------------------------
     def __getitem__(self, key):
@@ -226,54 +288,73 @@ class Tracer(np.lib.mixins.NDArrayOperatorsMixin):
     def T(self):
         return np.transpose(self)
 
+    @property
+    def mT(self):
+        return np.swapaxes(self, -1, -2)
+
+    @property
+    def real(self):
+        return np.real(self)
+
+    @property
+    def imag(self):
+        return np.imag(self)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
     def transpose(self, *axes):
         return np.transpose(self, _varargs(axes))
 
-    def reshape(self, *shape, order="C"):
+    def reshape(self, *shape, order="C", copy=None):
         return np.reshape(self, _varargs(shape), order=order)
 
-    def astype(self, dtype, copy=True):
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
         from .traced_ops import astype
-        return astype(self, dtype)
+        return astype(self, dtype, casting)
 
-    def sum(self, axis=None, dtype=None, keepdims=False):
-        return np.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
+    def flatten(self, order="C"):
+        return np.ravel(self, order)
 
-    def mean(self, axis=None, dtype=None, keepdims=False):
-        return np.mean(self, axis=axis, dtype=dtype, keepdims=keepdims)
-
-    def max(self, axis=None, keepdims=False):
-        return np.max(self, axis=axis, keepdims=keepdims)
-
-    def min(self, axis=None, keepdims=False):
-        return np.min(self, axis=axis, keepdims=keepdims)
-
-    def var(self, axis=None, dtype=None, ddof=0, keepdims=False):
-        return np.var(self, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
-
-    def std(self, axis=None, dtype=None, ddof=0, keepdims=False):
-        return np.std(self, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
-
-    def squeeze(self, axis=None):
-        return np.squeeze(self, axis=axis)
-
-    def swapaxes(self, axis1, axis2):
-        return np.swapaxes(self, axis1, axis2)
-
-    def ravel(self):
-        return np.ravel(self)
-
-    def flatten(self):
-        return np.ravel(self)
-
-    def clip(self, min=None, max=None):
-        return np.clip(self, min, max)
-
-    def dot(self, other):
-        return np.dot(self, other)
-
-    def copy(self):
+    def copy(self, order="C"):
         return self  # traced values are immutable, so sharing is a copy
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __getattr__(self, name):
+        """ndarray methods that are numpy functions of the array go through those functions
+        (so a method works exactly when its function does); any other public ndarray
+        attribute raises an error naming it at the user's line."""
+        if name in _FUNCTION_METHODS:
+            return functools.partial(getattr(np, name), self)
+        if name.startswith("_") or not hasattr(np.ndarray, name):
+            raise AttributeError(f"'Tracer' object has no attribute '{name}'")
+        hint = next((h for names, h in _METHOD_HINTS if name in names), "")
+        raise UnsupportedAttributeError(f"ndarray.{name} is not supported on traced arrays{hint}", user_location())
+
+
+# ndarray methods whose arguments are those of the numpy function of the same name after the array.
+_FUNCTION_METHODS = frozenset((
+    "all", "any", "argmax", "argmin", "argpartition", "argsort", "choose", "clip", "conj", "conjugate",
+    "cumprod", "cumsum", "diagonal", "dot", "max", "mean", "min", "nonzero", "prod", "ravel", "repeat",
+    "round", "searchsorted", "squeeze", "std", "sum", "swapaxes", "take", "trace", "var"))
+
+_METHOD_HINTS = (
+    (("fill", "put", "sort", "partition", "resize", "setfield", "setflags", "byteswap"),
+     ": traced arrays are immutable; build a new array instead (np.full_like, np.where, np.concatenate)"),
+    (("base", "ctypes", "data", "flags", "strides", "flat", "view", "getfield", "device", "to_device"),
+     ": a traced array has no memory of its own while the function is traced"),
+    (("tobytes", "tofile", "dump", "dumps"), ": its values are known only when the compiled function runs"),
+)
 
 
 def _varargs(args):

@@ -49,6 +49,14 @@ def _captured_constant(x):
     return x * CAPTURED
 
 
+def _inplace(x):
+    y = x * 1  # a fresh array, so numpy's in-place update does not write into the argument
+    y += 1
+    y *= 2
+    y -= x
+    return y
+
+
 CASES = [
     # elementwise arithmetic, with numpy's broadcasting and promotion
     OpCase("add_broadcast_rhs", lambda x, y: x + y, (floats(7, 13), floats(13))),
@@ -98,6 +106,10 @@ CASES = [
     OpCase("bool_operators", lambda a, b: (a & b) | ~a, (bools(7), bools(7))),
     OpCase("where", lambda c, x: np.where(c, x, 0.0), (bools(5, 1), floats(5, 4))),
     OpCase("where_int_condition", lambda c, x, y: np.where(c, x, y), (ints(3), ints(3, dtype=np.int64), floats(1))),
+    OpCase("where_python_int_condition", lambda n, x: np.where(n > 0, x, -x), (3, floats(5))),
+    OpCase("where_ones_like_zeros_like", lambda x: np.where(x > 0, np.ones_like(x), np.zeros_like(x)), (floats(7),)),
+    OpCase("clip_bool_to_bounds_dtype", lambda b, hi: np.clip(b, 0, hi), (bools(5), floats(5))),
+    OpCase("clip_keywords", lambda x: x.clip(max=0.25), (floats(7, dtype=np.float64),)),
     OpCase("clip", lambda x: np.clip(x, -0.5, 0.5), (floats(13),)),
     # casts
     OpCase("astype_f32_i32", lambda x: (x * 10).astype(np.int32), (floats(7),)),
@@ -121,6 +133,24 @@ CASES = [
     OpCase("mean_int", np.mean, (ints(5),)),
     OpCase("var", lambda x: np.var(x, axis=1), (floats(3, 13, dtype=np.float64),)),
     OpCase("std_ddof", lambda x: x.std(ddof=1), (floats(11, dtype=np.float64),)),
+    OpCase("mean_int_dtype", lambda a: np.mean(a, dtype=np.int64), (np.array([3, 4, 6], np.int32),)),
+    OpCase("mean_int_dtype_negative", lambda a: a.mean(axis=1, dtype=np.int64), (ints(5, 7),)),
+    OpCase("mean_f32_dtype_of_f64", lambda x: np.mean(x, axis=0, dtype=np.float32), (floats(13, 2, dtype=np.float64),)),
+    OpCase("var_f32_dtype_of_f64", lambda x: np.var(x, dtype=np.float32), (floats(7, dtype=np.float64),)),
+    OpCase("var_int_dtype", lambda a: np.var(a, axis=0, dtype=np.int64), (ints(7, 3),)),
+    OpCase("std_int_dtype", lambda a: np.std(a, dtype=np.int64), (ints(11),)),
+    OpCase("prod", lambda x: x.prod(), (floats(13) * 0.5 + 1,)),
+    OpCase("prod_axis_keepdims", lambda x: np.prod(x, axis=(0, 2), keepdims=True), (floats(3, 2, 5, dtype=np.float64),)),
+    OpCase("prod_int32_widens", lambda a: a.prod(axis=0), (ints(7, 3, low=-3, high=4),)),
+    OpCase("prod_bool", np.prod, (bools(2, 3),)),
+    OpCase("prod_empty_axis", lambda x: np.prod(x, axis=1), (floats(3, 0),)),
+    OpCase("any", lambda x: (x > 0).any(), (floats(7),)),
+    OpCase("any_axis_nan_is_true", lambda x: x.any(axis=0), (np.array([[0.0, np.nan, -0.0], [0.0, 0.0, -0.0]]),)),
+    OpCase("all_keepdims", lambda a: np.all(a, axis=1, keepdims=True), (ints(5, 3, low=0, high=3),)),
+    OpCase("all_empty_is_true", lambda x: np.all(x, axis=0), (bools(0, 4),)),
+    OpCase("multiply_reduce_axis", lambda x: np.multiply.reduce(x, axis=1), (floats(3, 5),)),
+    OpCase("logical_or_reduce", np.logical_or.reduce, (bools(4, 3),)),
+    OpCase("add_outer", np.add.outer, (floats(3), ints(2, 2))),
     # linear algebra
     OpCase("matmul", lambda a, b: a @ b, (floats(7, 13), floats(13, 1))),
     OpCase("matmul_vec_mat", np.matmul, (floats(5), floats(5, 3))),
@@ -156,6 +186,10 @@ CASES = [
     # constants
     OpCase("captured_constant", _captured_constant, (floats(7, 13),)),
     OpCase("numpy_scalar_is_strong", lambda x: x * np.float64(2.0), (floats(3),)),
+    OpCase("ufunc_of_python_scalar_is_strong", lambda s, x: np.exp(s) + x, (2.0, floats(3))),
+    OpCase("ufunc_of_python_scalars_is_strong", lambda x: np.multiply(2, 3) * x, (ints(3),)),
+    OpCase("operator_on_python_scalars_stays_weak", lambda s, n, x: (s * n) * x, (0.5, 3, floats(3))),
+    OpCase("inplace_operators_rebind", _inplace, (floats(5),)),
     OpCase("zeros_like", lambda x: x + np.zeros_like(x), (floats(3),)),
     OpCase("ones_like_dtype", lambda x: np.ones_like(x, dtype=np.int32), (floats(2, 2),)),
     OpCase("full_like", lambda x: np.full_like(x, 7), (ints(5, dtype=np.int64),)),
@@ -167,3 +201,65 @@ CASES = [
     OpCase("logsumexp", lambda x: kiln.logsumexp(x, axis=1), (floats(7, 5),)),
     OpCase("logsumexp_all_keepdims", lambda x: kiln.logsumexp(x, keepdims=True), (floats(2, 3, dtype=np.float64),)),
 ]
+
+
+# -- result dtypes: every op on every mix of operand kinds --------------------------------
+# One operand of each kind numpy tells apart under NEP 50: arrays and 0-d arrays and numpy
+# scalars are strong, Python scalars are weak. (The Python int is 3, not 2: numpy computes
+# bool_array ** 2 as np.square, in int8, a shortcut of its array type alone.)
+OPERAND_KINDS = {
+    "f32 array": np.array([0.5, 1.5, 2.0], np.float32),
+    "i32 array": np.array([1, 2, 3], np.int32),
+    "bool array": np.array([True, False, True]),
+    "f64 0-d array": np.array(1.25),
+    "i32 0-d array": np.array(2, np.int32),
+    "np.float32": np.float32(1.5),
+    "np.int64": np.int64(3),
+    "np.bool_": np.True_,
+    "int": 3,
+    "float": 1.5,
+    "bool": True,
+}
+
+UNARY_DTYPE_OPS = {
+    "-x": lambda a: -a,
+    "abs": abs,
+    "np.exp": np.exp,
+    "np.sqrt": np.sqrt,
+    "np.square": np.square,
+    "np.logical_not": np.logical_not,
+    "np.sum": np.sum,
+    "np.sum(dtype=f32)": lambda a: np.sum(a, dtype=np.float32),
+    "np.prod": np.prod,
+    "np.max": np.max,
+    "np.mean": np.mean,
+    "np.mean(dtype=i64)": lambda a: np.mean(a, dtype=np.int64),
+    "np.mean(dtype=f32)": lambda a: np.mean(a, dtype=np.float32),
+    "np.var(dtype=f32)": lambda a: np.var(a, dtype=np.float32),
+    "np.std(dtype=i64)": lambda a: np.std(a, dtype=np.int64),
+    "np.any": np.any,
+    "np.all": np.all,
+    "np.add.reduce": np.add.reduce,
+    "np.ones_like": np.ones_like,
+    "np.zeros_like + 1": lambda a: np.zeros_like(a) + 1,
+    "np.full_like(a, 7) * 0.5": lambda a: np.full_like(a, 7) * 0.5,
+    "np.multiply.outer(a, 2)": lambda a: np.multiply.outer(a, 2),
+}
+
+BINARY_DTYPE_OPS = {
+    "a + b": lambda a, b: a + b,
+    "a - b": lambda a, b: a - b,
+    "a * b": lambda a, b: a * b,
+    "a / b": lambda a, b: a / b,
+    "a ** b": lambda a, b: a ** b,
+    "a < b": lambda a, b: a < b,
+    "a == b": lambda a, b: a == b,
+    "np.add": np.add,
+    "np.maximum": np.maximum,
+    "np.logical_and": np.logical_and,
+    "np.exp(a) + b": lambda a, b: np.exp(a) + b,
+    "np.where(a > 0, a, b)": lambda a, b: np.where(a > 0, a, b),
+    "np.where(b > 1, ones_like(a), zeros_like(a))": lambda a, b: np.where(b > 1, np.ones_like(a), np.zeros_like(a)),
+    "np.where(a > 1, 1.5, b)": lambda a, b: np.where(a > 1, 1.5, b),
+    "np.clip(a, 0, b)": lambda a, b: np.clip(a, 0, b),
+}

@@ -1,11 +1,15 @@
 """Every case of the op table: interpreted through kiln vs plain numpy."""
+import itertools
+import re
+import warnings
+
 import numpy as np
 import pytest
 
 import kiln
 from kiln.dialects import parse_ir, print_ir
 from kiln.dialects.tensor import TENSOR_OPS
-from op_table import CASES
+from op_table import BINARY_DTYPE_OPS, CASES, OPERAND_KINDS, UNARY_DTYPE_OPS
 
 
 def assert_same(got, want):
@@ -56,3 +60,54 @@ def test_table_covers_every_tensor_op():
             used.update(op.name for op in kiln.compile(loss).lower(*case.args).module("tensor").walk())
     missing = {cls.name for cls in TENSOR_OPS} - used
     assert not missing, f"tensor ops with no case in the op table: {sorted(missing)}"
+
+
+def _outcome(fn, *args):
+    """What `fn(*args)` gives, as an array, or the exception it raised."""
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.asarray(fn(*args))
+    except Exception as exc:  # noqa: BLE001 (numpy refusing a mix is an outcome to compare too)
+        return exc
+
+
+def assert_like_numpy(fn, args, kiln_fn, what):
+    """kiln gives numpy's dtype and values, or refuses clearly where numpy refuses or
+    computes in a dtype kiln does not have (np.exp of a bool computes in float16)."""
+    want, got = _outcome(fn, *args), _outcome(kiln_fn, *args)
+    if isinstance(want, Exception):
+        assert isinstance(got, kiln.KilnError), f"{what}: numpy raises {want!r}, kiln gives {got!r}"
+        return
+    if isinstance(got, kiln.DTypeError) and re.search(r"computes in (float16|u?int8|u?int16)\b", str(got)):
+        return
+    assert not isinstance(got, Exception), f"{what}: numpy gives {want.dtype}, kiln raises {got!r}"
+    assert got.dtype == want.dtype, f"{what}: kiln gives {got.dtype}, numpy {want.dtype}"
+    assert_same(got, want)
+
+
+@pytest.mark.parametrize("name", UNARY_DTYPE_OPS)
+def test_result_dtype_matches_numpy_unary(name):
+    fn = UNARY_DTYPE_OPS[name]
+    compiled = kiln.compile(fn, target="interpret")
+    for kind, a in OPERAND_KINDS.items():
+        if kind == "bool" and name in ("-x", "abs"):
+            continue  # Python's own -True and abs(True) are ints; numpy is not involved
+        assert_like_numpy(fn, (a,), compiled, f"{name} of {kind}")
+
+
+@pytest.mark.parametrize("name", BINARY_DTYPE_OPS)
+def test_result_dtype_matches_numpy_binary(name):
+    """Both operands as arguments (a Python scalar argument is weak, as in numpy), and the
+    second captured by the traced function as a constant."""
+    fn = BINARY_DTYPE_OPS[name]
+    compiled = kiln.compile(fn, target="interpret")
+    for (kind_a, a), (kind_b, b) in itertools.product(OPERAND_KINDS.items(), OPERAND_KINDS.items()):
+        if kind_a == kind_b == "bool" and name.startswith("a "):
+            continue  # Python's own True + True is 2: numpy is not involved
+        assert_like_numpy(fn, (a, b), compiled, f"{name} of ({kind_a}, {kind_b})")
+
+        def captured(x, b=b):
+            return fn(x, b)
+        assert_like_numpy(captured, (a,), kiln.compile(captured, target="interpret"),
+                          f"{name} of ({kind_a}, captured {kind_b})")
