@@ -7,7 +7,8 @@ each OpenMP thread runs on its own contiguous chunk of iterations.
     ...
     GOMP_parallel(body, ctx, 0 /* the pool's thread count */, 0)
 
-Without libgomp the loop is emitted as an ordinary loop.
+Without libgomp the loop is emitted as an ordinary loop (and kiln.runtime.threads warns,
+once, that parallel loops run on one thread).
 """
 from __future__ import annotations
 

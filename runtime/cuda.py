@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import warnings
 
 import cffi
 import numpy as np
@@ -77,15 +78,21 @@ def check_gpu() -> None:
 
 
 def build(source: str, emulate: bool, cache: DiskCache | None = None) -> str:
-    """A shared library built from `source` (cached on disk); returns its path."""
+    """A shared library built from `source`; returns its path. Libraries are cached on disk
+    with the SHA-256 of the file as built, compared before one is reused."""
     cache = cache or DiskCache()
     compiler = shutil.which(os.environ.get("CXX", "g++")) if emulate else nvcc()
     if compiler is None:
         raise CudaUnavailable("building CUDA C needs " + ("a C++ compiler (g++)" if emulate else "nvcc"))
     key = hashlib.sha256(f"{'emulate' if emulate else 'nvcc'}\n{compiler}\n{source}".encode()).hexdigest()
     library = os.path.join(cache.directory, "cuda", f"{key}.so")
-    if os.path.exists(library) and cache.load("cuda-" + key) is not None:
-        return library
+    if os.path.exists(library):
+        recorded = cache.load("cuda-" + key)
+        if recorded is not None and recorded == _file_digest(library):
+            return library
+        if recorded is not None:  # changed on disk since it was built: never load it
+            warnings.warn(f"kiln: the cached CUDA library {library} does not match the SHA-256 recorded when "
+                          "it was built (changed or damaged on disk); rebuilding it", RuntimeWarning, stacklevel=2)
     os.makedirs(os.path.dirname(library), exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
         source_path = os.path.join(work, "kernels.cu")
@@ -109,6 +116,14 @@ def build(source: str, emulate: bool, cache: DiskCache | None = None) -> str:
         os.replace(temporary, library)
         cache.store("cuda-" + key, hashlib.sha256(payload).digest())
     return library
+
+
+def _file_digest(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).digest()
+    except OSError:
+        return None
 
 
 class DeviceArray:

@@ -3,7 +3,8 @@
 libgomp keeps its threads alive between calls, so a parallel loop costs a
 wake-up, not a thread start. ``KILN_NUM_THREADS`` sets how many threads run
 (default: the machine's cores). Where libgomp is missing, parallel loops are
-compiled as ordinary loops and ``available()`` says so.
+compiled as ordinary loops, ``available()`` says so, and the first time kiln
+looks for it a RuntimeWarning says what is missing and what it costs.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import ctypes
 import ctypes.util
 import functools
 import os
+import warnings
 
 import llvmlite.binding as llvm
 
@@ -19,6 +21,9 @@ import llvmlite.binding as llvm
 def _library():
     path = ctypes.util.find_library("gomp")
     if path is None:
+        warnings.warn("kiln: libgomp (the OpenMP runtime) is not installed, so parallel loops run serially on "
+                      f"one thread instead of {thread_count()}; install it (Debian/Ubuntu: apt install libgomp1) "
+                      "to use every core", RuntimeWarning, stacklevel=2)
         return None
     llvm.load_library_permanently(path)  # so loaded code finds GOMP_parallel and friends
     library = ctypes.CDLL(path)
