@@ -6,14 +6,26 @@ stages with the tensor interpreter, the affine and scheduled stages with the
 affine interpreter, and finally the native code. The reference is the traced
 tensor IR, interpreted. The report names the first step whose results drift
 from it, with the IR before and after that step.
+
+The affine interpreter runs one scalar op at a time (tens of microseconds
+each), so the cost is known before starting: the scalar ops one run executes
+(loop trip counts multiplied out) times the runs (the lowering and each
+schedule step) times the interpreter's measured speed. ``progress`` hears the
+estimate first and then each step as it finishes, with the time left;
+``shrink_specs`` finds smaller input shapes, same ranks, whose estimate fits
+a budget (what ``kiln bisect`` does by default).
 """
 from __future__ import annotations
 
+import functools
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from kiln.dialects import print_ir
+from kiln.dialects import affine as A
+from kiln.dialects import func as F
+from kiln.dialects import parse_ir, print_ir
 from kiln.passes.registry import run_passes
 from kiln.passes.schedule import apply_step
 
@@ -21,6 +33,8 @@ from .affine_interpreter import run_affine
 from .errors import KilnError
 from .interpreter import run_function
 from .jit import CompiledFunction, compile
+from .specs import TensorSpec
+from . import pytree
 
 
 @dataclass
@@ -55,8 +69,119 @@ class BisectReport:
         return "\n".join(lines)
 
 
-def bisect(fn, *args, rtol: float | None = None) -> BisectReport:
-    """Check every pass and schedule step of `fn` (compiled or plain) on these arguments."""
+@dataclass
+class Estimate:
+    """What a bisection will cost, dominated by the affine interpreter."""
+    runs: int                 # affine interpreter runs: the lowering, then one per schedule step
+    ops: int                  # scalar ops one run executes
+    seconds_per_op: float
+
+    @property
+    def seconds(self) -> float:
+        return self.runs * self.ops * self.seconds_per_op
+
+    def __str__(self) -> str:
+        return (f"about {duration(self.seconds)} ({self.runs} runs of the affine interpreter over "
+                f"{self.ops:.3g} scalar ops each, at {self.seconds_per_op * 1e6:.0f} us an op)")
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def interpreter_ops(module) -> int:
+    """Ops one run of the affine interpreter executes on `module`'s function, a vector op
+    counting as one (a loop bounded by a min counts its longest trip)."""
+    total, work = 0, [(op, 1) for op in module.body.ops[-1].body.ops]
+    while work:
+        op, times = work.pop()
+        if isinstance(op, (A.YieldOp, F.ReturnOp)):  # they end a block rather than run
+            continue
+        total += times
+        if isinstance(op, A.ForOp):
+            times *= max(op.trip_count, 0)
+        elif isinstance(op, A.ParallelOp):
+            times *= max(op.upper, 0)
+        work.extend((inner, times) for region in op.regions for block in region.blocks for inner in block.ops)
+    return total
+
+
+_CALIBRATION = """module {
+  func.func @f(%a: memref<12x12xf32>, %b: memref<12x12xf32>, %out0: memref<12x12xf32>) {
+    %0 = arith.constant 0.0 : f32
+    affine.for %i = 0 to 12 {
+      affine.for %j = 0 to 12 {
+        %1 = affine.for %r = 0 to 12 iter_args(%acc = %0) -> (f32) {
+          %2 = affine.load %a[%i, %r] : memref<12x12xf32>
+          %3 = affine.load %b[%r, %j] : memref<12x12xf32>
+          %4 = arith.mulf %2, %3 : f32
+          %5 = arith.addf %acc, %4 : f32
+          affine.yield %5 : f32
+        }
+        affine.store %1, %out0[%i, %j] : memref<12x12xf32>
+      }
+    }
+    func.return
+  }
+}"""
+
+
+@functools.lru_cache(maxsize=None)
+def seconds_per_op() -> float:
+    """The affine interpreter's speed on this machine, from a small matmul (the fastest of three)."""
+    module = parse_ir(_CALIBRATION)
+    inputs = [np.ones((12, 12), np.float32)] * 2
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        run_affine(module, inputs)
+        best = min(best, time.perf_counter() - started)
+    return best / interpreter_ops(module)
+
+
+def estimate(pipeline) -> Estimate:
+    """The cost of bisecting `pipeline`'s function (its schedule is decided on the way)."""
+    pipeline.module("scheduled")
+    return Estimate(1 + len(pipeline.schedule.steps), interpreter_ops(pipeline.module("affine")), seconds_per_op())
+
+
+def shrink_specs(compiled, specs, seconds: float) -> tuple:
+    """(specs, their estimate): `specs` themselves if bisecting at them is estimated to take at
+    most `seconds`, else the same ranks with smaller extents. Every extent above 3 is scaled by
+    one factor, so extents that were equal stay equal (the shapes of a matmul or a broadcast
+    still agree) and ones stay ones; the factor falls until the estimate fits, or until the
+    function refuses the shapes (then the last shapes it took are returned)."""
+    current = estimate(compiled.lower(*specs)._pipeline)
+    best = (specs, current)
+    leaves, treedef = pytree.flatten(list(specs))
+    scale = 1.0
+    for _ in range(12):
+        if current.seconds <= seconds:
+            break
+        # loop nests are up to three deep (a matmul): cost ~ scale**3
+        scale *= min(0.9, max(0.1, (seconds / current.seconds) ** (1 / 3)))
+        shrunk = [TensorSpec(tuple(e if e <= 3 else max(3, round(e * scale)) for e in leaf.shape), leaf.dtype)
+                  for leaf in leaves]
+        candidate = pytree.unflatten(treedef, shrunk)
+        try:
+            current = estimate(compiled.lower(*candidate)._pipeline)
+        except KilnError:
+            break
+        best = (candidate, current)
+        if all(max(leaf.shape, default=0) <= 3 for leaf in shrunk):
+            break
+    return best
+
+
+def bisect(fn, *args, rtol: float | None = None, progress=None) -> BisectReport:
+    """Check every pass and schedule step of `fn` (compiled or plain) on these arguments.
+
+    `progress`, a callable taking a line of text, hears the estimated cost before the first
+    step and then every step as it finishes: which, n of m, time elapsed and left."""
     compiled = fn if isinstance(fn, CompiledFunction) else compile(fn)
     call, key = compiled._specialize(args, {}, allow_specs=False)  # checks the arguments like a call
     if key is None:
@@ -69,8 +194,15 @@ def bisect(fn, *args, rtol: float | None = None) -> BisectReport:
     if rtol is None:
         rtol = 1e-4 if any(r.dtype == np.float32 for r in reference) else 1e-9
     report = BisectReport(function.sym_name)
+    cost = estimate(pipeline)  # decides the schedule (default, tuned or given)
+    total = len(pipeline.graph_passes) + 1 + len(pipeline.schedule.steps) + 1
+    started = time.perf_counter()
+    affine_runs = []  # seconds each interpreter run took: the best guide to the ones left
+    if progress is not None:
+        progress(f"kiln bisect of {function.sym_name}: {total} steps; {cost}")
 
-    def check(name, run, before, after) -> bool:
+    def check(name, run, before, after, interpreted=False) -> bool:
+        step_started = time.perf_counter()
         try:
             results = run()
         except Exception as exc:  # the IR after this step cannot even run: that is a finding too
@@ -78,9 +210,19 @@ def bisect(fn, *args, rtol: float | None = None) -> BisectReport:
         else:
             error = max((_error(r, w) for r, w in zip(results, reference)), default=0.0)
             step = Step(name, error, error <= rtol)
+        if interpreted:
+            affine_runs.append(time.perf_counter() - step_started)
         report.steps.append(step)
         if not step.ok and report.first_bad is None:
             report.first_bad, report.ir_before, report.ir_after = step, before(), after()
+        if progress is not None:
+            done = len(report.steps)
+            runs_left = cost.runs - len(affine_runs)
+            per_run = sum(affine_runs) / len(affine_runs) if affine_runs else cost.ops * cost.seconds_per_op
+            elapsed = time.perf_counter() - started
+            left = f", ~{duration(runs_left * per_run)} left" if step.ok and done < total else ""
+            verdict = "ok" if step.ok else "BAD"
+            progress(f"[{done}/{total}] {name}: {verdict}, {duration(elapsed)} elapsed{left}")
         return step.ok
 
     module = traced.clone({})
@@ -93,20 +235,18 @@ def bisect(fn, *args, rtol: float | None = None) -> BisectReport:
     before = print_ir(module, locations=False)
     affine = run_passes(module.clone({}), ["lower-tensor-to-affine"])
     if not check("lower-tensor-to-affine", lambda: run_affine(affine, inputs), lambda: before,
-                 lambda: print_ir(affine, locations=False)):
+                 lambda: print_ir(affine, locations=False), interpreted=True):
         return report
-    pipeline.module("scheduled")  # decides the schedule (default, tuned or given)
     for step in pipeline.schedule.steps:
         before = print_ir(affine, locations=False)
         affine = affine.clone({})
         apply_step(affine.body.ops[-1], step)
         label = f"schedule: {step[0]}({', '.join(map(str, step[1:]))})"
         if not check(label, lambda m=affine: run_affine(m, inputs), lambda b=before: b,
-                     lambda m=affine: print_ir(m, locations=False)):
+                     lambda m=affine: print_ir(m, locations=False), interpreted=True):
             return report
     def native():
-        results = compiled(*args)
-        return [np.asarray(r) for r in (results if isinstance(results, (tuple, list)) else [results])]
+        return [np.asarray(r) for r in pytree.flatten(compiled(*args))[0]]  # leaves, as the IR returns them
     check("native code", native, lambda: print_ir(affine, locations=False), lambda: pipeline.optimized_llvm())
     return report
 

@@ -125,9 +125,26 @@ def cmd_profile(args) -> int:
 
 
 def cmd_bisect(args) -> int:
-    from .bisect import bisect
+    from .bisect import bisect, duration, estimate, shrink_specs
     compiled, specs = load_function(args.function)
-    report = bisect(compiled, *random_arguments(specs, args.seed))
+
+    def say(line):
+        print(line, file=sys.stderr, flush=True)
+    if args.shrink:
+        full = estimate(compiled.lower(*specs)._pipeline)
+        if full.seconds > args.budget:
+            shrunk, cost = shrink_specs(compiled, specs, args.budget)
+            if shrunk == list(specs) or shrunk == specs:
+                say(f"kiln bisect: at the annotated shapes it takes {full}; the shapes cannot be made smaller "
+                    f"(the function refuses them), so it runs at full size")
+            else:
+                say(f"kiln bisect: at the annotated shapes it would take {duration(full.seconds)}; running on "
+                    f"smaller inputs of the same ranks to fit --budget {args.budget:g} s (--no-shrink to keep them):")
+                for name, old, new in zip(inspect.signature(compiled.fn).parameters, specs, shrunk):
+                    if old != new:
+                        say(f"  {name}: {old} -> {new}")
+                specs = shrunk
+    report = bisect(compiled, *random_arguments(specs, args.seed), progress=say)
     print(report)
     return 0 if report.first_bad is None else 1
 
@@ -178,6 +195,11 @@ def main(argv=None) -> int:
     bis = commands.add_parser("bisect", help="find the first pass or schedule step that changes the numbers")
     bis.add_argument("function", help="path.py:function, inputs given by parameter annotations")
     bis.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    bis.add_argument("--shrink", action=argparse.BooleanOptionalAction, default=True,
+                     help="when the annotated shapes would take longer than --budget, run on smaller ones of the "
+                          "same ranks (default: on)")
+    bis.add_argument("--budget", type=float, default=60.0,
+                     help="seconds the bisection should take at most, for --shrink (default 60)")
     bis.set_defaults(run=cmd_bisect)
     build = commands.add_parser("build", help="build a shared library and C header for a function")
     build.add_argument("function", help="path.py:function, inputs given by parameter annotations")

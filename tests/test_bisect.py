@@ -94,3 +94,99 @@ def test_bisect_names_a_broken_schedule_step(monkeypatch):
     report = kiln.bisect(f, *args())
     assert report.first_bad.name == "schedule: split(k0.i, 4)"
     assert "OutOfBoundsError" in report.first_bad.failure  # rows 7 of 7: caught, not read
+
+
+def test_bisect_reports_its_estimate_and_every_step_as_it_goes():
+    lines = []
+    report = kiln.bisect(scaled_sum, *args(), progress=lines.append)
+    assert report.first_bad is None
+    total = len(report.steps)
+    assert lines[0].startswith(f"kiln bisect of scaled_sum: {total} steps; about ")
+    assert "runs of the affine interpreter" in lines[0]
+    assert len(lines) == 1 + total
+    for n, (line, step) in enumerate(zip(lines[1:], report.steps), start=1):
+        assert line.startswith(f"[{n}/{total}] {step.name}: ok, ") and "elapsed" in line
+    assert "left" in lines[1] and "left" not in lines[-1]
+
+
+def test_bisect_progress_stops_at_the_first_bad_step(monkeypatch):
+    plant_split_without_partial_tiles(monkeypatch)
+    lines = []
+    kiln.bisect(kiln.compile(scaled_sum, schedule=kiln.Schedule().split("k0.i", 4)), *args(), progress=lines.append)
+    assert lines[-1].split("] ")[1].startswith("schedule: split(k0.i, 4): BAD")
+
+
+@pytest.mark.parametrize("fn, shapes", [
+    (lambda a, b: a @ b, [(5, 7), (7, 3)]),
+    (lambda a, b: a @ b, [(0, 7), (7, 3)]),
+    (lambda a, b: a @ b, [(1, 1), (1, 1)]),
+    (lambda a, b: np.tanh(a).sum(axis=0) + b, [(13, 11), (11,)]),
+    (lambda a, b: np.exp(a.T) * b, [(6, 9), (6,)]),
+], ids=["matmul", "empty", "one", "reduction", "transposed"])
+@pytest.mark.parametrize("stage", ["affine", "scheduled"])
+def test_the_estimate_counts_the_ops_the_interpreter_runs(monkeypatch, fn, shapes, stage):
+    from kiln import affine_interpreter
+    from kiln.bisect import interpreter_ops
+    rng = np.random.default_rng(2)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    module = kiln.compile(fn).lower(*arrays).module(stage)
+    ran = []
+    original = affine_interpreter._Runner.run
+    monkeypatch.setattr(affine_interpreter._Runner, "run", lambda self, op: (ran.append(op), original(self, op))[1])
+    run_affine(module, arrays)
+    assert interpreter_ops(module) == len(ran)
+
+
+def test_shrinking_keeps_ranks_and_equal_extents_and_fits_the_budget():
+    from kiln.bisect import estimate, shrink_specs
+    f = kiln.compile(lambda x, w, b: np.maximum(x @ w + b, 0))
+    specs = [kiln.f32[96, 200], kiln.f32[200, 200], kiln.f32[200]]
+    full = estimate(f.lower(*specs)._pipeline)
+    budget = full.seconds / 50
+    shrunk, cost = shrink_specs(f, specs, budget)
+    assert cost.seconds <= budget and cost.runs == estimate(f.lower(*shrunk)._pipeline).runs
+    (m, k), (k2, n), (n2,) = (s.shape for s in shrunk)
+    assert k == k2 == n == n2 and 3 <= m < 96 and 3 <= k < 200
+    assert all(s.dtype == np.float32 for s in shrunk)
+    assert shrink_specs(f, specs, full.seconds * 2) == (specs, full)  # fits already: unchanged
+
+
+def test_shapes_the_function_refuses_are_not_used():
+    from kiln.bisect import shrink_specs
+    f = kiln.compile(lambda x: x.reshape(40, 60) @ np.ones((60, 50), np.float32))
+    specs = [kiln.f32[2400]]
+    shrunk, cost = shrink_specs(f, specs, 1e-6)
+    assert shrunk == specs and cost.seconds > 1e-6
+
+
+def test_bisect_compares_structured_results_leaf_by_leaf():
+    def step(p, x):
+        return (x * p["w"]).sum(), {"w": p["w"] - x, "v": p["v"] * 2}
+    rng = np.random.default_rng(4)
+    p = {"w": rng.standard_normal(5).astype(np.float32), "v": rng.standard_normal(3).astype(np.float32)}
+    report = kiln.bisect(step, p, rng.standard_normal(5).astype(np.float32))
+    assert report.first_bad is None and report.steps[-1].name == "native code"
+
+
+def _write_model(tmp_path, size):
+    source = tmp_path / "model.py"
+    source.write_text(f"import numpy as np\nimport kiln\n\n"
+                      f"def f(a: kiln.f32[{size}, {size}], b: kiln.f32[{size}]):\n    return np.tanh(a @ a) + b\n")
+    return f"{source}:f"
+
+
+def test_kiln_bisect_shrinks_inputs_that_would_take_too_long(tmp_path, capsys):
+    from kiln.cli import main
+    assert main(["bisect", _write_model(tmp_path, 160), "--budget", "3"]) == 0
+    captured = capsys.readouterr()
+    assert "running on smaller inputs of the same ranks" in captured.err
+    assert "a: kiln.f32[160, 160] -> kiln.f32[" in captured.err and "b: kiln.f32[160] -> kiln.f32[" in captured.err
+    assert "steps; about" in captured.err and "native code: ok" in captured.err
+    assert "every step keeps the reference's numbers" in captured.out
+
+
+def test_kiln_bisect_no_shrink_keeps_the_shapes(tmp_path, capsys):
+    from kiln.cli import main
+    assert main(["bisect", _write_model(tmp_path, 6), "--budget", "0", "--no-shrink"]) == 0
+    captured = capsys.readouterr()
+    assert "smaller" not in captured.err and "[1/" in captured.err
