@@ -203,7 +203,7 @@ def mean(x, axis=None, dtype=None, keepdims=False) -> Tracer:
     x = as_tracer(x)
     if dtype is None:
         dtype = x.dtype if x.dtype.kind == "f" else np.float64  # numpy means ints in float64
-    total = reduce("sum", cast(x, dtype), axis, keepdims)
+    total = reduce("sum", x, axis, keepdims, dtype)
     return _per_count(total, reduced_count(x, axis))
 
 

@@ -267,6 +267,9 @@ class Tracer:
     def __reduce__(self):
         self._concrete("a pickle")
 
+    def __round__(self, ndigits=None):
+        return np.round(self, ndigits or 0)
+
     def __contains__(self, item):
         raise TracerBoolError(f"'v in x' needs the values of a traced array, known only at run time; "
                               "use np.any(x == v) instead", user_location())

@@ -234,6 +234,8 @@ UNARY_DTYPE_OPS = {
     "np.max": np.max,
     "np.mean": np.mean,
     "np.mean(dtype=i64)": lambda a: np.mean(a, dtype=np.int64),
+    "np.mean(dtype=i32)": lambda a: np.mean(a, dtype=np.int32),
+    "np.var(dtype=i32)": lambda a: np.var(a, dtype=np.int32),
     "np.mean(dtype=f32)": lambda a: np.mean(a, dtype=np.float32),
     "np.var(dtype=f32)": lambda a: np.var(a, dtype=np.float32),
     "np.std(dtype=i64)": lambda a: np.std(a, dtype=np.int64),

@@ -1,6 +1,8 @@
 """Every error a user can cause: a Python exception that names the problem and,
 at trace time, points at the user's line (marked below with `# error:`)."""
+import os
 import re
+import traceback
 
 import numpy as np
 import pytest
@@ -193,3 +195,60 @@ def test_unknown_stage_and_target():
         interpreted.text("affine")
     with pytest.raises(kiln.KilnError, match="unknown target 'tpu'"):
         kiln.compile(lambda x: x, target="tpu")
+
+
+@pytest.mark.parametrize("tag", ["accumulate", "at", "reduceat", "where", "dtype", "initial", "divmod", "ones_like",
+                                 "where-1", "stack", "matmul-out", "flags", "fill", "cumsum-method"])
+def test_unsupported_ufunc_methods_keywords_and_attributes_are_named(tag):
+    def f(x):
+        if tag == "accumulate":
+            return np.add.accumulate(x)  # error: accumulate
+        if tag == "at":
+            return np.add.at(x, [0], 1)  # error: at
+        if tag == "reduceat":
+            return np.add.reduceat(x, [0, 1])  # error: reduceat
+        if tag == "where":
+            return np.exp(x, where=x > 0)  # error: where
+        if tag == "dtype":
+            return np.add(x, 1, dtype=np.float64)  # error: dtype
+        if tag == "initial":
+            return np.add.reduce(x, initial=1.0)  # error: initial
+        if tag == "divmod":
+            return divmod(x, 2)  # error: divmod
+        if tag == "ones_like":
+            return np.ones_like(x, shape=(2, 2))  # error: ones_like
+        if tag == "where-1":
+            return np.where(x > 0)  # error: where-1
+        if tag == "stack":
+            return np.stack([x, x], dtype=np.float64)  # error: stack
+        if tag == "matmul-out":
+            return np.matmul(x, x.T, out=np.empty((3, 3), np.float32))  # error: matmul-out
+        if tag == "flags":
+            return x.flags  # error: flags
+        if tag == "fill":
+            return x.fill(0)  # error: fill
+        return x.cumsum()  # error: cumsum-method
+    name = {"where-1": "where", "matmul-out": "matmul", "cumsum-method": "cumsum", "dtype": "add",
+            "initial": "sum", "divmod": "divmod"}.get(tag, tag)
+    raises_at(kiln.UnsupportedError, tag, name, kiln.compile(f), x32)
+
+
+def test_tracebacks_show_the_users_frames_not_kilns(monkeypatch):
+    """A trace-time error reads like one in plain numpy code: the call, then the user's line,
+    with no more than the one frame of kiln that re-raises it (JAX filters the same way)."""
+    def model(x, b):
+        return np.tanh(x) + b  # error: traceback
+
+    def frames(exc):
+        return [(f.filename, f.lineno) for f in traceback.extract_tb(exc.__traceback__)]
+    with pytest.raises(kiln.ShapeError) as info:
+        kiln.compile(model)(x32, np.ones(5, np.float32))
+    shown = frames(info.value)
+    kiln_dir = os.path.dirname(kiln.__file__)
+    assert (__file__, line_of("traceback")) in shown, shown
+    assert len([f for f, _ in shown if f.startswith(kiln_dir)]) <= 1, shown
+
+    monkeypatch.setenv("KILN_TRACEBACK_FILTERING", "off")
+    with pytest.raises(kiln.ShapeError) as info:
+        kiln.compile(model)(x32, np.ones(5, np.float32))
+    assert len([f for f, _ in frames(info.value) if f.startswith(kiln_dir)]) > 3
