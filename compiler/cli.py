@@ -143,6 +143,9 @@ def cmd_bisect(args) -> int:
                 for name, old, new in zip(inspect.signature(compiled.fn).parameters, specs, shrunk):
                     if old != new:
                         say(f"  {name}: {old} -> {new}")
+                if cost.runs != full.runs:  # the default schedule depends on the shapes
+                    say(f"  the schedule differs at these shapes ({cost.runs - 1} steps instead of {full.runs - 1}); "
+                        "a larger --budget keeps the shapes closer")
                 specs = shrunk
     report = bisect(compiled, *random_arguments(specs, args.seed), progress=say)
     print(report)
