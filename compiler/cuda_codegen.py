@@ -322,8 +322,8 @@ class _FunctionEmitter:
         lines.append("    }")
         lines.append(f"    KILN_ATOMIC({combine}, &{target}, {partial});")
         lines.append("}")
-        threads = min(THREADS_PER_BLOCK, total)
-        blocks = min(REDUCTION_BLOCKS, -(-total // threads))
+        threads = max(1, min(THREADS_PER_BLOCK, total))  # an empty reduction still launches: its init is the result
+        blocks = max(1, min(REDUCTION_BLOCKS, -(-total // threads)))
         args = ", ".join(self.name(v) for v in used)
         host.append(f"    KILN_LAUNCH({name}_init, 1, 1);")
         host.append(f"    KILN_LAUNCH({name}, {blocks}, {threads}{', ' if args else ''}{args});")

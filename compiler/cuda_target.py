@@ -40,10 +40,11 @@ class CudaExecutable:
                   for p, leaf, (shape, dtype) in zip(pointers, leaves, self.input_specs)]
         if on_device:
             outputs = [cuda.DeviceArray(shape, dtype, self.emulate) for shape, dtype in self.output_specs]
-            status = self._native(inputs, [o.pointer for o in outputs])
+            addresses = [o.pointer for o in outputs]
         else:
-            outputs = [np.empty(shape, dtype) for shape, dtype in self.output_specs]
-            status = self._native(inputs, outputs)
+            outputs = addresses = [np.empty(shape, dtype) for shape, dtype in self.output_specs]
+        # Results with no elements need no kernels run, nor buffers handed to them.
+        status = self._native(inputs, addresses) if any(int(np.prod(s)) for s, _ in self.output_specs) else 0
         if status >= CUDA_ERROR_BASE:
             raise KilnError(f"the CUDA kernels failed: {cuda.error_string(status - CUDA_ERROR_BASE)}")
         if status:

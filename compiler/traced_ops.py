@@ -7,6 +7,8 @@ Errors are raised at the user's line.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from kiln.dialects import tensor as T
@@ -26,7 +28,10 @@ def context_of(values):
 
 
 def check_dtype(dtype, what: str) -> np.dtype:
-    dtype = np.dtype(dtype)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise DTypeError(f"{what}: {dtype!r} is not a dtype", user_location()) from None
     if dtype not in SUPPORTED_DTYPES:
         raise DTypeError(f"{what} has dtype {dtype}, which kiln does not support (it supports {_DTYPE_NAMES})",
                          user_location())
@@ -97,8 +102,9 @@ def cast(x: Tracer, dtype) -> Tracer:
 
 
 def astype(x: Tracer, dtype, casting="unsafe") -> Tracer:
+    dtype = check_dtype(dtype, "the cast target")
     if not np.can_cast(x.dtype, dtype, casting):
-        raise DTypeError(f"cannot cast {x.dtype} to {np.dtype(dtype)} under the rule {casting!r}", user_location())
+        raise DTypeError(f"cannot cast {x.dtype} to {dtype} under the rule {casting!r}", user_location())
     return strong(cast(x, dtype))
 
 
@@ -218,9 +224,19 @@ def _per_count(total: Tracer, count: int) -> Tracer:
     """total / count as numpy's mean and var compute it: floats as total x 1/count; other dtypes
     (np.mean(a, dtype=np.int64)) divide in float64 and cast back, truncating, as numpy does."""
     if total.dtype.kind == "f":
-        with np.errstate(divide="ignore"):
-            return np.multiply(total, np.asarray(1.0 / count, dtype=total.dtype))
+        return np.multiply(total, _inverse_count(count, total.dtype))
     return astype(np.true_divide(total, np.float64(count)), total.dtype)
+
+
+def _inverse_count(count: int, dtype) -> np.ndarray:
+    """1/count in `dtype`; 1/0 is inf, so an empty mean is 0 x inf = nan and a variance with
+    ddof >= n is nan (or inf), as numpy gives them. numpy warns there, and so does kiln."""
+    if count == 0:
+        loc = user_location()
+        warnings.warn_explicit("kiln: a mean or variance over no elements (or with ddof >= n) is nan",
+                               RuntimeWarning, loc.file if loc else "<kiln>", loc.line if loc else 0)
+    with np.errstate(divide="ignore"):
+        return np.asarray(np.float64(1.0) / np.float64(count), dtype=dtype)
 
 
 # -- linear algebra ----------------------------------------------------------------------
@@ -293,6 +309,7 @@ def reshape(x, shape, order="C") -> Tracer:
 
 def transpose(x, axes=None) -> Tracer:
     x = as_tracer(x)
+    axes = (axes,) if isinstance(axes, (int, np.integer)) else axes
     if axes is None:
         perm = tuple(reversed(range(x.ndim)))
     else:
@@ -430,6 +447,7 @@ def where(condition, x, y) -> Tracer:
 def full_like(x, fill_value, dtype=None) -> Tracer:
     """An array like `x` (its dtype unless given) full of `fill_value`: strong, as numpy's."""
     x = as_tracer(x)
+    check_operand(fill_value)
     dtype = check_dtype(dtype or x.dtype, "the fill dtype")
     return strong(broadcast_to(lift(current_context(), fill_value, dtype), x.shape))
 

@@ -33,6 +33,8 @@ def _identity_map(op) -> tuple:
 
 
 def _reshape_map(source, target) -> tuple:
+    if source.size == 0:  # no element is ever read, and zero sizes leave no strides to divide by
+        return tuple(Const(0) for _ in source.shape)
     linear = Const(0)
     for k, stride in enumerate(MemRefType(target.shape, target.element).strides):
         if target.shape[k] != 1:

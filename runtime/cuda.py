@@ -110,8 +110,8 @@ def build(source: str, emulate: bool, cache: DiskCache | None = None) -> str:
             raise RuntimeError(f"compiling CUDA C failed:\n{result.stderr[-4000:]}")
         with open(output, "rb") as f:
             payload = f.read()
-        temporary = library + f".tmp{os.getpid()}"
-        with open(temporary, "wb") as f:
+        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(library), prefix=".tmp-")  # one per builder, threads too
+        with os.fdopen(fd, "wb") as f:
             f.write(payload)
         os.replace(temporary, library)
         cache.store("cuda-" + key, hashlib.sha256(payload).digest())
