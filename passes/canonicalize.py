@@ -3,9 +3,16 @@
 - An op whose operands are all constants is computed now, with the op's own
   numpy semantics, when that does not make a larger constant; elementwise ops
   of splats (a scalar constant broadcast) fold to a splat.
-- ``x + 0``, ``x - 0``, ``x * 1``, ``x / 1``, ``x ** 1`` become ``x``; ``x ** 2``
-  becomes ``x * x``. (``x + 0`` turns ``-0.0`` into ``x``'s own ``-0.0`` where
-  IEEE would give ``+0.0``: the one inexactness allowed here.)
+- ``x + (-0.0)``, ``x - 0.0``, ``x * 1``, ``x / 1``, ``x ** 1`` become ``x``
+  (``x + 0`` and ``x - 0`` on integers); ``x ** 2`` becomes ``x * x``. Every
+  rewrite is exact for signed zeros, NaN, infinities and integer wrap-around:
+  ``x + 0.0`` stays, because ``-0.0 + 0.0`` is ``+0.0``, and so does ``x * 0``
+  (``-x``, NaN or inf times zero is not ``0.0``). Constants are compared bit for
+  bit, so ``[0.0, -0.0]`` is not a splat and a NaN is a splat only of itself.
+- Folding computes what the generated code computes: each op's ``evaluate``
+  (for float-to-int casts ``kiln.dialects.arith.float_to_int``, as every target
+  does). An op whose evaluation raises (an integer to a negative power) is left
+  for the run time to report.
 - Transpose of transpose, reshape of reshape and broadcast of broadcast become
   one op; reshapes, transposes, broadcasts, casts and slices that change nothing
   disappear.
@@ -52,12 +59,19 @@ def splat_value(value):
     if array is None or array.size == 0:
         return None
     flat = array.reshape(-1)
-    return flat[0] if (flat == flat[0]).all() and not np.isnan(flat[0]) else None
+    bits = flat.view(f"u{flat.itemsize}") if flat.dtype.kind == "f" else flat  # -0.0 is not 0.0
+    return flat[0] if (bits == bits[0]).all() else None
 
 
 def _is(value, scalar) -> bool:
+    """Whether every element of `value` is `scalar` of its dtype, bit for bit."""
     splat = splat_value(value)
-    return splat is not None and splat == scalar
+    return splat is not None and np.array(splat).tobytes() == np.array(scalar, splat.dtype).tobytes()
+
+
+def _additive_identity(value):
+    """The z with x + z == x for every x: -0.0 for floats (x + 0.0 turns -0.0 into 0.0)."""
+    return -0.0 if value.type.element.is_float else 0
 
 
 def simplify(op, b: TensorBuilder):
@@ -66,10 +80,12 @@ def simplify(op, b: TensorBuilder):
     if result is None or op.regions:
         return None
     # identities
-    if isinstance(op, (T.AddOp, T.SubOp)) and _is(op.rhs, 0):
+    if isinstance(op, T.AddOp) and _is(op.rhs, _additive_identity(result)):
         return op.lhs
-    if isinstance(op, T.AddOp) and _is(op.lhs, 0):
+    if isinstance(op, T.AddOp) and _is(op.lhs, _additive_identity(result)):
         return op.rhs
+    if isinstance(op, T.SubOp) and _is(op.rhs, 0):
+        return op.lhs
     if isinstance(op, (T.MulOp, T.DivOp)) and _is(op.rhs, 1):
         return op.lhs
     if isinstance(op, T.MulOp) and _is(op.lhs, 1):
@@ -100,15 +116,22 @@ def simplify(op, b: TensorBuilder):
         if all(s is not None for s in splats) and not all(constant_value(v) is not None and
                                                           constant_value(v).shape == result.type.shape
                                                           for v in op.operands):
-            with np.errstate(all="ignore"):
-                scalar = op.evaluate(*(np.array(s, v.type.dtype) for s, v in zip(splats, op.operands)))
-            return b.full(np.asarray(scalar).astype(result.type.dtype), result.type)
+            scalar = _evaluate(op, [np.array(s, v.type.dtype) for s, v in zip(splats, op.operands)])
+            return None if scalar is None else b.full(scalar.astype(result.type.dtype), result.type)
     if not isinstance(op, T.ConstantOp) and op.operands and all(constant_value(v) is not None for v in op.operands):
         if result.type.size <= max(constant_value(v).size for v in op.operands):
-            with np.errstate(all="ignore"):
-                value = np.asarray(op.evaluate(*(constant_value(v) for v in op.operands)))
-            return b.op(T.ConstantOp, value=np.array(value, dtype=result.type.dtype))
+            value = _evaluate(op, [constant_value(v) for v in op.operands])
+            return None if value is None else b.op(T.ConstantOp, value=np.array(value, dtype=result.type.dtype))
     return None
+
+
+def _evaluate(op, inputs):
+    """`op` on constant inputs, as an array; None where numpy raises (the run time reports it)."""
+    try:
+        with np.errstate(all="ignore"):
+            return np.asarray(op.evaluate(*inputs))
+    except (ValueError, ArithmeticError):
+        return None
 
 
 def canonicalize_block(block) -> int:

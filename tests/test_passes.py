@@ -72,7 +72,7 @@ def test_canonicalize_folds_identities_double_layout_ops_and_constants():
           %0 = tensor.constant dense<1.0> : tensor<f32>
           %1 = tensor.broadcast_to %0 : (tensor<f32>) -> tensor<4xf32>
           %2 = tensor.mul %x, %1 : tensor<4xf32>
-          %3 = tensor.constant dense<0.0> : tensor<f32>
+          %3 = tensor.constant dense<-0.0> : tensor<f32>
           %4 = tensor.broadcast_to %3 : (tensor<f32>) -> tensor<4xf32>
           %5 = tensor.add %4, %2 : tensor<4xf32>
           %6 = tensor.transpose %y {permutation = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
