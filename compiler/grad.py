@@ -18,7 +18,7 @@ from kiln.passes.autodiff import value_and_grad as differentiate
 from . import pytree
 from .errors import ArgumentError, DTypeError, KilnError
 from .frontend import leaf_spec, ssa_name, trace_flat
-from .tracing import _ACTIVE, Tracer, current_context
+from .tracing import Tracer, current_context, is_tracing
 
 
 def grad(fn, argnums=0):
@@ -45,7 +45,7 @@ class GradFunction:
         self._compiled = None
 
     def __call__(self, *args, **kwargs):
-        if _ACTIVE:
+        if is_tracing():
             return self._traced(args, kwargs)
         if self._compiled is None:
             from .jit import CompiledFunction

@@ -3,7 +3,9 @@
 A compiled function is specialized on the structure of its arguments and on
 each leaf's shape, dtype and weakness (Python scalars are weak, as in numpy 2);
 each signature is traced and compiled once. ``target="interpret"`` runs the
-traced ``tensor`` function in the reference interpreter instead.
+traced ``tensor`` function in the reference interpreter instead. A compiled
+function may be called from several threads at once: a signature that two of
+them need is traced and compiled by one while the other waits.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import functools
 import hashlib
 import inspect
 import os
+import threading
 import time
 from dataclasses import dataclass
 
@@ -172,6 +175,19 @@ class CompiledFunction:
             raise KilnError(f"static_argnames {unknown} are not parameters of {fn.__name__}")
         self._traces: dict = {}
         self._executables: dict = {}
+        self._signature_locks: dict = {}  # key -> the lock held while tracing or compiling that signature
+        self._lock = threading.Lock()     # guards _signature_locks
+
+    def _once(self, table: dict, key, build):
+        """table[key], built by the first thread that needs it; others wait for that one."""
+        if key in table:
+            return table[key]
+        with self._lock:
+            lock = self._signature_locks.setdefault(key, threading.RLock())
+        with lock:
+            if key not in table:
+                table[key] = build()
+        return table[key]
 
     def _specialize(self, args, kwargs, allow_specs: bool):
         call = bind(self.fn, args, kwargs, self.static_argnames, self._signature)
@@ -182,15 +198,17 @@ class CompiledFunction:
         key = (call.treedef, call.static, tuple(
             (leaf.shape, leaf.dtype) if type(leaf) is np.ndarray else self._leaf_key(path, leaf, allow_specs)
             for path, leaf in zip(call.paths, leaves)))
-        if key not in self._traces:
-            specs = [leaf_spec(path, leaf) for path, leaf in zip(call.paths, leaves)]
-            traced = trace(self.fn, call, specs)
-            passes = (REMAT_PASSES if self.remat else GRAPH_PASSES) if self.optimize else ()
-            pipeline = Pipeline(self.fn.__name__, traced.module, passes, self.schedule, self.tuning_db, self.target,
-                                self.debug)
-            self._traces[key] = (traced, pipeline)
-            _dump(pipeline, self.stages)
+        self._once(self._traces, key, lambda: self._trace(call))
         return call, key
+
+    def _trace(self, call) -> tuple:
+        specs = [leaf_spec(path, leaf) for path, leaf in zip(call.paths, call.leaves)]
+        traced = trace(self.fn, call, specs)
+        passes = (REMAT_PASSES if self.remat else GRAPH_PASSES) if self.optimize else ()
+        pipeline = Pipeline(self.fn.__name__, traced.module, passes, self.schedule, self.tuning_db, self.target,
+                            self.debug)
+        _dump(pipeline, self.stages)
+        return traced, pipeline
 
     @staticmethod
     def _leaf_key(path, leaf, allow_specs):
@@ -219,21 +237,21 @@ class CompiledFunction:
     def compilations(self) -> list:
         """One record per signature compiled to native code so far: cache hit or not, and the time it took."""
         records = []
-        for key, executable in self._executables.items():
+        for key, executable in list(self._executables.items()):  # other threads may be adding to it
             traced, _ = self._traces[key]
             signature = str(traced.function.function_type)
             records.append(Compilation(signature, executable.from_cache, executable.seconds))
         return records
 
     def _executable(self, key) -> Executable:
-        if key not in self._executables:
-            traced, pipeline = self._traces[key]
-            if self.target.startswith("cuda"):
-                from .cuda_target import CudaExecutable
-                self._executables[key] = CudaExecutable(pipeline, traced, emulate=self.target == "cuda-emulate")
-            else:
-                self._executables[key] = Executable(pipeline, traced)
-        return self._executables[key]
+        return self._once(self._executables, key, lambda: self._build(key))
+
+    def _build(self, key):
+        traced, pipeline = self._traces[key]
+        if self.target.startswith("cuda"):
+            from .cuda_target import CudaExecutable
+            return CudaExecutable(pipeline, traced, emulate=self.target == "cuda-emulate")
+        return Executable(pipeline, traced)
 
     @user_facing
     def __call__(self, *args, out=None, **kwargs):

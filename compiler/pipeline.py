@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import threading
 import warnings
 
 from kiln.dialects import print_ir, verify
@@ -24,6 +25,7 @@ from kiln.dialects.affine import BIND
 from kiln.passes.schedule import GPU_PRIMITIVES, Schedule, apply_schedule, apply_step
 from kiln.runtime import threads
 from kiln.runtime.cache import DiskCache
+from kiln.runtime.native import LLVM_LOCK
 
 from . import llvm_codegen, llvm_target
 from .kernels import absolute_steps, extract, kernel_names, structural_hash
@@ -52,6 +54,9 @@ def kiln_digest() -> str:
 
 
 class Pipeline:
+    """One traced function's stages, each computed once on first use. Threads may share a
+    pipeline: each stage is computed under the pipeline's lock, so it is computed once."""
+
     def __init__(self, name: str, tensor_module, graph_passes=GRAPH_PASSES, schedule=None, tuning_db=None,
                  target: str = "cpu", debug: bool = False):
         self.name = name
@@ -65,8 +70,13 @@ class Pipeline:
         self._modules = {"tensor": tensor_module}
         self._llvm_ir = None
         self._optimized_llvm = None
+        self._lock = threading.RLock()
 
     def module(self, stage: str):
+        with self._lock:
+            return self._module(stage)
+
+    def _module(self, stage: str):
         if stage not in self._modules:
             if stage == "optimized":  # passes change IR in place: they work on a copy
                 self._modules[stage] = run_passes(self.module("tensor").clone({}), self.graph_passes)
@@ -140,7 +150,8 @@ class Pipeline:
 
     def cuda_source(self) -> str:
         from .cuda_codegen import emit_cuda
-        return emit_cuda(self.module("scheduled"))
+        with self._lock:  # the emitter reads the scheduled module, which another thread may be building
+            return emit_cuda(self.module("scheduled"))
 
     def text(self, stage: str, locations: bool = True, generic: bool = False) -> str:
         if stage == "llvm":
@@ -175,20 +186,33 @@ class Pipeline:
 
     def llvm_ir(self) -> str:
         """LLVM IR as kiln writes it, before LLVM's optimizations."""
-        if self._llvm_ir is None:
-            tm = llvm_target.host_target_machine()
-            module = llvm_codegen.emit_module(self.module("scheduled"), tm.triple, str(tm.target_data),
-                                              bounds_checks=self.debug)
-            self._llvm_ir = str(module)
-        return self._llvm_ir
+        with self._lock:
+            if self._llvm_ir is None:
+                with LLVM_LOCK:
+                    tm = llvm_target.host_target_machine()
+                    triple, layout = tm.triple, str(tm.target_data)
+                module = llvm_codegen.emit_module(self.module("scheduled"), triple, layout, bounds_checks=self.debug)
+                self._llvm_ir = str(module)
+            return self._llvm_ir
 
     def optimized_llvm(self) -> str:
         """The ``llvm`` stage: LLVM IR after LLVM's O3 pipeline for the host CPU."""
-        if self._optimized_llvm is None:
-            module = llvm_target.parse_and_verify(self.llvm_ir())
-            llvm_target.optimize(module)
-            self._optimized_llvm = str(module)
-        return self._optimized_llvm
+        with self._lock:
+            if self._optimized_llvm is None:
+                self._optimized_llvm, _ = self._run_llvm(emit_object=False)
+            return self._optimized_llvm
+
+    def _run_llvm(self, emit_object: bool) -> tuple:
+        """(the optimized LLVM IR, its object code or None). LLVM runs under LLVM_LOCK, and the
+        module is freed before the lock is let go."""
+        text = self.llvm_ir()
+        with LLVM_LOCK:
+            module = llvm_target.parse_and_verify(text)
+            try:
+                llvm_target.optimize(module)
+                return str(module), llvm_target.emit_object(module) if emit_object else None
+            finally:
+                module.close()
 
     def cache_key(self) -> str:
         """Everything the object code depends on: kiln's version and source, the host (CPU, features,
@@ -205,16 +229,15 @@ class Pipeline:
     def object_code(self, cache: DiskCache | None = None) -> tuple:
         """(object code, whether it came from the disk cache)."""
         cache = cache or DiskCache()
-        key = self.cache_key()
-        cached = cache.load(key)
-        if cached is not None:
-            return cached, True
-        module = llvm_target.parse_and_verify(self.llvm_ir())
-        llvm_target.optimize(module)
-        self._optimized_llvm = str(module)
-        code = llvm_target.emit_object(module)
-        cache.store(key, code)
-        return code, False
+        with self._lock:
+            key = self.cache_key()
+        with self._lock, cache.writing(key):  # threads building one key: the first builds, the rest read it
+            cached = cache.load(key)
+            if cached is not None:
+                return cached, True
+            self._optimized_llvm, code = self._run_llvm(emit_object=True)
+            cache.store(key, code)
+            return code, False
 
     def dump(self, directory: str, digest: str, stages=STAGES) -> None:
         """Write each stage to `directory` (KILN_DUMP_DIR)."""

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import os
 import sys
+import threading
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from kiln.dialects.types import tensor_type
 from .errors import KilnError, TracerBoolError, TracerConversionError, UnsupportedAttributeError
 
 
+@functools.lru_cache(maxsize=None)  # computed once, on first use: kiln is fully imported by then
 def _package_dirs() -> tuple:
     import kiln.dialects
     import kiln.passes
@@ -32,18 +34,13 @@ def _package_dirs() -> tuple:
     return tuple(os.path.join(d, "") for d in dirs)
 
 
-_SKIPPED_DIRS: tuple = ()
-
-
 def user_location() -> Location | None:
     """The innermost stack frame outside kiln and numpy: the user's line."""
-    global _SKIPPED_DIRS
-    if not _SKIPPED_DIRS:
-        _SKIPPED_DIRS = _package_dirs()
+    skipped = _package_dirs()
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith(_SKIPPED_DIRS) and not filename.startswith("<frozen"):
+        if not filename.startswith(skipped) and not filename.startswith("<frozen"):
             return Location(_display_path(filename), frame.f_lineno, _column(frame))
         frame = frame.f_back
     return None
@@ -63,14 +60,28 @@ def _column(frame) -> int:
         return 0
 
 
-_ACTIVE: list = []  # the traces being recorded, innermost last (grad traces nest inside compile traces)
+class _TraceStack(threading.local):
+    """The traces this thread is recording, innermost last (grad traces nest inside compile
+    traces). Each thread has its own, as in JAX: threads trace their functions independently."""
+
+    def __init__(self):
+        self.active = []
+
+
+_STACK = _TraceStack()
+
+
+def is_tracing() -> bool:
+    """Whether this thread is recording a trace."""
+    return bool(_STACK.active)
 
 
 def current_context() -> "TraceContext":
-    if not _ACTIVE:
+    if not _STACK.active:
         raise KilnError("a traced value was used after the function that made it finished tracing "
-                        "(was it stored in a global or an attribute?)", user_location())
-    return _ACTIVE[-1]
+                        "(was it stored in a global or an attribute, or used from another thread?)",
+                        user_location())
+    return _STACK.active[-1]
 
 
 class TraceContext:
@@ -86,11 +97,11 @@ class TraceContext:
 
     @contextlib.contextmanager
     def active(self):
-        _ACTIVE.append(self)
+        _STACK.active.append(self)
         try:
             yield self
         finally:
-            _ACTIVE.pop()
+            _STACK.active.pop()
             self.closed = True
 
     def emit(self, op_class, operands, attributes=None, result_type=None, weak=False, loc=None) -> "Tracer":
@@ -114,7 +125,7 @@ class TraceContext:
         trace becomes an extra argument (a capture)."""
         if tracer.ctx is self and not self.closed:
             return tracer.value
-        if tracer.ctx in _ACTIVE[:-1] and not tracer.ctx.closed:
+        if tracer.ctx in _STACK.active[:-1] and not tracer.ctx.closed:
             key = id(tracer.value)
             if key not in self._captured:
                 self._captured[key] = self.func.body.add_argument(tracer.value.type, "captured")

@@ -4,16 +4,22 @@ Each entry is one file, ``<dir>/<key[:2]>/<key>.o``, holding a magic tag, the
 SHA-256 of the payload, and the payload. It is written to a temporary file in
 the same directory and renamed into place, so a reader sees a whole entry or
 none; a damaged entry (truncated, flipped bits) fails its checksum, is removed
-and reported as a miss, and the caller rebuilds it.
+and reported as a miss, and the caller rebuilds it. Within one process, threads
+that build the same entry take turns (``writing``), so it is built once.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
+import threading
 import warnings
 
 MAGIC = b"KILNOBJ1"
+
+_KEY_LOCKS: dict = {}  # key -> [lock, how many threads hold or wait for it]
+_KEY_LOCKS_GUARD = threading.Lock()
 
 
 def default_directory() -> str:
@@ -26,6 +32,24 @@ class DiskCache:
 
     def path(self, key: str) -> str:
         return os.path.join(self.directory, key[:2], f"{key}.o")
+
+    @contextlib.contextmanager
+    def writing(self, key: str):
+        """Held while looking up `key` and building its entry on a miss: another thread of this
+        process building the same key waits, then finds the entry. (Other processes need no
+        lock: an entry is renamed into place whole, so the worst is building it twice.)"""
+        path = self.path(key)
+        with _KEY_LOCKS_GUARD:
+            entry = _KEY_LOCKS.setdefault(path, [threading.Lock(), 0])
+            entry[1] += 1
+        try:
+            with entry[0]:
+                yield
+        finally:
+            with _KEY_LOCKS_GUARD:
+                entry[1] -= 1
+                if not entry[1]:
+                    del _KEY_LOCKS[path]
 
     def load(self, key: str) -> bytes | None:
         path = self.path(key)

@@ -2,17 +2,24 @@
 
 Object code is linked in memory by LLVM's MCJIT loader (no system linker or
 compiler is needed at run time); functions are called through cffi with one
-pointer per array, and return a status code.
+pointer per array, and return a status code. Loaded functions may be called
+from any number of threads at once; loading itself takes ``LLVM_LOCK``.
 """
 from __future__ import annotations
 
 import ctypes.util
 import functools
+import threading
 
 import cffi
 import llvmlite.binding as llvm
 
 _ffi = cffi.FFI()
+
+# llvmlite parses into LLVM's one global context, kiln shares one target machine, and
+# MCJIT links into process-wide state: none of these may be used by two threads at once
+# (llvmlite releases the GIL inside LLVM). Every use of llvmlite.binding holds this lock.
+LLVM_LOCK = threading.RLock()
 
 
 @functools.lru_cache(maxsize=None)
@@ -38,16 +45,18 @@ class LoadedObject:
     """Object code linked into the process; keep it alive while its functions are used."""
 
     def __init__(self, object_code: bytes):
-        _make_c_libraries_visible()
-        from . import threads
-        threads.available()  # loads libgomp for code with parallel loops
-        # Each engine takes ownership of its target machine, so each gets a new one.
-        self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _host_target_machine())
-        self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
-        self._engine.finalize_object()
+        with LLVM_LOCK:
+            _make_c_libraries_visible()
+            from . import threads
+            threads.available()  # loads libgomp for code with parallel loops
+            # Each engine takes ownership of its target machine, so each gets a new one.
+            self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _host_target_machine())
+            self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+            self._engine.finalize_object()
 
     def function(self, name: str, num_args: int) -> "NativeFunction":
-        address = self._engine.get_function_address(name)
+        with LLVM_LOCK:
+            address = self._engine.get_function_address(name)
         if not address:
             raise KeyError(f"the object code has no function {name!r}")
         return NativeFunction(self, address, num_args)
