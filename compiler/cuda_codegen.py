@@ -93,8 +93,12 @@ __device__ static inline double kiln_min(double a, double b) { return (a != a ||
 __device__ static inline long long kiln_ipow(long long base, long long e) {
     if (e < 0) { kiln_status = KILN_NEGATIVE_POWER; return 0; }
     long long r = 1; while (e) { if (e & 1) r *= base; base *= base; e >>= 1; } return r; }
-__device__ static inline long long kiln_f2i(double x, double lo, double hi) {
-    return x != x ? 0 : (x <= lo ? (long long)lo : (x >= hi ? (long long)hi : (long long)x)); }
+/* kiln.dialects.arith.float_to_int: truncation; NaN and out of range give the minimum
+   (-bound), as x86's conversion does; a plain C cast is undefined there. */
+__device__ static inline long long kiln_f2i(float x, float bound) {
+    return (x > -bound && x < bound) ? (long long)x : (long long)-bound; }
+__device__ static inline long long kiln_f2i(double x, double bound) {
+    return (x > -bound && x < bound) ? (long long)x : (long long)-bound; }
 #define kiln_add(a, b) ((a) + (b))
 #ifndef KILN_EMULATE
 /* Combine a thread's partial result into a reduction's global result: atomicAdd where the
@@ -547,8 +551,8 @@ def _cast(e, op):
 
 
 def _fptosi(e, op):
-    info = np.iinfo(op.result.type.dtype)
-    return f"({C_TYPES[op.result.type.name]})kiln_f2i({e.expr(op.operand)}, {float(info.min)!r}, {float(info.max)!r})"
+    bound = _literal(2.0 ** (8 * op.result.type.dtype.itemsize - 1), op.operand.type.name)
+    return f"({C_TYPES[op.result.type.name]})kiln_f2i({e.expr(op.operand)}, {bound})"
 
 
 _EXPRESSIONS = {

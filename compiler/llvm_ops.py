@@ -113,11 +113,22 @@ def _cast(e, op):
 
 @handles(AR.FPToSIOp)
 def _fptosi(e, op):
-    # The saturating form: NaN gives 0 and out-of-range values clamp, where a plain
-    # fptosi would be undefined behaviour (numpy's result there is platform-defined).
-    src, dst = op.operand.type, op.result.type
-    fn = e.declare(f"llvm.fptosi.sat.{suffix(dst)}.{suffix(src)}", scalar(dst), [scalar(src)])
-    e.values[op.result] = e.b.call(fn, [e.get(op.operand)])
+    # kiln.dialects.arith.float_to_int's rule: NaN and out-of-range values give the type's
+    # minimum. A plain fptosi is poison there, so it is only selected where x is in range
+    # (select does not propagate the poison of the arm it does not pick).
+    src, dst = scalar(op.operand.type), scalar(op.result.type)
+    bits = element_of(op.result.type).dtype.itemsize * 8
+    x = e.get(op.operand)
+    bound = float(2 ** (bits - 1))  # exact in float32 and float64
+    inside = e.b.and_(e.b.fcmp_ordered(">", x, _splat(src, -bound)), e.b.fcmp_ordered("<", x, _splat(src, bound)))
+    e.values[op.result] = e.b.select(inside, e.b.fptosi(x, dst), _splat(dst, -2 ** (bits - 1)))
+
+
+def _splat(t: ir.Type, value):
+    """`value` as a constant of type `t`, every lane of a vector."""
+    if isinstance(t, ir.VectorType):
+        return ir.Constant(t, [value] * t.count)
+    return ir.Constant(t, value)
 
 
 @handles(M.IPowIOp)

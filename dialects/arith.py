@@ -222,6 +222,25 @@ ExtUIOp = _cast("ExtUIOp", "arith.extui", _INTS, _INTS, True)
 TruncIOp = _cast("TruncIOp", "arith.trunci", _INTS, _INTS, False)
 
 
+def float_to_int(x, dtype) -> np.ndarray:
+    """What ``arith.fptosi`` computes, in every target and in constant folding.
+
+    Truncation toward zero; NaN, infinities and values whose truncation falls outside
+    the integer type give the type's minimum (``0x80000000`` for int32). That is the
+    x86-64 conversion instruction's "integer indefinite" value, so it is what numpy's
+    ``astype`` gives on x86-64 (other machines' numpy may saturate instead). LLVM's
+    plain ``fptosi`` would be poison there and its ``fptosi.sat`` saturates; kiln
+    computes this rule explicitly instead.
+    """
+    dtype = np.dtype(dtype)
+    x = np.asarray(x)
+    bound = float(2 ** (8 * dtype.itemsize - 1))  # exact in float32 and float64
+    with np.errstate(invalid="ignore"):
+        inside = (x > -bound) & (x < bound)
+        result = np.where(inside, x, 0).astype(dtype)
+    return np.where(inside, result, np.iinfo(dtype).min).astype(dtype)
+
+
 
 _HEX = re.compile(r"0x[0-9A-Fa-f]+")
 _NUMBER = re.compile(r"[-+]?(\d+\.\d*([eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+)")

@@ -21,6 +21,7 @@ from typing import Callable, ClassVar
 
 import numpy as np
 
+from .arith import float_to_int
 from .diagnostics import DTypeError, ShapeError
 from .ir import Operation
 from .printer import format_attr_dict, format_dense
@@ -170,7 +171,10 @@ class CastOp(TensorOp):
         self.check_element(dst, ALL)
 
     def evaluate(self, x):
-        return x.astype(self.result.type.dtype)
+        dtype = self.result.type.dtype
+        if x.dtype.kind == "f" and dtype.kind == "i":  # one answer for NaN and out of range
+            return float_to_int(x, dtype)
+        return x.astype(dtype)
 
 
 class ConstantOp(TensorOp):
