@@ -292,6 +292,7 @@ def tune_kernel(module, trials: int = 50, seed: int = 0, strategy: str = "evolut
     reference = bench.outputs(run)
     default = bench.measure(run)
     best_steps, best, best_run, keep = None, default, run, keep_default
+    speedup = 1.0  # of the best over the default, from interleaved comparisons only
     measured, rejected, seen, failures = [], 0, set(), []
     if initial_steps:
         try:
@@ -299,9 +300,10 @@ def tune_kernel(module, trials: int = 50, seed: int = 0, strategy: str = "evolut
         except (ScheduleError, KilnError, ValueError, RuntimeError) as exc:
             failures.append(f"the previous record no longer builds ({type(exc).__name__}: {exc})")
         else:
-            if same_outputs(bench.outputs(candidate), reference) and bench.compare(run, candidate).candidate_wins:
-                best, best_steps, best_run = bench.measure(candidate), list(initial_steps), candidate
-                keep = keep_initial
+            comparison = bench.compare(run, candidate) if same_outputs(bench.outputs(candidate), reference) else None
+            if comparison is not None and comparison.candidate_wins:
+                best, best_steps, best_run, keep = comparison.candidate, list(initial_steps), candidate, keep_initial
+                speedup = comparison.incumbent.seconds / comparison.candidate.seconds
     started = time.perf_counter()
     interrupted = False
     try:
@@ -326,10 +328,16 @@ def tune_kernel(module, trials: int = 50, seed: int = 0, strategy: str = "evolut
             result = bench.measure(candidate, cutoff=4 * best.seconds)
             measured.append((result.seconds, config))
             noise = max(0.02, best.spread, result.spread)
-            if result.seconds < best.seconds * (1 - noise) and bench.compare(best_run, candidate).candidate_wins:
-                best, best_steps, best_run, keep = result, steps, candidate, keep_candidate
+            if result.seconds < best.seconds * (1 - noise):
+                comparison = bench.compare(best_run, candidate)
+                if comparison.candidate_wins:
+                    speedup *= comparison.incumbent.seconds / comparison.candidate.seconds
+                    best, best_steps, best_run, keep = comparison.candidate, steps, candidate, keep_candidate
+                else:  # the best's own screen may have caught a burst of load: keep the fresher time
+                    best = comparison.incumbent
             if progress is not None:
-                progress(trial, trials, best.seconds, default.seconds, time.perf_counter() - started, time_budget)
+                progress(trial, trials, best.seconds, best.seconds * speedup, time.perf_counter() - started,
+                         time_budget)
     except KeyboardInterrupt:
         interrupted = True
     if best_steps is not None:
@@ -403,6 +411,8 @@ def tune_function(compiled, specs, db, trials: int, seed: int = 0, time_budget: 
                   f"({result.speedup:.2f}x), {result.trials} trials, {result.rejected} rejected\n")
         if result.failures:
             out.write(f"  {len(result.failures)} schedule(s) failed to build; the first: {result.failures[0]}\n")
+        if result.steps is None:
+            out.write("  no schedule beat the default in two interleaved comparisons: nothing recorded\n")
         if result.steps is not None:
             db.put({"kernel": key, "host": host, "function": compiled.__name__, "steps": result.steps,
                     "default_ms": round(result.default_seconds * 1e3, 6),
