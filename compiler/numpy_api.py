@@ -118,16 +118,19 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
     if method == "reduce" and ufunc in _REDUCE_METHODS:
         if len(inputs) != 1:
             raise UnsupportedError(f"{name} takes one array", user_location())
-        return _REDUCE_METHODS[ufunc](inputs[0], **{"axis": 0 if np.ndim(inputs[0]) else None, **kwargs})
-    if method == "outer" and ufunc.nin == 2 and not kwargs:
-        # numpy makes arrays of both operands first, so Python scalars are strong here.
-        a, b = (ops.strong(x) if isinstance(x, ops.Tracer) else np.asarray(ops.check_operand(x)) for x in inputs)
-        return apply_ufunc(ufunc, "__call__", (np.reshape(a, np.shape(a) + (1,) * np.ndim(b)), b), {})
-    if method != "__call__":
+        reduction = _REDUCE_METHODS[ufunc]
+        if reduction not in (np.sum, np.prod) and kwargs.pop("dtype", None) is not None:
+            raise UnsupportedError(f"{name}: keyword dtype is not supported", user_location())
+        return reduction(inputs[0], **{"axis": 0 if np.ndim(inputs[0]) else None, **kwargs})
+    if method not in ("__call__", "outer") or method == "outer" and ufunc.nin != 2:
         raise UnsupportedError(f"{name} is not supported by kiln", user_location())
     if kwargs:
         raise UnsupportedError(f"{name}: keyword(s) {', '.join(sorted(kwargs))} are not supported",
                                user_location())
+    if method == "outer":
+        # numpy makes arrays of both operands first, so Python scalars are strong here.
+        a, b = (ops.strong(x) if isinstance(x, ops.Tracer) else np.asarray(ops.check_operand(x)) for x in inputs)
+        return apply_ufunc(ufunc, "__call__", (np.reshape(a, np.shape(a) + (1,) * np.ndim(b)), b), {})
     if ufunc is np.matmul:
         return ops.matmul(*inputs)
     if ufunc not in UFUNC_RULES:
@@ -288,7 +291,7 @@ FUNCTION_RULES = {
     np.expand_dims: ops.expand_dims,
     np.squeeze: lambda a, axis=None: ops.squeeze(a, axis),
     np.ravel: lambda a, order="C": ops.reshape(a, (-1,), order),
-    np.broadcast_to: lambda array, shape, subok=False: ops.broadcast_to(ops.as_tracer(array), tuple(shape)),
+    np.broadcast_to: lambda array, shape, subok=False: ops.broadcast_to(ops.as_tracer(array), _shape(shape)),
     np.concatenate: _concatenate,
     np.stack: _stack,
     np.where: ops.where,
@@ -300,9 +303,13 @@ FUNCTION_RULES = {
     np.imag: lambda val: ops.full_like(val, 0),
     np.shape: lambda a: a.shape,
     np.ndim: lambda a: a.ndim,
-    np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
+    np.size: lambda a, axis=None: a.size if axis is None else a.shape[ops.normalize_axis(axis, a.ndim)],
     np.copy: lambda a, order="K", subok=False: a,
 }
+
+
+def _shape(shape) -> tuple:
+    return (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
 
 
 @functools.lru_cache(maxsize=None)

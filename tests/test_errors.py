@@ -252,3 +252,40 @@ def test_tracebacks_show_the_users_frames_not_kilns(monkeypatch):
     with pytest.raises(kiln.ShapeError) as info:
         kiln.compile(model)(x32, np.ones(5, np.float32))
     assert len([f for f, _ in frames(info.value) if f.startswith(kiln_dir)]) > 3
+
+
+ODD_ARGUMENTS = {
+    "transpose-int": lambda x: np.transpose(x, 0),
+    "expand_dims-str": lambda x: np.expand_dims(x, "a"),
+    "broadcast_to-int": lambda x: np.broadcast_to(x, 5),
+    "size-axis": lambda x: np.size(x, 5),
+    "full_like-str": lambda x: np.full_like(x, "a"),
+    "full_like-None": lambda x: np.full_like(x, None),
+    "reshape-float": lambda x: x.reshape(2.0, 6),
+    "sum-axis-str": lambda x: x.sum(axis="a"),
+    "astype-nonsense": lambda x: x.astype("nonsense"),
+    "astype-str": lambda x: x.astype("U3"),
+    "index-str": lambda x: x["a"],
+    "index-float": lambda x: x[1.5],
+    "concatenate-axis-str": lambda x: np.concatenate([x, x], axis="a"),
+    "sum-dtype-str": lambda x: x.sum(dtype="U3"),
+    "mean-dtype-float16": lambda x: x.mean(dtype=np.float16),
+    "any-axis": lambda x: x.any(axis=5),
+    "matmul-str": lambda x: x @ "a",
+    "add-list": lambda x: x + [1, 2, 3, 4],
+    "eq-None": lambda x: x == None,  # noqa: E711
+    "outer-dtype": lambda x: np.add.outer(x, x, dtype=np.float64),
+    "maximum.reduce-dtype": lambda x: np.maximum.reduce(x, dtype=np.float32),
+    "var-correction": lambda x: np.var(x, correction=1),
+    "mT-1d": lambda x: x[0].mT,
+    "flatten-F": lambda x: x.flatten("F"),
+    "index-by-traced": lambda x: [1, 2][x[0, 0]],
+}
+
+
+@pytest.mark.parametrize("name", ODD_ARGUMENTS)
+def test_odd_arguments_raise_kiln_errors(name):
+    """Arguments numpy accepts but kiln does not, and ones numpy refuses too: a KilnError
+    at the user's line, never a TypeError or IndexError from inside kiln."""
+    with pytest.raises(kiln.KilnError, match=r"test_errors\.py:\d+: "):
+        kiln.compile(ODD_ARGUMENTS[name])(x32)
