@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,6 +68,9 @@ class BisectReport:
             lines.append("----- IR after -----")
             lines.append(self.ir_after.rstrip())
         return "\n".join(lines)
+
+
+LONG = 60.0  # seconds: a bisection estimated to take longer than this says so before it starts
 
 
 @dataclass
@@ -200,6 +204,10 @@ def bisect(fn, *args, rtol: float | None = None, progress=None) -> BisectReport:
     affine_runs = []  # seconds each interpreter run took: the best guide to the ones left
     if progress is not None:
         progress(f"kiln bisect of {function.sym_name}: {total} steps; {cost}")
+    elif cost.seconds > LONG:
+        warnings.warn(f"kiln.bisect of {function.sym_name} will take {cost}; pass smaller arrays (the same ranks "
+                      "usually show the same fault), or progress=print to follow it; 'kiln bisect' shrinks "
+                      "annotated inputs by itself", RuntimeWarning, stacklevel=2)
 
     def check(name, run, before, after, interpreted=False) -> bool:
         step_started = time.perf_counter()

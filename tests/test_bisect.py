@@ -190,3 +190,11 @@ def test_kiln_bisect_no_shrink_keeps_the_shapes(tmp_path, capsys):
     assert main(["bisect", _write_model(tmp_path, 6), "--budget", "0", "--no-shrink"]) == 0
     captured = capsys.readouterr()
     assert "smaller" not in captured.err and "[1/" in captured.err
+
+
+def test_a_long_bisection_says_so_before_it_starts(monkeypatch):
+    import sys
+    monkeypatch.setattr(sys.modules["kiln.bisect"], "LONG", 0.0)  # every bisection counts as long
+    with pytest.warns(RuntimeWarning, match=r"kiln.bisect of scaled_sum will take about .* pass smaller arrays"):
+        report = kiln.bisect(scaled_sum, *args())
+    assert report.first_bad is None
