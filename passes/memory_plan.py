@@ -3,18 +3,20 @@
 First the kernels are put in an order that keeps memory low: among the
 kernels whose inputs are ready, the next one is the one that frees the most
 bytes net of what it allocates (a training step computes each weight gradient
-as soon as it can, letting activations die early). Then a buffer is live from the kernel that writes it to
-the last kernel that reads it (directly or through views); two buffers share
-bytes only if their lifetimes do not overlap, or in place: a kernel may write
-its result over an input that dies at it when every read of that input in the
-kernel is of the element being written, at the iteration that writes it (an
-elementwise chain reading the input directly). A read through any view
-(transpose, slice, reversed step, reshape, broadcast) or by a reduction or
-matmul reads other elements, some already overwritten, so it forbids reuse in
-place. In place means at the same offset: a partial overlap would overwrite
-elements not yet read. Offsets are chosen first-fit, 64-byte aligned. The plan is recorded as attributes: ``arena_offset`` on each
-kernel whose result is planned, ``arena_bytes`` and ``unplanned_bytes`` (the
-total without any reuse) on the function. Before::
+as soon as it can, letting activations die early). Then a buffer is live from
+the kernel that writes it to the last kernel that reads it (directly or
+through views); two buffers share bytes only if their lifetimes do not
+overlap, or in place: a kernel may write its result over an input that dies at
+it when every read of that input in the kernel is of the element being
+written, at the iteration that writes it (an elementwise chain reading the
+input directly). A read through any view (transpose, slice, reversed step,
+reshape, broadcast) or by a reduction or matmul reads other elements, some
+already overwritten, so it forbids reuse in place; and in place means at the
+same offset, since a partial overlap would overwrite elements not yet read.
+Offsets are chosen first-fit, 64-byte aligned. The plan is recorded as
+attributes: ``arena_offset`` on each kernel whose result is planned,
+``arena_bytes`` and ``unplanned_bytes`` (the total without any reuse) on the
+function. Before::
 
     %0 = tensor.exp %x : tensor<256xf32>
     %1 = tensor.neg %0 : tensor<256xf32>
@@ -22,7 +24,9 @@ total without any reuse) on the function. Before::
     %3 = tensor.tanh %2 : tensor<256xf32>
 
 After: ``%0`` at offset 0, ``%1`` in place of it (offset 0), ``%2`` likewise,
-``arena_bytes = 1024``, ``unplanned_bytes = 3072``.
+``arena_bytes = 1024``, ``unplanned_bytes = 3072``. Had ``%1`` been
+``tensor.add %0, %t`` with ``%t = tensor.transpose %0``, it would get bytes of
+its own: computing element (i, j) reads ``%0`` at (j, i), overwritten earlier.
 """
 from __future__ import annotations
 

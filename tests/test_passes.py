@@ -8,7 +8,6 @@ import pytest
 import kiln
 from kiln.dialects import parse_ir, print_ir, verify
 from kiln.interpreter import run_function
-from kiln.passes.memory_plan import plan
 from kiln.passes.registry import run_passes
 from op_table import CASES
 
@@ -163,21 +162,6 @@ def test_fusion_keeps_a_column_reduction_out_of_a_row_loop():
     assert "tensor.fused" not in out  # fused, the maximum would be recomputed for every row
 
 
-def test_memory_plan_reuses_dead_buffers_and_works_in_place():
-    module = parse_ir("""
-        func.func @f(%x: tensor<256xf32>) -> tensor<256xf32> {
-          %0 = tensor.exp %x : tensor<256xf32>
-          %1 = tensor.neg %0 : tensor<256xf32>
-          %2 = tensor.sqrt %1 : tensor<256xf32>
-          %3 = tensor.tanh %2 : tensor<256xf32>
-          func.return %3 : tensor<256xf32>
-        }""")
-    text = print_ir(run_passes(module, ["plan-memory"]), locations=False)
-    assert 'func.func @f(%x: tensor<256xf32>) -> tensor<256xf32> attributes {arena_bytes = 1024, ' \
-           'unplanned_bytes = 3072} {' in text
-    assert text.count("{arena_offset = 0}") == 3
-
-
 KERNEL_COUNTS = [
     ("elementwise chain", lambda x, y: np.tanh(x * 2 + y) - x / 3, (kiln.f32[64, 32], kiln.f32[32]), 1),
     ("gelu", lambda x: 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3))), (kiln.f32[128, 64],), 1),
@@ -201,20 +185,6 @@ def test_kernel_counts(name, fn, specs, kernels):
     np.testing.assert_allclose(compiled(*args), fn(*args), rtol=1e-5, atol=1e-5)
 
 
-def test_the_plan_is_visible_in_the_dump_and_in_code():
-    def layers(x, w):
-        h1 = np.tanh(x @ w)
-        h2 = np.tanh(h1 @ w)
-        h3 = np.tanh(h2 @ w)  # h1 is dead by now: h3 takes its place
-        return h3 @ w
-    lowered = kiln.compile(layers).lower(kiln.f32[16, 8], kiln.f32[8, 8])
-    assert lowered.text("optimized").startswith(
-        "// 4 kernels; memory plan: 3 buffers, arena 1024 bytes (without reuse 1536 bytes, 512 saved)\n")
-    memory = lowered.memory_plan
-    assert (memory.arena_bytes, memory.unplanned_bytes) == (1024, 1536)
-    assert [b.offset for b in memory.buffers] == [0, 512, 0]
-
-
 @pytest.mark.parametrize("pass_name", ["canonicalize", "cse", "dce", "fuse", "plan-memory"])
 def test_no_pass_changes_any_result_of_the_op_table(pass_name):
     for case in CASES:
@@ -227,57 +197,6 @@ def test_no_pass_changes_any_result_of_the_op_table(pass_name):
         for g, w in zip(got, want):
             assert g.dtype == w.dtype and g.shape == w.shape, case.name
             np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=f"{pass_name} changed {case.name}")
-
-
-def random_program(seed):
-    """A random DAG of elementwise ops, broadcasts, row and column reductions and matmuls."""
-    r = np.random.default_rng(seed)
-    n, m = int(r.integers(1, 9)), int(r.integers(1, 9))
-
-    def program(x, row, col):
-        values = [x, np.tanh(x), x * 2]
-        for _ in range(int(r.integers(3, 12))):
-            a = values[int(r.integers(len(values)))]
-            b = values[int(r.integers(len(values)))]
-            choice = int(r.integers(8))
-            if choice == 0:
-                values.append(a + b)
-            elif choice == 1:
-                values.append(np.exp(-a * a) * b)
-            elif choice == 2:
-                values.append(a - a.max(axis=1, keepdims=True))
-            elif choice == 3:
-                values.append(b / (1 + a.sum(axis=0, keepdims=True) ** 2))
-            elif choice == 4:
-                values.append(a * row + col)
-            elif choice == 5:
-                values.append(np.maximum(a, b) @ np.ones((m, m), np.float32) / m)
-            elif choice == 6:
-                values.append(np.where(a > 0, a, b))
-            else:
-                values.append((a.T @ b) [:1] + a)
-        picks = r.choice(len(values), size=min(3, len(values)), replace=False)
-        return tuple(values[int(p)] for p in picks)
-
-    args = (r.standard_normal((n, m)).astype(np.float32), r.standard_normal(m).astype(np.float32),
-            r.standard_normal((n, 1)).astype(np.float32))
-    return program, args
-
-
-@pytest.mark.parametrize("seed", range(40))
-def test_random_programs_plan_memory_without_overlap_and_keep_their_results(seed):
-    program, args = random_program(seed)
-    want = program(*args)
-    program, _ = random_program(seed)  # the same choices again, for tracing
-    compiled = kiln.compile(program)
-    lowered = compiled.lower(*args)
-    function = lowered.module("optimized").body.ops[0]
-    checked = plan(function)  # replanning checks by construction, and conflicts() re-checks
-    assert checked.conflicts() == [] and checked.arena_bytes <= checked.unplanned_bytes
-    program, _ = random_program(seed)
-    got = kiln.compile(program)(*args)
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
 
 
 def test_rematerialize_recomputes_a_long_lived_elementwise_value_near_its_late_use():
