@@ -90,16 +90,23 @@ __device__ static inline float kiln_maxf(float a, float b) { return (a != a || b
 __device__ static inline float kiln_minf(float a, float b) { return (a != a || b != b) ? NAN : (a < b ? a : b); }
 __device__ static inline double kiln_max(double a, double b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }
 __device__ static inline double kiln_min(double a, double b) { return (a != a || b != b) ? NAN : (a < b ? a : b); }
+/* Integer arithmetic wraps around as numpy's does: it is done in unsigned types, because
+   signed overflow is undefined behaviour that compilers fold on ((x + 1) > x is "true"). */
 __device__ static inline long long kiln_ipow(long long base, long long e) {
     if (e < 0) { kiln_status = KILN_NEGATIVE_POWER; return 0; }
-    long long r = 1; while (e) { if (e & 1) r *= base; base *= base; e >>= 1; } return r; }
+    unsigned long long r = 1, b = (unsigned long long)base;
+    while (e) { if (e & 1) r *= b; b *= b; e >>= 1; } return (long long)r; }
 /* kiln.dialects.arith.float_to_int: truncation; NaN and out of range give the minimum
    (-bound), as x86's conversion does; a plain C cast is undefined there. */
 __device__ static inline long long kiln_f2i(float x, float bound) {
     return (x > -bound && x < bound) ? (long long)x : (long long)-bound; }
 __device__ static inline long long kiln_f2i(double x, double bound) {
     return (x > -bound && x < bound) ? (long long)x : (long long)-bound; }
-#define kiln_add(a, b) ((a) + (b))
+__device__ static inline float kiln_add(float a, float b) { return a + b; }
+__device__ static inline double kiln_add(double a, double b) { return a + b; }
+__device__ static inline int kiln_add(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
+__device__ static inline long long kiln_add(long long a, long long b) {
+    return (long long)((unsigned long long)a + (unsigned long long)b); }
 #ifndef KILN_EMULATE
 /* Combine a thread's partial result into a reduction's global result: atomicAdd where the
    hardware has it, a compare-and-swap loop for maximum and minimum. */
@@ -158,7 +165,10 @@ def _literal(value, type_name: str) -> str:
         return text + ("f" if type_name == "f32" else "") if ("." in text or "e" in text) else text + (".0f" if type_name == "f32" else ".0")
     if type_name == "i1":
         return "1" if value else "0"
-    return f"{int(value)}LL" if type_name in ("i64", "index") else str(int(value))
+    wide = type_name in ("i64", "index")
+    if int(value) == -2 ** (63 if wide else 31):  # the literal of -INT_MIN does not fit its type
+        return f"({int(value) + 1}{'LL' if wide else ''} - 1)"
+    return f"{int(value)}LL" if wide else str(int(value))
 
 
 class _FunctionEmitter:
@@ -555,9 +565,27 @@ def _fptosi(e, op):
     return f"({C_TYPES[op.result.type.name]})kiln_f2i({e.expr(op.operand)}, {bound})"
 
 
+_UNSIGNED = {"i32": "unsigned", "i64": "unsigned long long", "index": "unsigned long long", "i1": "unsigned"}
+
+
+def _wrapping(symbol):
+    """Integer `symbol` done in the unsigned type of the same width, so it wraps (on i1: mod 2)."""
+    def emit(e, op):
+        t = op.results[0].type.name
+        u = _UNSIGNED[t]
+        value = f"(({u}){e.expr(op.lhs)} {symbol} ({u}){e.expr(op.rhs)})"
+        return f"({C_TYPES[t]})({value} & 1u)" if t == "i1" else f"({C_TYPES[t]}){value}"
+    return emit
+
+
+def _absi(e, op):
+    x, t = e.expr(op.operand), op.result.type.name
+    return f"({x} < 0 ? ({C_TYPES[t]})(0 - ({_UNSIGNED[t]}){x}) : {x})"  # abs(INT_MIN) is INT_MIN, as in numpy
+
+
 _EXPRESSIONS = {
     AR.AddFOp: _binary("+"), AR.SubFOp: _binary("-"), AR.MulFOp: _binary("*"), AR.DivFOp: _binary("/"),
-    AR.AddIOp: _binary("+"), AR.SubIOp: _binary("-"), AR.MulIOp: _binary("*"),
+    AR.AddIOp: _wrapping("+"), AR.SubIOp: _wrapping("-"), AR.MulIOp: _wrapping("*"),
     AR.AndIOp: _binary("&"), AR.OrIOp: _binary("|"), AR.XOrIOp: _binary("^"),
     AR.NegFOp: lambda e, op: f"(-{e.expr(op.operand)})",
     AR.MaximumFOp: _call("kiln_maxf", "kiln_max"), AR.MinimumFOp: _call("kiln_minf", "kiln_min"),
@@ -571,6 +599,6 @@ _EXPRESSIONS = {
     M.ExpOp: _call("expf", "exp"), M.LogOp: _call("logf", "log"), M.SqrtOp: _call("sqrtf", "sqrt"),
     M.TanhOp: _call("tanhf", "tanh"), M.SinOp: _call("sinf", "sin"), M.CosOp: _call("cosf", "cos"),
     M.AbsFOp: _call("fabsf", "fabs"), M.PowFOp: _call("powf", "pow"),
-    M.AbsIOp: lambda e, op: f"({e.expr(op.operand)} < 0 ? -{e.expr(op.operand)} : {e.expr(op.operand)})",
+    M.AbsIOp: _absi,
     M.IPowIOp: lambda e, op: f"({C_TYPES[op.result.type.name]})kiln_ipow({e.expr(op.lhs)}, {e.expr(op.rhs)})",
 }

@@ -3,7 +3,10 @@
 A rule takes the builder, the tensor op, the operands' element type and the
 loaded scalars, and returns the scalar result. Integer and bool variants
 follow numpy: wrapping integer arithmetic, NaN-propagating maximum/minimum,
-``!=`` true for NaN.
+``!=`` true for NaN. Float maximum and minimum are numpy's exactly, signed
+zeros included: ``np.maximum(a, b)`` is ``a`` where ``a`` wins or is NaN and
+``b`` otherwise, so ``np.maximum(0.0, -0.0)`` is ``-0.0`` (IEEE's maximum,
+``arith.maximumf``, would say ``0.0``).
 """
 from __future__ import annotations
 
@@ -46,6 +49,16 @@ def _cmp(b, op, t, x, y):
     return b.op(AR.CmpIOp, x, y, predicate=table[op.predicate])
 
 
+def _pick(float_predicate, int_op):
+    def rule(b, op, t, x, y):
+        if not t.is_float:
+            return b.op(int_op, x, y)
+        wins = b.op(AR.OrIOp, b.op(AR.CmpFOp, x, y, predicate=float_predicate),
+                    b.op(AR.CmpFOp, x, x, predicate="une"))  # x != x: x is NaN
+        return b.op(AR.SelectOp, wins, x, y)
+    return rule
+
+
 def _select(b, op, t, c, x, y):
     return b.op(AR.SelectOp, c, x, y)
 
@@ -80,8 +93,8 @@ SCALAR_RULES = {
     T.SubOp: by_kind(AR.SubFOp, AR.SubIOp),
     T.MulOp: by_kind(AR.MulFOp, AR.MulIOp),
     T.DivOp: by_kind(AR.DivFOp, None),
-    T.MaximumOp: by_kind(AR.MaximumFOp, AR.MaxSIOp),
-    T.MinimumOp: by_kind(AR.MinimumFOp, AR.MinSIOp),
+    T.MaximumOp: _pick("ogt", AR.MaxSIOp),
+    T.MinimumOp: _pick("olt", AR.MinSIOp),
     T.PowOp: by_kind(M.PowFOp, M.IPowIOp),
     T.AndOp: by_kind(None, AR.AndIOp),
     T.OrOp: by_kind(None, AR.OrIOp),
