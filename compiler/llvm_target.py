@@ -1,7 +1,10 @@
 """The host CPU as an LLVM target: optimize LLVM IR for it and make object code.
 
 The target machine is built for the host's CPU name and features, so LLVM's
-vectorizers use the widest vector units the machine has.
+vectorizers use the widest vector units the machine has. Each function here runs
+under ``LLVM_LOCK`` (LLVM's global context and the shared target machine serve one
+thread at a time); a caller that keeps a parsed module holds the lock until it is
+closed, as the pipeline does.
 """
 from __future__ import annotations
 
@@ -9,14 +12,17 @@ import functools
 
 import llvmlite.binding as llvm
 
+from kiln.runtime.native import LLVM_LOCK
+
 
 @functools.lru_cache(maxsize=None)
 def host_target_machine():
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    target = llvm.Target.from_triple(llvm.get_process_triple())
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=host_features(),
-                                        opt=3, reloc="pic", codemodel="default")
+    with LLVM_LOCK:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        target = llvm.Target.from_triple(llvm.get_process_triple())
+        return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=host_features(),
+                                            opt=3, reloc="pic", codemodel="default")
 
 
 @functools.lru_cache(maxsize=None)
@@ -31,22 +37,25 @@ def host_fingerprint() -> str:
 
 
 def parse_and_verify(llvm_ir: str):
-    module = llvm.parse_assembly(llvm_ir)
-    module.verify()
-    return module
+    with LLVM_LOCK:
+        module = llvm.parse_assembly(llvm_ir)
+        module.verify()
+        return module
 
 
 def optimize(module) -> None:
     """LLVM's O3 pipeline for the host, with loop and SLP vectorization."""
-    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
-    tuning.loop_vectorization = True
-    tuning.slp_vectorization = True
-    builder = llvm.create_pass_builder(host_target_machine(), tuning)
-    builder.getModulePassManager().run(module, builder)
+    with LLVM_LOCK:
+        tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+        tuning.loop_vectorization = True
+        tuning.slp_vectorization = True
+        builder = llvm.create_pass_builder(host_target_machine(), tuning)
+        builder.getModulePassManager().run(module, builder)
 
 
 def emit_object(module) -> bytes:
-    return host_target_machine().emit_object(module)
+    with LLVM_LOCK:
+        return host_target_machine().emit_object(module)
 
 
 def vector_bits() -> int:
