@@ -165,6 +165,47 @@ def test_conflicts_allow_in_place_only_at_the_same_offset():
     assert pair(64).conflicts() == [("%0", "%1")]  # writing element k would clobber element k + 16
 
 
+ARENA_PROGRAM = """module {
+  func.func @f(%x: memref<4xf32>, %out0: memref<4xf32>) {
+    %0 = memref.alloc() {alignment = 64 : i64} : memref<32xi8>
+    %1 = arith.constant SHIFT_A : index
+    %2 = memref.view %0[%1][] : memref<32xi8> to memref<4xf32>
+    %3 = arith.constant SHIFT_B : index
+    %4 = memref.view %0[%3][] : memref<32xi8> to memref<4xf32>
+    affine.for %i = 0 to 4 {
+      %5 = affine.load %x[%i] : memref<4xf32>
+      affine.store %5, %2[%i] : memref<4xf32>
+    }
+    affine.for %i = 0 to 4 {
+      %6 = affine.load %4[%i] : memref<4xf32>
+      affine.store %6, %out0[%i] : memref<4xf32>
+    }
+    memref.dealloc %0 : memref<32xi8>
+    func.return
+  }
+}"""
+
+
+def run_arena_program(shift_a, shift_b):
+    text = ARENA_PROGRAM.replace("SHIFT_A", str(shift_a)).replace("SHIFT_B", str(shift_b))
+    (out,) = run_affine(parse_ir(text), [np.array([1.5, -2.0, 3.25, 0.0], np.float32)])
+    return out
+
+
+def test_the_affine_interpreter_places_buffers_at_their_arena_offsets():
+    np.testing.assert_array_equal(run_arena_program(0, 0), [1.5, -2.0, 3.25, 0.0])  # one buffer, two names
+    np.testing.assert_array_equal(run_arena_program(0, 8), [3.25, 0.0, np.nan, np.nan])  # overlapping by half
+    assert np.isnan(run_arena_program(0, 16)).all()  # bytes nobody wrote read as NaN
+
+
+@pytest.mark.parametrize("shift, problem", [(20, r"bytes \[20, 36\) is outside memref<32xi8>"),
+                                            (-4, r"bytes \[-4, 12\) is outside"),
+                                            (2, "at byte 2 is not aligned for f32")])
+def test_the_affine_interpreter_refuses_a_view_outside_or_across_the_arena(shift, problem):
+    with pytest.raises(kiln.OutOfBoundsError, match=problem):
+        run_arena_program(0, shift)
+
+
 def test_the_plan_is_visible_in_the_dump_and_in_code():
     def layers(x, w):
         h1 = np.tanh(x @ w)
