@@ -96,6 +96,30 @@ def test_a_value_read_directly_and_through_another_view_keeps_its_elements(read,
     run_everywhere(f, normal(n, n), normal(n, n))
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.float64])
+def test_the_rule_holds_for_other_element_types(dtype):
+    def f(x, w):
+        v = x @ w
+        return (v - v.T) @ w
+    x, w = (rng.integers(-9, 9, (7, 7)).astype(dtype) for _ in range(2))
+    run_everywhere(f, x, w)
+
+
+def test_a_result_with_wider_elements_never_overwrites_its_input():
+    def f(x, w):
+        v = x @ x
+        return (v.astype(np.float64) * 2 + 1) @ w  # element k of the result spans elements 2k, 2k + 1 of v
+    run_everywhere(f, normal(5, 5), rng.standard_normal((5, 5)))
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0)])
+def test_arrays_with_no_elements(shape):
+    def f(x, w):
+        v = np.exp(x)
+        return (v + v[::-1]) @ w
+    run_everywhere(f, np.zeros(shape, np.float32), normal(shape[1], 2))
+
+
 def test_a_value_read_through_views_by_two_kernels_lives_until_the_second():
     def f(x, w):
         e = np.exp(x)
