@@ -75,6 +75,12 @@ def promotion_key(x):
     return np.asarray(x).dtype
 
 
+def array_dtype(x) -> np.dtype:
+    """The dtype of np.asarray(x): what functions that make arrays of their operands first
+    (np.concatenate, np.stack) promote, so Python scalars are strong there."""
+    return x.dtype if isinstance(x, Tracer) else np.asarray(x).dtype
+
+
 def promotion_sample(x):
     """Like promotion_key, for np.result_type (which wants weak scalars as values)."""
     key = promotion_key(x)
@@ -404,7 +410,7 @@ def concatenate(arrays, axis=0, dtype=None) -> Tracer:
     if not arrays:
         raise ShapeError("need at least one array to concatenate", user_location())
     ctx = context_of(arrays)
-    target = check_dtype(dtype or np.result_type(*(promotion_sample(a) for a in arrays)), "np.concatenate")
+    target = check_dtype(dtype or np.result_type(*(array_dtype(a) for a in arrays)), "np.concatenate")
     tracers = [lift(ctx, a, target) for a in arrays]
     if axis is None:
         tracers, axis = [reshape(t, (-1,)) for t in tracers], 0
@@ -430,7 +436,7 @@ def stack(arrays, axis=0) -> Tracer:
     ctx = context_of(arrays)
     ndim = len(shapes.pop()) + 1
     axis = normalize_axis(axis, ndim)
-    target = np.result_type(*(promotion_sample(a) for a in arrays))
+    target = np.result_type(*(array_dtype(a) for a in arrays))
     return concatenate([expand_dims(lift(ctx, a, target), axis) for a in arrays], axis)
 
 
