@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kiln.runtime import threads
 from kiln.runtime.native import LoadedObject
 
 from . import pytree
@@ -107,6 +108,7 @@ class Executable:
                 outputs.append(np.empty(shape, dtype))
                 if target is not None:
                     copy_back.append((target, outputs[-1]))
+        threads.use_in_this_thread()
         # Results with no elements need no code run; the native code is never handed empty buffers to write.
         status = self._native(inputs + outputs) if any(o.size for o in outputs) else 0
         if status:

@@ -12,6 +12,8 @@ import os
 import cffi
 import numpy as np
 
+from . import threads
+
 
 class LoadError(Exception):
     """A file that is not a kiln-built library, or has no such function."""
@@ -67,6 +69,7 @@ class LibraryFunction:
         outputs = [np.empty(o["shape"], np.dtype(o["dtype"])) for o in self.signature["outputs"]]
         status = 0
         if any(o.size for o in outputs):  # results with no elements need no code run
+            threads.use_in_this_thread()
             status = self._fn(*[self._ffi.from_buffer(a, require_writable=False) for a in arrays + outputs])
         if status:
             raise RuntimeError(f"{self.__name__} failed with status {status}")

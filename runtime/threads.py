@@ -12,9 +12,17 @@ import ctypes
 import ctypes.util
 import functools
 import os
+import threading
 import warnings
 
 import llvmlite.binding as llvm
+
+
+# OpenMP keeps the thread count per calling thread (omp_set_num_threads sets the caller's
+# only; other threads start from OMP_NUM_THREADS or every core), so each thread that runs
+# compiled code applies the process's count itself: see use_in_this_thread.
+_count = 0  # the process's count; one int, replaced whole, so it needs no lock
+_this_thread = threading.local()  # .count: what this thread last gave omp_set_num_threads
 
 
 @functools.lru_cache(maxsize=None)
@@ -27,8 +35,18 @@ def _library():
         return None
     llvm.load_library_permanently(path)  # so loaded code finds GOMP_parallel and friends
     library = ctypes.CDLL(path)
-    library.omp_set_num_threads(thread_count())
+    global _count
+    _count = thread_count()
     return library
+
+
+def use_in_this_thread() -> None:
+    """Give the calling thread the process's thread count, once per thread and again after
+    set_thread_count; called before compiled code runs."""
+    library = _library()
+    if library is not None and getattr(_this_thread, "count", None) != _count:
+        library.omp_set_num_threads(_count)
+        _this_thread.count = _count
 
 
 def available() -> bool:
@@ -49,7 +67,8 @@ def thread_count() -> int:
 
 
 def set_thread_count(count: int) -> None:
-    """Change the number of threads parallel loops use from now on."""
-    library = _library()
-    if library is not None:
-        library.omp_set_num_threads(int(count))
+    """Change the number of threads parallel loops use from now on, in every thread."""
+    global _count
+    if _library() is not None:
+        _count = int(count)
+        use_in_this_thread()

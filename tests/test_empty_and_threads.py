@@ -389,3 +389,21 @@ def test_the_library_path_skips_native_code_for_empty_results(tmp_path):
     library = kiln.load(str(tmp_path / "librows.so"))
     got = library(np.zeros((0, 3), np.float32))
     assert got.shape == (0,) and got.dtype == np.float32
+
+
+def test_the_thread_count_holds_in_every_thread_that_calls_compiled_code():
+    from kiln.runtime import threads
+    if not threads.available():
+        pytest.skip("no libgomp: parallel loops run on one thread anyway")
+    library = threads._library()
+    f = kiln.compile(lambda x: np.tanh(x) * 2)
+    x = np.ones((64, 64), np.float32)
+    threads.set_thread_count(1)
+    try:
+        # OpenMP keeps the count per thread: a thread that never set it would use every core.
+        seen = run_in_threads(3, lambda k: (f(x), library.omp_get_max_threads())[1])
+        assert seen == [1, 1, 1]
+        threads.set_thread_count(2)
+        assert run_in_threads(2, lambda k: (f(x), library.omp_get_max_threads())[1]) == [2, 2]
+    finally:
+        threads.set_thread_count(threads.thread_count())
