@@ -275,6 +275,8 @@ def matmul(a, b) -> Tracer:
 
 
 def dot(a, b) -> Tracer:
+    # np.dot makes arrays of its operands first, so Python scalars are strong here.
+    a, b = (strong(v) if isinstance(v, Tracer) else np.asarray(check_operand(v)) for v in (a, b))
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return np.multiply(a, b)
     if np.ndim(a) > 2 or np.ndim(b) > 2:

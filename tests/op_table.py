@@ -277,4 +277,5 @@ BINARY_DTYPE_OPS = {
     "np.concatenate of both, flattened": lambda a, b: np.concatenate([np.reshape(a, -1), np.reshape(b, -1)]),
     "np.add.outer": np.add.outer,
     "np.stack([a, b])": lambda a, b: np.stack([a, b]),
+    "np.dot": np.dot,
 }
