@@ -6,12 +6,17 @@
     python tests/fuzz/run.py --minutes 2 --target cuda-emulate
     python tests/fuzz/run.py --minutes 5 --schedules     # random legal schedules
 
-Prints the number of programs tried and every mismatch (the program, shrunk
-by hypothesis, and the seed); exits 1 if there was one.
+Programs of every dtype kiln supports, with scalar arguments, views, size-0
+dimensions and special values (NaN, inf, -0.0, huge, integer limits).
+Prints the number of programs tried, how many numpy itself rejected and
+how many kiln refused with UnsupportedError (the most common messages), and
+the first mismatch or crash (the program, shrunk by hypothesis, its seed and
+inputs); exits 1 if there was one.
 """
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import sys
 import time
@@ -22,7 +27,7 @@ import numpy as np  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from fuzz.programs import check, check_gradient, check_schedule, programs  # noqa: E402
+from fuzz.programs import DTYPES, check, check_gradient, check_schedule, programs  # noqa: E402
 
 
 def main() -> int:
@@ -35,8 +40,10 @@ def main() -> int:
     args = parser.parse_args()
     deadline = time.monotonic() + 60 * args.minutes
     tried = [0]
-    strategy = (programs(args.max_steps, dtypes=(np.float64,), smooth=True) if args.gradients
-                else programs(args.max_steps))
+    outcomes = collections.Counter()
+    everything = dict(views=True, empty=True)
+    strategy = (programs(args.max_steps, dtypes=(np.float64,), smooth=True, **everything) if args.gradients
+                else programs(args.max_steps, dtypes=DTYPES, mixed=True, scalars=True, specials=True, **everything))
 
     class OutOfTime(Exception):
         pass
@@ -50,11 +57,11 @@ def main() -> int:
         if tried[0] % 200 == 0:
             print(f"  {tried[0]} programs, no mismatch so far", flush=True)
         if args.gradients:
-            check_gradient(program, seed)
+            outcomes[check_gradient(program, seed)] += 1
         elif args.schedules:
-            check_schedule(program, seed)
+            outcomes[check_schedule(program, seed)] += 1
         else:
-            check(program, seed, args.target)
+            outcomes[check(program, seed, args.target)] += 1
 
     started = time.monotonic()
     try:
@@ -71,6 +78,12 @@ def main() -> int:
         return 1
     what = "gradients" if args.gradients else "random schedules" if args.schedules else f"target {args.target}"
     print(f"{tried[0]} random programs ({what}) in {time.monotonic() - started:.0f} s: no mismatch")
+    refused = {k: n for k, n in outcomes.items() if k.startswith("unsupported")}
+    if outcomes:
+        print(f"  compared {outcomes['checked']}, rejected by numpy {outcomes['invalid']}, "
+              f"UnsupportedError {sum(refused.values())}")
+    for message, n in sorted(refused.items(), key=lambda item: -item[1])[:5]:
+        print(f"  {n:6d} x {message}")
     return 0
 
 
