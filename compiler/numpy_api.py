@@ -218,6 +218,16 @@ def _all(a, axis=None, out=None, keepdims=False, **extras):
     return ops.any_all("all", a, axis, keepdims)
 
 
+def _argmax(a, axis=None, out=None, *, keepdims=False):
+    _no_extras("np.argmax", {"out": out})
+    return ops.arg_extreme("max", a, axis, keepdims)
+
+
+def _argmin(a, axis=None, out=None, *, keepdims=False):
+    _no_extras("np.argmin", {"out": out})
+    return ops.arg_extreme("min", a, axis, keepdims)
+
+
 def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **extras):
     _no_extras("np.clip", dict(extras, out=out))
     low, high = (a_min if a_min is not None else min), (a_max if a_max is not None else max)
@@ -275,6 +285,9 @@ FUNCTION_RULES = {
     np.prod: _prod,
     np.any: _any,
     np.all: _all,
+    np.argmax: _argmax,
+    np.argmin: _argmin,
+    np.repeat: ops.repeat,
     np.max: _max,
     np.amax: _max,
     np.min: _min,

@@ -207,6 +207,37 @@ def any_all(kind: str, x, axis=None, keepdims=False) -> Tracer:
     return reduce("max" if kind == "any" else "min", x, axes, keepdims)
 
 
+def arg_extreme(kind: str, x, axis=None, keepdims=False) -> Tracer:
+    """np.argmax / np.argmin: the least index where x equals its max (min), or holds a NaN,
+    which wins as in numpy; as int64 (numpy's intp here)."""
+    x = as_tracer(x)
+    kept_shape = None
+    if axis is None:  # over the flattened array; keepdims keeps a 1 for each axis of x
+        kept_shape, x, axis = (1,) * x.ndim, reshape(x, (-1,)), 0
+    axis = normalize_axis(axis, x.ndim)
+    n = x.shape[axis]
+    if n == 0:
+        raise ShapeError(f"np.arg{kind} of an empty axis has no answer (shape {x.shape})", user_location())
+    extreme = reduce(kind, x, axis, keepdims=True)
+    hit = np.logical_or(np.equal(x, extreme), np.not_equal(x, x))
+    index = np.arange(n, dtype=np.int64).reshape((n,) + (1,) * (x.ndim - axis - 1))
+    first = reduce("min", np.where(hit, index, n), axis, keepdims=keepdims)
+    return strong(first if kept_shape is None or not keepdims else reshape(first, kept_shape))
+
+
+def repeat(x, repeats, axis=None) -> Tracer:
+    """np.repeat with one count for every element: a broadcast along a new axis, merged."""
+    x = as_tracer(x)
+    if isinstance(repeats, Tracer) or not isinstance(repeats, (int, np.integer)) or repeats < 0:
+        raise UnsupportedError(f"np.repeat needs one non-negative Python int count, got {repeats!r}",
+                               user_location())
+    if axis is None:
+        x, axis = reshape(x, (-1,)), 0
+    axis = normalize_axis(axis, x.ndim)
+    spread = broadcast_to(expand_dims(x, axis + 1), x.shape[:axis + 1] + (int(repeats),) + x.shape[axis + 1:])
+    return strong(reshape(spread, x.shape[:axis] + (x.shape[axis] * int(repeats),) + x.shape[axis + 1:]))
+
+
 def reduced_count(x, axis) -> int:
     return int(np.prod([x.shape[a] for a in normalize_axes(axis, x.ndim)], dtype=np.int64))
 
