@@ -310,3 +310,40 @@ def test_verify_names_why_a_record_is_stale(tmp_path):
     out = io.StringIO()
     assert verify_records(db, out) == [structural_hash(module)]
     assert "STALE: ScheduleError" in out.getvalue() and "k0.nothing" in out.getvalue()
+
+
+def test_an_incumbent_with_a_spread_larger_than_its_median_can_still_be_beaten():
+    # A parallel default on a loaded machine: most calls fast, some stalled for a whole
+    # time slice, so its interquartile spread exceeds its median. A candidate faster in
+    # every round is a win all the same (a spread-based noise margin would forbid any).
+    module = _elementwise_kernel()
+    clock = FakeClock()
+    bench = KernelBench(module, clock=clock)
+    calls = []
+
+    def incumbent(arrays):
+        calls.append(1)
+        clock.now += 30e-3 if len(calls) % 3 == 0 else 2e-3
+
+    def candidate(arrays):  # over a millisecond, like the incumbent: one call a sample
+        clock.now += 1.5e-3
+    comparison = bench.compare(incumbent, candidate)
+    assert comparison.incumbent.spread > 1 and comparison.candidate_faster == comparison.rounds
+    assert comparison.candidate_wins
+    assert not bench.compare(candidate, incumbent).candidate_wins
+
+
+def test_a_candidate_faster_only_in_some_rounds_does_not_win():
+    clock = FakeClock()
+    bench = KernelBench(_elementwise_kernel(), clock=clock)
+    calls = []
+
+    def incumbent(arrays):  # fast two rounds in five, stalled otherwise: its median is the stall
+        calls.append(1)
+        clock.now += 1.1e-3 if len(calls) % 5 in (1, 3) else 48e-3
+
+    def candidate(arrays):
+        clock.now += 1.5e-3
+    comparison = bench.compare(incumbent, candidate)
+    assert comparison.candidate.seconds < comparison.incumbent.seconds / 10
+    assert comparison.candidate_faster < 0.8 * comparison.rounds and not comparison.candidate_wins
