@@ -228,6 +228,11 @@ def _argmin(a, axis=None, out=None, *, keepdims=False):
     return ops.arg_extreme("min", a, axis, keepdims)
 
 
+def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    _no_extras("np.trace", {"out": out})
+    return ops.reduce("sum", ops.diagonal(a, offset, axis1, axis2), -1, False, dtype)
+
+
 def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **extras):
     _no_extras("np.clip", dict(extras, out=out))
     low, high = (a_min if a_min is not None else min), (a_max if a_max is not None else max)
@@ -288,6 +293,8 @@ FUNCTION_RULES = {
     np.argmax: _argmax,
     np.argmin: _argmin,
     np.repeat: ops.repeat,
+    np.diagonal: ops.diagonal,
+    np.trace: _trace,
     np.max: _max,
     np.amax: _max,
     np.min: _min,

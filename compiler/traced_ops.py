@@ -393,6 +393,24 @@ def squeeze(x, axis=None) -> Tracer:
     return reshape(x, tuple(d for i, d in enumerate(x.shape) if i not in axes))
 
 
+def diagonal(x, offset=0, axis1=0, axis2=1) -> Tracer:
+    """np.diagonal: the two axes moved last and flattened together, where the diagonal is a
+    slice with step columns + 1; it comes out as the last axis, as numpy puts it."""
+    x = as_tracer(x)
+    first, second = normalize_axis(axis1, x.ndim), normalize_axis(axis2, x.ndim)
+    if first == second:
+        raise ShapeError(f"np.diagonal: axis1 and axis2 are the same axis ({axis1}, {axis2})", user_location())
+    if isinstance(offset, (bool, Tracer)) or not isinstance(offset, (int, np.integer)):
+        raise ShapeError(f"np.diagonal: the offset must be a Python int, got {offset!r}", user_location())
+    x = transpose(x, [a for a in range(x.ndim) if a not in (first, second)] + [first, second])
+    rows, cols = x.shape[-2:]
+    offset = int(offset)
+    count = max(0, min(rows, cols - offset) if offset >= 0 else min(rows + offset, cols))
+    start = offset if offset >= 0 else -offset * cols
+    flat = reshape(x, x.shape[:-2] + (rows * cols,))
+    return strong(flat[..., start:start + count * (cols + 1):cols + 1])
+
+
 def getitem(x: Tracer, key) -> Tracer:
     """Basic indexing: ints, slices (any step), None and Ellipsis."""
     key = key if isinstance(key, tuple) else (key,)

@@ -49,7 +49,7 @@ def test_the_cases_without_gradient_are_the_ones_with_no_float_input_or_output()
         "mean_int_dtype", "mean_int_dtype_negative", "var_int_dtype", "std_int_dtype", "prod_int32_widens",
         "prod_bool", "any", "any_axis_nan_is_true", "all_keepdims", "all_empty_is_true", "logical_or_reduce",
         "ufunc_of_python_scalars_is_strong", "argmax_nan_wins", "argmax_ties_first", "argmin_axis0_keepdims",
-        "argmin_flat_keepdims", "argmax_bool"])
+        "argmin_flat_keepdims", "argmax_bool", "trace_int32_widens"])
 
 
 @pytest.mark.parametrize("case, wrt, weights", GRAD_CASES, ids=[c.name for c, _, _ in GRAD_CASES])
