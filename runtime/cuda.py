@@ -85,6 +85,11 @@ def build(source: str, emulate: bool, cache: DiskCache | None = None) -> str:
     if compiler is None:
         raise CudaUnavailable("building CUDA C needs " + ("a C++ compiler (g++)" if emulate else "nvcc"))
     key = hashlib.sha256(f"{'emulate' if emulate else 'nvcc'}\n{compiler}\n{source}".encode()).hexdigest()
+    with cache.writing("cuda-" + key):  # threads building one library: the first builds it, the rest reuse it
+        return _cached_or_built(source, emulate, cache, compiler, key)
+
+
+def _cached_or_built(source: str, emulate: bool, cache: DiskCache, compiler: str, key: str) -> str:
     library = os.path.join(cache.directory, "cuda", f"{key}.so")
     if os.path.exists(library):
         recorded = cache.load("cuda-" + key)
@@ -92,7 +97,7 @@ def build(source: str, emulate: bool, cache: DiskCache | None = None) -> str:
             return library
         if recorded is not None:  # changed on disk since it was built: never load it
             warnings.warn(f"kiln: the cached CUDA library {library} does not match the SHA-256 recorded when "
-                          "it was built (changed or damaged on disk); rebuilding it", RuntimeWarning, stacklevel=2)
+                          "it was built (changed or damaged on disk); rebuilding it", RuntimeWarning, stacklevel=3)
     os.makedirs(os.path.dirname(library), exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
         source_path = os.path.join(work, "kernels.cu")
@@ -100,7 +105,9 @@ def build(source: str, emulate: bool, cache: DiskCache | None = None) -> str:
             f.write(source)
         output = os.path.join(work, "kernels.so")
         if emulate:
-            command = [compiler, "-DKILN_EMULATE", "-x", "c++", "-O2", "-fPIC", "-shared", source_path, "-o", output]
+            # each operation rounded on its own, as numpy's are, also where the host has FMA
+            command = [compiler, "-DKILN_EMULATE", "-x", "c++", "-O2", "-ffp-contract=off", "-fPIC", "-shared",
+                       source_path, "-o", output]
         else:
             # The shared CUDA runtime: the one kiln's Python side allocates device memory with.
             command = [compiler, "-O3", "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared",
