@@ -5,6 +5,8 @@ import inspect
 import os
 import pickle
 import re
+import traceback
+import warnings
 
 import numpy as np
 import pytest
@@ -289,3 +291,61 @@ def test_weak_python_scalars_and_strong_numpy_results():
         got, want = kiln.compile(fn, target="interpret")(*args), fn(*args)
         assert np.asarray(got).dtype == np.asarray(want).dtype, inspect.getsource(fn)
         np.testing.assert_array_equal(got, want)
+
+
+def test_every_numpy_function_and_ufunc_works_or_raises_a_kiln_error():
+    """Each public numpy function that dispatches on its arguments, and each ufunc, called on
+    traced arrays alone: numpy's answer, a KilnError, or numpy's own refusal before kiln is
+    reached (a missing argument); never an exception from inside kiln."""
+    kiln_dirs = tuple(os.path.join(os.path.dirname(m.__file__), "")
+                      for m in (kiln, kiln.dialects, kiln.passes, kiln.runtime))
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5
+    for name in sorted(n for n in dir(np) if not n.startswith("_")):
+        fn = getattr(np, name)
+        if not isinstance(fn, np.ufunc) and not hasattr(fn, "_implementation"):
+            continue  # neither a ufunc nor dispatched through __array_function__
+
+        def use(v, fn=fn):
+            return fn(*(v,) * (fn.nin if isinstance(fn, np.ufunc) else 1))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = kiln.compile(use, target="interpret")(x)
+        except kiln.KilnError:
+            continue
+        except Exception as exc:  # noqa: BLE001 (where it was raised is what is checked)
+            innermost = traceback.extract_tb(exc.__traceback__)[-1].filename
+            assert not innermost.startswith(kiln_dirs), f"np.{name}: {exc!r} from {innermost}"
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = np.asarray(use(x))
+        assert np.asarray(got).dtype == want.dtype, name
+        np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=name)
+
+
+def test_every_ufunc_method_works_or_raises_a_kiln_error():
+    """reduce, accumulate, outer, reduceat and at of every binary ufunc on a traced array:
+    numpy's answer, a KilnError naming the ufunc, or numpy's own refusal (divmod.reduce)."""
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5
+    methods = {"reduce": lambda u, v: u.reduce(v, axis=1), "accumulate": lambda u, v: u.accumulate(v),
+               "outer": lambda u, v: u.outer(v[0], v[1]), "reduceat": lambda u, v: u.reduceat(v, [0, 2]),
+               "at": lambda u, v: u.at(v, [0], 1.0)}
+    for name in sorted(n for n in dir(np) if isinstance(getattr(np, n), np.ufunc) and getattr(np, n).nin == 2):
+        ufunc = getattr(np, name)
+        for method, call in methods.items():
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    got = kiln.compile(lambda v: call(ufunc, v), target="interpret")(x)
+            except kiln.KilnError as exc:
+                assert ufunc.__name__ in str(exc) and "test_tracing.py:" in str(exc), str(exc)
+                continue
+            except Exception as exc:  # noqa: BLE001 (where it was raised is what is checked)
+                innermost = traceback.extract_tb(exc.__traceback__)[-1].filename
+                assert innermost == __file__, f"np.{name}.{method}: {exc!r} from {innermost}"
+                continue
+            with np.errstate(all="ignore"):
+                want = call(ufunc, x.copy())
+            assert np.asarray(got).dtype == np.asarray(want).dtype, f"np.{name}.{method}"
+            np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=f"np.{name}.{method}")
