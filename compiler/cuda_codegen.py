@@ -33,6 +33,7 @@ from .llvm_codegen import STATUS
 THREADS_PER_BLOCK = 256
 THREADS_PER_BLOCK_MAX = 1024
 REDUCTION_BLOCKS = 1024  # enough to fill a GPU; more would only add atomics on one address
+PAIRWISE_GROUP = 64  # KILN_GROUP in PRELUDE: partial sums added per thread per pairwise launch
 CUDA_ERROR_BASE = 1000  # the host entry returns kiln's status codes as they are, CUDA's errors above this
 C_TYPES = {"f32": "float", "f64": "double", "i1": "bool", "i8": "unsigned char", "i32": "int", "i64": "long long",
            "index": "long long"}
@@ -107,6 +108,17 @@ __device__ static inline double kiln_add(double a, double b) { return a + b; }
 __device__ static inline int kiln_add(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
 __device__ static inline long long kiln_add(long long a, long long b) {
     return (long long)((unsigned long long)a + (unsigned long long)b); }
+/* A whole-tensor float sum keeps one partial sum per thread; each launch of its _pairwise
+   kernel sums groups of KILN_GROUP partials, `stride` apart, as a balanced tree into the
+   group's first: the error grows with log(threads), where atomicAdd into one total adds a
+   rounding per thread, in an order that changes from run to run. */
+#define KILN_GROUP 64
+template <typename T> __device__ static inline T kiln_pairwise_group(const T *p, long long left, long long stride) {
+    T v[KILN_GROUP];
+    for (int k = 0; k < KILN_GROUP; k++) v[k] = k * stride < left ? p[k * stride] : (T)0;
+    for (int half = KILN_GROUP / 2; half >= 1; half /= 2)
+        for (int k = 0; k < half; k++) v[k] += v[k + half];
+    return v[0]; }
 #ifndef KILN_EMULATE
 /* Combine a thread's partial result into a reduction's global result: atomicAdd where the
    hardware has it, a compare-and-swap loop for maximum and minimum. */
@@ -311,7 +323,8 @@ class _FunctionEmitter:
 
     def reduction_kernel(self, reduction, host) -> str:
         """A reduction of a whole tensor to one scalar, spread over the grid: each thread
-        combines a strided share of the elements, then atomically into the result."""
+        combines a strided share of the elements (coalesced reads), then atomically into the
+        result, or, for a float sum, into an array of partial sums added up pairwise."""
         loops, combine, init = reduction
         result = loops[0].results[0]
         target = self.shared[result]
@@ -334,13 +347,32 @@ class _FunctionEmitter:
         self._read_shared([loops[0]])
         self.block(loops[-1].body.ops)
         lines.append("    }")
-        lines.append(f"    KILN_ATOMIC({combine}, &{target}, {partial});")
-        lines.append("}")
         threads = max(1, min(THREADS_PER_BLOCK, total))  # an empty reduction still launches: its init is the result
         blocks = max(1, min(REDUCTION_BLOCKS, -(-total // threads)))
         args = ", ".join(self.name(v) for v in used)
-        host.append(f"    KILN_LAUNCH({name}_init, 1, 1);")
-        host.append(f"    KILN_LAUNCH({name}, {blocks}, {threads}{', ' if args else ''}{args});")
+        if combine == "kiln_add" and result.type.name in ("f32", "f64"):  # float sums: pairwise, not atomics
+            count = blocks * threads
+            lines.append(f"    {name}_partials[(long long)blockIdx.x * blockDim.x + threadIdx.x] = {partial};")
+            lines.append("}")
+            lines[:2] = [f"__device__ {c_type} {name}_partials[{count}];",
+                         f"__global__ void {name}_pairwise(long long stride) {{",
+                         "    long long first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * KILN_GROUP * stride;",
+                         f"    if (first < {count}LL) {name}_partials[first] = "
+                         f"kiln_pairwise_group({name}_partials + first, {count}LL - first, stride); }}",
+                         f"__global__ void {name}_result(void) {{ {target} = {name}_partials[0]; }}", ""]
+            host.append(f"    KILN_LAUNCH({name}, {blocks}, {threads}{', ' if args else ''}{args});")
+            stride = 1
+            while stride < count:
+                groups = -(-count // (PAIRWISE_GROUP * stride))
+                host.append(f"    KILN_LAUNCH({name}_pairwise, {-(-groups // THREADS_PER_BLOCK)}, "
+                            f"{min(groups, THREADS_PER_BLOCK)}, {stride}LL);")
+                stride *= PAIRWISE_GROUP
+            host.append(f"    KILN_LAUNCH({name}_result, 1, 1);")
+        else:
+            lines.append(f"    KILN_ATOMIC({combine}, &{target}, {partial});")
+            lines.append("}")
+            host.append(f"    KILN_LAUNCH({name}_init, 1, 1);")
+            host.append(f"    KILN_LAUNCH({name}, {blocks}, {threads}{', ' if args else ''}{args});")
         host.append("    if ((error = cudaGetLastError()) != cudaSuccess) goto done;")
         self.names[result] = self.name(result)
         return "\n".join(lines) + "\n"

@@ -81,7 +81,8 @@ class Pipeline:
             if stage == "optimized":  # passes change IR in place: they work on a copy
                 self._modules[stage] = run_passes(self.module("tensor").clone({}), self.graph_passes)
             elif stage == "affine":
-                self._modules[stage] = run_passes(self.module("optimized"), ["lower-tensor-to-affine"])
+                lowering = "lower-tensor-to-affine-gpu" if self.target.startswith("cuda") else "lower-tensor-to-affine"
+                self._modules[stage] = run_passes(self.module("optimized"), [lowering])
             elif stage == "scheduled":
                 self._modules[stage] = self._scheduled()
             else:

@@ -7,6 +7,27 @@ index depends on, and at most once per level and index: a row reduction
 consumed through a broadcast lands in the row loop before the column loop, and
 ``exp(x - m)`` needed by a sum and by a division is computed in each. Reductions
 and matmuls open loops of their own, carrying accumulators in ``iter_args``.
+
+A float sum longer than 63 becomes a summation tree (``float_sum``): blocks of at
+most 8 partial sums per level, a leaf of 4 interleaved accumulators, the rest in
+loops of their own. ``x.sum()`` of 4099 float32::
+
+    %1 = affine.for %k0.sum = 0 to 1 iter_args(%acc0 = %0) -> (f32) {
+      %2 = affine.for %k0.r.b = 0 to 8 iter_args(%acc0_1 = %0) -> (f32) {
+        %3:4 = affine.for %k0.r = 0 to 128 iter_args(%acc0_2 = %0, %acc1 = %0, %acc2 = %0, %acc3 = %0) -> (f32, f32, f32, f32) {
+          %4 = affine.load %x[%k0.r.b * 512 + %k0.r] : memref<4099xf32>
+          %5 = arith.addf %acc0_2, %4 : f32
+          ... the same at + 128, + 256 and + 384 into %acc1, %acc2, %acc3
+        }
+        %12 = arith.addf %3#0, %3#1 : f32
+        %13 = arith.addf %3#2, %3#3 : f32
+        %14 = arith.addf %12, %13 : f32
+        %15 = arith.addf %acc0_1, %14 : f32
+        affine.yield %15 : f32
+      }
+      %16 = affine.for %k0.r1 = 0 to 3 iter_args(%acc0_3 = %0) -> (f32) { ... x[%k0.r1 + 4096] ... }
+      %19 = arith.addf %2, %16 : f32
+      ...
 """
 from __future__ import annotations
 
@@ -20,6 +41,12 @@ from kiln.dialects.affine_expr import Dim, dims_of
 from .affine_builder import REDUCTION_NAMES, LOOP_NAMES, View, access
 from .index_maps import operand_index
 from .scalar_rules import REDUCTION_COMBINE, SCALAR_RULES, reduction_identity
+
+# The summation tree of float sums (see KernelEmitter.float_sum).
+STREAMS = 4        # interleaved accumulators in a leaf
+STREAM_MIN = 16    # shorter axes are one plain loop
+LEAF = 512         # STREAMS * 128 elements at most in a leaf: 16 per lane of 8
+FANOUT = 8         # at most this many block sums added per level
 
 
 class Level:
@@ -40,13 +67,16 @@ class Level:
 class KernelEmitter:
     """Lower one group. `outside(value)` gives the View of a value the group reads."""
 
-    def __init__(self, function_block, members, outside, constant_view):
+    def __init__(self, function_block, members, outside, constant_view, grid_sums=False):
         self.function_block = function_block
         self.members = members          # the ops computed inside this kernel
         self.outside = outside          # value -> View, for everything else it reads
         self.constant_view = constant_view  # constant op -> an op reading its memref.global
         self.ivs = []  # loop variables; Dim(k) in an index means ivs[k]
         self.loop_names = set()  # unique within the kernel, so schedules can name loops
+        # A GPU backend spreads a whole-tensor sum over its threads and combines their partial
+        # sums pairwise (see cuda_codegen): it wants the plain loop nest, not the tree.
+        self.grid_sums = grid_sums
 
     # -- the loop nest -------------------------------------------------------------
     def emit(self, root, buffer) -> None:
@@ -156,9 +186,8 @@ class KernelEmitter:
 
     def reduction(self, op, index, chain, level):
         source, axes, element = op.operand.type, op.axes, op.operand.type.element
-        init = self.scalar_constant(reduction_identity(type(op), element), element)
 
-        def step(reduced, inner_chain, acc):
+        def element_at(reduced, inner_chain):
             fresh = iter(reduced)
             operand_index_ = []
             kept_iter = iter(index)
@@ -169,11 +198,98 @@ class KernelEmitter:
                         next(kept_iter)
                 else:
                     operand_index_.append(next(kept_iter))
-            element_value = self.value(op.operand, tuple(operand_index_), inner_chain)
+            return self.value(op.operand, tuple(operand_index_), inner_chain)
+
+        extents = [source.shape[a] for a in axes]
+        whole = level is self.outer  # the whole kernel is this one sum
+        if isinstance(op, T.ReduceSumOp) and element.is_float and not (whole and self.grid_sums):
+            return self.float_sum(extents, level, chain, element_at, element)
+        init = self.scalar_constant(reduction_identity(type(op), element), element)
+
+        def step(reduced, inner_chain, acc):
+            element_value = element_at(reduced, inner_chain)
             builder = _LevelBuilder(inner_chain[-1][1] if reduced else level)
             return REDUCTION_COMBINE[type(op)](builder, op, element, acc, element_value)
 
-        return self.accumulate([source.shape[a] for a in axes], init, level, chain, step)
+        return self.accumulate(extents, init, level, chain, step)
+
+    # -- float sums: a summation tree -----------------------------------------------------
+    def float_sum(self, extents, level, chain, element_at, element):
+        """The float sum of `element_at(index, chain)` over `extents`, as a tree of loops.
+
+        Adding n numbers one after another into one accumulator loses about n/2 ulp when
+        they share a sign; numpy's pairwise summation about log2(n). Here no accumulator
+        takes more than a few hundred additions: each reduced axis is its own level (a
+        fresh accumulator per iteration of the loops outside it), an axis longer than
+        STREAMS * STREAM_MIN runs in STREAMS interleaved accumulators over contiguous
+        quarters (independent chains: they also keep the adder busy), and an axis longer
+        than LEAF is cut into blocks of LEAF * FANOUT**k elements, FANOUT at most per
+        level. Every level starts at zero and adds the sum of the level below, so the
+        error grows with the number of levels, O(log n), whatever the schedule does with
+        the loops inside a level."""
+        zero = self.scalar_constant(0.0, element)
+
+        def add(at, a, b):
+            return at.insert(AR.AddFOp([a, b], {})).result
+
+        def axes_from(k, offsets, at, at_chain):
+            if k == len(extents):
+                return element_at(offsets, at_chain)
+            return self._axis_sum(extents[k], 0, at, at_chain, zero, add,
+                                  lambda i, lv, ch: axes_from(k + 1, offsets + [i], lv, ch), k)
+
+        if level is self.outer and extents and extents[0] >= STREAMS * STREAM_MIN:
+            # A whole-tensor sum: one top-level nest (kernels are numbered by their nests),
+            # so the tree goes in a loop of one iteration.
+            (total,) = self._loop(1, [zero], level, chain, "sum",
+                                  lambda i, lv, ch, accs: [add(lv, accs[0], axes_from(0, [], lv, ch))])
+            return total
+        return axes_from(0, [], level, chain)
+
+    def _axis_sum(self, extent, offset, level, chain, zero, add, term, axis):
+        """Sum of `term(i, level, chain)` for i in [offset, offset + extent), computed at `level`."""
+        name = REDUCTION_NAMES[axis] if axis < len(REDUCTION_NAMES) else "r"
+        if extent < STREAMS * STREAM_MIN:
+            (total,) = self._loop(extent, [zero], level, chain, name,
+                                  lambda i, lv, ch, accs: [add(lv, accs[0], term(i + offset, lv, ch))])
+            return total
+        if extent <= LEAF:
+            length = extent // STREAMS
+            partials = self._loop(length, [zero] * STREAMS, level, chain, name, lambda i, lv, ch, accs: [
+                add(lv, acc, term(i + (offset + k * length), lv, ch)) for k, acc in enumerate(accs)])
+            while len(partials) > 1:  # pairwise: (a0 + a1) + (a2 + a3)
+                partials = [add(level, a, b) for a, b in zip(partials[::2], partials[1::2])]
+            total, done = partials[0], STREAMS * length
+        else:
+            size = LEAF
+            while size * FANOUT < extent:
+                size *= FANOUT
+            blocks, done = extent // size, extent // size * size
+
+            def block(i, lv, ch, accs):
+                inner = self._axis_sum(size, i * size + offset, lv, ch, zero, add, term, axis)
+                return [add(lv, accs[0], inner)]
+
+            if blocks == 1:
+                total = self._axis_sum(size, offset, level, chain, zero, add, term, axis)
+            else:
+                (total,) = self._loop(blocks, [zero], level, chain, f"{name}.b", block)
+        if done < extent:
+            total = add(level, total, self._axis_sum(extent - done, offset + done, level, chain, zero, add,
+                                                     term, axis))
+        return total
+
+    def _loop(self, count, inits, level, chain, name, body):
+        """One affine.for over [0, count) carrying `inits`, inserted at `level`;
+        `body(iv_expr, level, chain, accumulators)` fills it and returns what it yields."""
+        loop = A.ForOp.create(0, count, inits=list(inits), iv_name=self.fresh_name(name))
+        self.ivs.append(loop.induction_variable)
+        inner = Level(loop.body, 0)
+        inner_chain = list(chain[:_position(level, chain) + 1]) + [(len(self.ivs) - 1, inner)]
+        new = body(Dim(len(self.ivs) - 1), inner, inner_chain, list(loop.body.args[1:]))
+        loop.body.append(A.YieldOp(new, {}))
+        level.insert(loop)
+        return list(loop.results)
 
     def matmul(self, op, index, chain, level):
         element = op.result.type.element

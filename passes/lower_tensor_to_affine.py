@@ -56,17 +56,25 @@ def lowers(*op_classes):
 
 
 @register_pass("lower-tensor-to-affine")
-def lower_tensor_to_affine(module: builtin.ModuleOp) -> builtin.ModuleOp:
+def lower_tensor_to_affine(module: builtin.ModuleOp, grid_sums: bool = False) -> builtin.ModuleOp:
+    """Float sums become summation trees (see KernelEmitter.float_sum), except, with
+    `grid_sums`, a whole-tensor sum, which a GPU backend spreads over its threads."""
     lowered = builtin.ModuleOp.empty()
     for function in module.body.ops:
-        FunctionLowering(function, lowered).run()
+        FunctionLowering(function, lowered, grid_sums).run()
     return lowered
 
 
+@register_pass("lower-tensor-to-affine-gpu")
+def lower_tensor_to_affine_gpu(module: builtin.ModuleOp) -> builtin.ModuleOp:
+    return lower_tensor_to_affine(module, grid_sums=True)
+
+
 class FunctionLowering:
-    def __init__(self, function: F.FuncOp, module: builtin.ModuleOp):
+    def __init__(self, function: F.FuncOp, module: builtin.ModuleOp, grid_sums: bool = False):
         self.source = function
         self.module = module
+        self.grid_sums = grid_sums
         results = function.function_type.results
         inputs = [memref_of(a.type) for a in function.arguments]
         outputs = [memref_of(t) for t in results]
@@ -169,7 +177,7 @@ def lower_kernel(L: FunctionLowering, op) -> None:
         def outside(value):
             return L.views[value]
     buffer = L.destination(op.result)
-    emitter = KernelEmitter(L.function.body, members, outside, lambda c: L.declare_global(c.value))
+    emitter = KernelEmitter(L.function.body, members, outside, lambda c: L.declare_global(c.value), L.grid_sums)
     emitter.emit(root, buffer)
 
 
