@@ -16,7 +16,7 @@ import numpy as np
 from kiln.passes.autodiff import value_and_grad as differentiate
 
 from . import pytree
-from .errors import ArgumentError, DTypeError, KilnError
+from .errors import ArgumentError, DTypeError, KilnError, user_facing
 from .frontend import leaf_spec, ssa_name, trace_flat
 from .tracing import Tracer, current_context, is_tracing
 
@@ -44,6 +44,7 @@ class GradFunction:
         self.with_value = with_value
         self._compiled = None
 
+    @user_facing
     def __call__(self, *args, **kwargs):
         if is_tracing():
             return self._traced(args, kwargs)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import pytree
-from .errors import KilnError
+from .errors import KilnError, user_facing
 from .grad import value_and_grad
 
 
@@ -53,6 +53,7 @@ class GradcheckReport:
         return "\n".join(lines)
 
 
+@user_facing
 def gradcheck(fn, *args, argnums=0, eps: float = 1e-6, atol: float = 1e-6, rtol: float = 1e-5,
               raise_on_failure: bool = True) -> GradcheckReport:
     """Compare kiln's gradient of scalar `fn` at `args` with central differences.

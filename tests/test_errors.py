@@ -241,12 +241,17 @@ def test_tracebacks_show_the_users_frames_not_kilns(monkeypatch):
 
     def frames(exc):
         return [(f.filename, f.lineno) for f in traceback.extract_tb(exc.__traceback__)]
-    with pytest.raises(kiln.ShapeError) as info:
-        kiln.compile(model)(x32, np.ones(5, np.float32))
-    shown = frames(info.value)
+    def loss(x, b):
+        return np.sum(model(x, b))
     kiln_dir = os.path.dirname(kiln.__file__)
-    assert (__file__, line_of("traceback")) in shown, shown
-    assert len([f for f, _ in shown if f.startswith(kiln_dir)]) <= 1, shown
+    b5 = np.ones(5, np.float32)
+    for call in (lambda: kiln.compile(model)(x32, b5), lambda: kiln.compile(model).lower(x32, b5),
+                 lambda: kiln.grad(loss)(x32, b5), lambda: kiln.gradcheck(loss, x32, b5)):
+        with pytest.raises(kiln.ShapeError) as info:
+            call()
+        shown = frames(info.value)
+        assert (__file__, line_of("traceback")) in shown, shown
+        assert len([f for f, _ in shown if f.startswith(kiln_dir)]) <= 1, shown
 
     monkeypatch.setenv("KILN_TRACEBACK_FILTERING", "off")
     with pytest.raises(kiln.ShapeError) as info:
