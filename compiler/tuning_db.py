@@ -3,7 +3,8 @@
     - kernel: 3f2a9c...        # structural hash of the extracted kernel
       host: 5be1...            # fingerprint of the CPU: name, features, cores
       function: matmul
-      steps: [[unroll_jam, k0.i, 8], ...]   # loops named as kernel k0
+      steps: [[unroll_jam, k0.i, 8], [cache_read, k0.j.u, a1], ...]
+                               # loops named as kernel k0, buffers as its arguments a<k>
       default_ms: 0.55
       tuned_ms: 0.48
       seed: 0
