@@ -13,6 +13,12 @@ import types
 
 from kiln.dialects.diagnostics import DTypeError, KilnError, ParseError, ShapeError, VerificationError
 
+# Users meet these as kiln.errors.ShapeError (the name a traceback prints), wherever the
+# IR core defines them.
+for _cls in (KilnError, ShapeError, DTypeError, VerificationError, ParseError):
+    _cls.__module__ = __name__
+del _cls
+
 
 class TracerBoolError(KilnError, TypeError):
     """Python control flow (if, while, bool(), and/or) on a value known only at run time."""

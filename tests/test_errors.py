@@ -250,6 +250,7 @@ def test_tracebacks_show_the_users_frames_not_kilns(monkeypatch):
         with pytest.raises(kiln.ShapeError) as info:
             call()
         shown = frames(info.value)
+        assert traceback.format_exception_only(info.value)[0].startswith("kiln.errors.ShapeError: ")
         assert (__file__, line_of("traceback")) in shown, shown
         assert len([f for f, _ in shown if f.startswith(kiln_dir)]) <= 1, shown
 
