@@ -33,8 +33,14 @@ def _identity_map(op) -> tuple:
 
 
 def _reshape_map(source, target) -> tuple:
-    if source.size == 0:  # no element is ever read, and zero sizes leave no strides to divide by
-        return tuple(Const(0) for _ in source.shape)
+    if source.size == 0:
+        # No element is ever read: a loop over a zero-length result dimension never runs. The
+        # index of the source's zero-length axis names those dimensions, so a load lands inside
+        # such a loop (one hoisted above it would read the empty buffer); and zero-length shapes
+        # leave no strides to divide by.
+        empty = sum((Dim(k) for k, n in enumerate(target.shape) if n == 0), Const(0))
+        axis = source.shape.index(0)
+        return tuple(empty if k == axis else Const(0) for k in range(len(source.shape)))
     linear = Const(0)
     for k, stride in enumerate(MemRefType(target.shape, target.element).strides):
         if target.shape[k] != 1:

@@ -31,10 +31,10 @@ def numpy_result(fn, *args):
         return fn(*args)
 
 
-def kiln_result(fn, target, *args):
+def kiln_result(fn, target, *args, debug=False):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return kiln.compile(fn, target=target)(*args)
+        return kiln.compile(fn, target=target, debug=debug)(*args)
 
 
 def check(fn, target, *args):
@@ -201,6 +201,24 @@ def test_every_op_table_case_resized_matches_numpy(case, size, target):
             matches_numpy_or_refuses_alike(case.fn, target, args)
         except AssertionError as exc:
             raise AssertionError(f"{case.name} with shapes {[np.shape(a) for a in args]}: {exc}") from None
+
+
+@pytest.mark.parametrize("case", CASES, ids=repr)
+def test_no_native_load_or_store_of_a_size_0_case_leaves_its_buffer(case):
+    """Debug builds bounds-check every load and store of the native code: a value hoisted
+    out of a loop that never runs must not read an empty buffer."""
+    for args in resized(case, 0):
+        if case.name.startswith("conv2d") and args[0].shape[1] != args[1].shape[1]:
+            continue
+        try:
+            want = numpy_result(case.fn, *args)
+        except (ValueError, IndexError):
+            continue
+        try:
+            got = kiln_result(case.fn, "cpu", *args, debug=True)
+        except kiln.NonFiniteError:
+            continue  # an integer mean of nothing divides 0 by 0, which debug mode reports after the bounds
+        assert_same(got, want)
 
 
 @pytest.mark.skipif(CXX is None, reason="no C++ compiler (g++) for the CUDA backend's host emulation")
