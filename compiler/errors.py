@@ -54,7 +54,8 @@ class StageError(KilnError, KeyError):
 
 
 __all__ = ["KilnError", "ShapeError", "DTypeError", "VerificationError", "ParseError", "TracerBoolError",
-           "TracerConversionError", "UnsupportedError", "UnsupportedAttributeError", "OutOfBoundsError", "ArgumentError", "StageError"]
+           "TracerConversionError", "UnsupportedError", "UnsupportedAttributeError", "OutOfBoundsError",
+           "ArgumentError", "StageError"]
 
 
 class NonFiniteError(KilnError, FloatingPointError):
