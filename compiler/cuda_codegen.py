@@ -29,6 +29,7 @@ from kiln.dialects.affine_expr import Binary, Const, Dim
 from kiln.dialects.types import MemRefType
 
 from .llvm_codegen import STATUS
+from .llvm_ops import accumulates
 
 THREADS_PER_BLOCK = 256
 THREADS_PER_BLOCK_MAX = 1024
@@ -108,6 +109,19 @@ __device__ static inline double kiln_add(double a, double b) { return a + b; }
 __device__ static inline int kiln_add(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
 __device__ static inline long long kiln_add(long long a, long long b) {
     return (long long)((unsigned long long)a + (unsigned long long)b); }
+/* Float + and - rounded on their own: nvcc fuses a * b + c into one FMA unless the add is
+   __fadd_rn; kiln fuses only accumulations (see kiln.llvm_ops.accumulates), as numpy does. */
+#ifdef KILN_EMULATE
+#define kiln_fadd(a, b) ((a) + (b))
+#define kiln_fsub(a, b) ((a) - (b))
+#define kiln_dadd(a, b) ((a) + (b))
+#define kiln_dsub(a, b) ((a) - (b))
+#else
+#define kiln_fadd __fadd_rn
+#define kiln_fsub __fsub_rn
+#define kiln_dadd __dadd_rn
+#define kiln_dsub __dsub_rn
+#endif
 /* A whole-tensor float sum keeps one partial sum per thread; each launch of its _pairwise
    kernel sums groups of KILN_GROUP partials, `stride` apart, as a balanced tree into the
    group's first: the error grows with log(threads), where atomicAdd into one total adds a
@@ -597,6 +611,16 @@ def _fptosi(e, op):
     return f"({C_TYPES[op.result.type.name]})kiln_f2i({e.expr(op.operand)}, {bound})"
 
 
+def _rounded(symbol, name):
+    """Float `symbol`, fused with a multiply only where it accumulates."""
+    def emit(e, op):
+        if accumulates(op):
+            return f"({e.expr(op.lhs)} {symbol} {e.expr(op.rhs)})"
+        prefix = "kiln_f" if op.result.type.name == "f32" else "kiln_d"
+        return f"{prefix}{name}({e.expr(op.lhs)}, {e.expr(op.rhs)})"
+    return emit
+
+
 _UNSIGNED = {"i32": "unsigned", "i64": "unsigned long long", "index": "unsigned long long", "i1": "unsigned"}
 
 
@@ -616,7 +640,8 @@ def _absi(e, op):
 
 
 _EXPRESSIONS = {
-    AR.AddFOp: _binary("+"), AR.SubFOp: _binary("-"), AR.MulFOp: _binary("*"), AR.DivFOp: _binary("/"),
+    AR.AddFOp: _rounded("+", "add"), AR.SubFOp: _rounded("-", "sub"), AR.MulFOp: _binary("*"),
+    AR.DivFOp: _binary("/"),
     AR.AddIOp: _wrapping("+"), AR.SubIOp: _wrapping("-"), AR.MulIOp: _wrapping("*"),
     AR.AndIOp: _binary("&"), AR.OrIOp: _binary("|"), AR.XOrIOp: _binary("^"),
     AR.NegFOp: lambda e, op: f"(-{e.expr(op.operand)})",

@@ -10,6 +10,7 @@ import llvmlite.ir as ir
 from kiln.dialects import arith as AR
 from kiln.dialects import math as M
 from kiln.dialects import vector as V
+from kiln.dialects.ir import BlockArgument
 from kiln.dialects.types import VectorType, element_of
 
 from .llvm_math import expf, tanhf
@@ -26,16 +27,45 @@ def _constant(e: FunctionEmitter, op):
 _CONTRACT = ("contract",)
 
 
+def accumulates(op) -> bool:
+    """Whether the float add or subtract `op` steps a loop-carried accumulator: one of its
+    operands is an iter_arg, or an earlier step of one (unrolling chains them).
+
+    Only there may a multiply fuse into the add as one FMA (one rounding instead of two),
+    as in numpy's own sums and BLAS. Anywhere else ``a * b + c`` is rounded twice, as
+    numpy computes it: fused, ``1 / (a * b + c)`` at ``a * b = -1e-60``, ``c = 0`` would
+    be ``-inf`` (the exact product's sign) where numpy gives ``inf``.
+    """
+    pending = list(op.operands)
+    while pending:
+        value = pending.pop()
+        if isinstance(value, BlockArgument):  # a float block argument is an iter_arg
+            return True
+        producer = getattr(value, "op", None)
+        if isinstance(producer, (AR.AddFOp, AR.SubFOp)):
+            pending.extend(producer.operands)
+    return False
+
+
 def _binary(build):
     def handler(e, op):
         e.values[op.result] = build(e.b, e.get(op.operands[0]), e.get(op.operands[1]))
     return handler
 
 
+def _accumulating(build):
+    """A float add or subtract: `contract` (LLVM may fuse a multiply into it) only where it
+    accumulates; no other fast-math freedom is given."""
+    def handler(e, op):
+        flags = _CONTRACT if accumulates(op) else ()
+        e.values[op.result] = build(e.b, e.get(op.operands[0]), e.get(op.operands[1]), flags)
+    return handler
+
+
+_HANDLERS[AR.AddFOp] = _accumulating(lambda b, x, y, flags: b.fadd(x, y, flags=flags))
+_HANDLERS[AR.SubFOp] = _accumulating(lambda b, x, y, flags: b.fsub(x, y, flags=flags))
 for _cls, _build in {
-    # `contract` lets LLVM fuse a multiply and an add into one FMA (one rounding instead
-    # of two: at least as accurate); no other fast-math freedom is given.
-    AR.AddFOp: lambda b, x, y: b.fadd(x, y, flags=_CONTRACT), AR.SubFOp: lambda b, x, y: b.fsub(x, y, flags=_CONTRACT),
+    # A multiply fuses only into an add that allows it too (see accumulates).
     AR.MulFOp: lambda b, x, y: b.fmul(x, y, flags=_CONTRACT), AR.DivFOp: lambda b, x, y: b.fdiv(x, y),
     AR.AddIOp: lambda b, x, y: b.add(x, y), AR.SubIOp: lambda b, x, y: b.sub(x, y),
     AR.MulIOp: lambda b, x, y: b.mul(x, y), AR.AndIOp: lambda b, x, y: b.and_(x, y),

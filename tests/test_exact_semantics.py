@@ -139,6 +139,27 @@ def test_constants_mixing_zero_and_minus_zero(target):
               a, target=target)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_multiply_and_an_add_are_rounded_apart_as_in_numpy(target):
+    # Fused into one FMA, a * b + c keeps the exact product: -1e-60 + 0 is -0.0, not 0.0, and
+    # x * x - fl(x * x) is the product's rounding error, not 0.
+    a = np.full(19, 1e-30, np.float32)
+    x = np.full(19, 1 + 2 ** -12, np.float32)
+    check(lambda a, b, c: (1 / (a * b + c), 1 / (c + a * b), 1 / (a * b - c)), a, -a, np.zeros_like(a), target=target)
+    check(lambda x, c: (x * x + c, c + x * x, x * x - (-c)), x, -(x * x), target=target)
+
+
+def test_only_accumulations_may_fuse_into_an_fma():
+    f = kiln.compile(lambda x, w, b: x @ w + b * x[:, :1])
+    specs = (kiln.f32[4, 16], kiln.f32[16, 8], kiln.f32[8])
+    lowered = f.lower(*specs)
+    llvm = lowered.text("llvm")
+    assert "fadd contract" in llvm  # the matmul's k loop
+    assert re.search(r"= fadd (?!contract)", llvm)  # the epilogue
+    cuda = kiln.compile(f.fn, target="cuda-emulate").lower(*specs).text("cuda")
+    assert "kiln_fadd(" in cuda
+
+
 # -- float-to-int casts -------------------------------------------------------------------------
 OUT_OF_RANGE = np.array([1e10, -1e10, np.nan, np.inf, -np.inf, 2.0 ** 31, -2.0 ** 31 - 1, 2.0 ** 31 - 1,
                          -2.0 ** 31, -2.0 ** 31 - 0.5, 2.0 ** 63, -2.0 ** 63, 3e9, 0.7, -0.7, -0.0, 1e19], np.float64)
