@@ -415,6 +415,11 @@ def getitem(x: Tracer, key) -> Tracer:
     """Basic indexing: ints, slices (any step), None and Ellipsis."""
     key = key if isinstance(key, tuple) else (key,)
     for k in key:
+        if isinstance(k, Tracer) and k.ndim == 0:
+            raise UnsupportedError("indexing with a traced number is not supported: its value is known only at "
+                                   "run time, and kiln needs an index while tracing; make it a static argument "
+                                   "(kiln.compile(fn, static_argnames=...)) or select with np.where",
+                                   user_location())
         if isinstance(k, (Tracer, np.ndarray, list)) or (isinstance(k, np.generic) and k.dtype == np.bool_):
             raise UnsupportedError("advanced indexing (with arrays, lists or masks) is not supported; use basic "
                                    "slices, np.where for masks, or reshape/concatenate", user_location())

@@ -112,6 +112,12 @@ def test_advanced_indexing_is_refused():
     raises_at(kiln.UnsupportedError, "fancy", "advanced indexing", kiln.compile(f), x32)
 
 
+def test_indexing_with_a_traced_number_suggests_a_static_argument():
+    def f(x, i):
+        return x[i]  # error: traced-index
+    raises_at(kiln.UnsupportedError, "traced-index", "static_argnames", kiln.compile(f), x32, 1)
+
+
 def test_index_out_of_bounds():
     def f(x):
         return x[3]  # error: index
