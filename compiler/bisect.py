@@ -34,6 +34,7 @@ from .affine_interpreter import run_affine
 from .errors import KilnError
 from .interpreter import run_function
 from .jit import CompiledFunction, compile
+from .kernels import restore_buffer_names
 from .specs import TensorSpec
 from . import pytree
 
@@ -242,6 +243,7 @@ def bisect(fn, *args, rtol: float | None = None, progress=None) -> BisectReport:
             return report
     before = print_ir(module, locations=False)
     affine = run_passes(module.clone({}), ["lower-tensor-to-affine"])
+    restore_buffer_names(affine.body.ops[-1], pipeline.schedule.steps)  # as a tuning record named them
     if not check("lower-tensor-to-affine", lambda: run_affine(affine, inputs), lambda: before,
                  lambda: print_ir(affine, locations=False), interpreted=True):
         return report

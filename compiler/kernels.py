@@ -120,6 +120,18 @@ def absolute_steps(steps, kernel: str, function: F.FuncOp) -> list:
     return [_rename(step, "k0", kernel, names) for step in steps]
 
 
+def restore_buffer_names(function: F.FuncOp, steps) -> None:
+    """Give the buffers of another copy of a function (lowered again, as kiln.bisect does)
+    the names absolute_steps gave them (``k<n>_a<k>``), so that `steps` find them there too."""
+    for name in _buffer_names(steps):
+        match = re.fullmatch(r"(k\d+)_a(\d+)_*", str(name))
+        if match is None:
+            continue
+        buffers = kernel_buffers(function, match[1])
+        if int(match[2]) < len(buffers) and all(v.name_hint != name for v in buffers):
+            buffers[int(match[2])].name_hint = name
+
+
 # Which items of a step (a list, the primitive first) name a buffer rather than a loop.
 _BUFFER_ARGUMENTS = {"cache_read": (2,)}
 

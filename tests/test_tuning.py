@@ -348,3 +348,22 @@ def test_a_candidate_faster_only_in_some_rounds_does_not_win():
     comparison = bench.compare(incumbent, candidate)
     assert comparison.candidate.seconds < comparison.incumbent.seconds / 10
     assert comparison.candidate_faster < 0.8 * comparison.rounds and not comparison.candidate_wins
+
+
+def test_bisect_replays_a_record_that_packs_an_intermediate_buffer(tmp_path):
+    fn = lambda a, b: a @ np.tanh(b)  # noqa: E731
+    specs = (kiln.f32[9, 12], kiln.f32[12, 32])
+    function = affine(fn, *specs)
+    module = extract(function, "k1")
+    config = {"rows": 4, "vectors": 2, "lanes": 8, "pack": True, "columns_outside": True, "parallel": False}
+    path = tmp_path / "tuning.yaml"
+    db = TuningDB(str(path))
+    db.put({"kernel": structural_hash(module), "host": host_fingerprint(), "function": "f",
+            "steps": SearchSpace(module, 256, False).steps(config), "default_ms": 1.0, "tuned_ms": 0.5})
+    db.save()
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((9, 12)).astype(np.float32), rng.standard_normal((12, 32)).astype(np.float32)
+    compiled = kiln.compile(fn, tuning_db=str(path))
+    report = kiln.bisect(compiled, a, b)
+    assert any("cache_read(k1.j.u, k1_a1)" in step.name for step in report.steps)
+    assert report.first_bad is None, str(report)
