@@ -223,6 +223,16 @@ def test_integer_arithmetic_wraps_at_the_limits(target, dtype):
 
 
 @pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("n", [0, 1, 7])
+def test_views_and_awkward_sizes(target, n):
+    ints = np.resize(limits(np.int32), (n, 13))
+    floats = np.resize(SPECIAL, (13, n)).astype(np.float32)
+    for x, f in ((ints[::-1], floats.T), (ints.T[:, ::-1], floats[::-1].T)):  # reversed, transposed
+        check(lambda x, f: (x + 1 > x, -x, x * x, 1 / (f + 0.0), np.maximum(0.0, f), f * f - f * f),
+              x, f, target=target)
+
+
+@pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_integer_sums_wrap_as_numpys_do(target, dtype):
     big = np.full(7, np.iinfo(dtype).max, dtype)
