@@ -423,6 +423,10 @@ def tune_function(compiled, specs, db, trials: int, seed: int = 0, time_budget: 
             out.write(f"  {len(result.failures)} schedule(s) failed to build; the first: {result.failures[0]}\n")
         if result.steps is None:
             out.write("  no schedule beat the default in two interleaved comparisons: nothing recorded\n")
+            if previous:  # compile would go on using a schedule that no longer wins
+                db.remove(key, host)
+                db.save()
+                out.write("  the previous record for this kernel no longer wins: removed\n")
         if result.steps is not None:
             db.put({"kernel": key, "host": host, "function": compiled.__name__, "steps": result.steps,
                     "default_ms": round(result.default_seconds * 1e3, 6),

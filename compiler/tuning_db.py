@@ -81,6 +81,9 @@ class TuningDB:
         self.records = [r for r in self.records if (r["kernel"], r["host"]) != (record["kernel"], record["host"])]
         self.records.append(record)
 
+    def remove(self, kernel: str, host: str) -> None:
+        self.records = [r for r in self.records if (r["kernel"], r["host"]) != (kernel, host)]
+
     def save(self) -> None:
         directory = os.path.dirname(os.path.abspath(self.path))
         fd, temporary = tempfile.mkstemp(dir=directory, prefix=".kiln-tuning-")

@@ -367,3 +367,19 @@ def test_bisect_replays_a_record_that_packs_an_intermediate_buffer(tmp_path):
     report = kiln.bisect(compiled, a, b)
     assert any("cache_read(k1.j.u, k1_a1)" in step.name for step in report.steps)
     assert report.first_bad is None, str(report)
+
+
+def test_tuning_again_removes_a_record_that_no_longer_wins(tmp_path, monkeypatch):
+    import io
+    from kiln import tuner
+    fn = lambda x, y: x * y + 1  # noqa: E731
+    specs = (kiln.f32[16, 64], kiln.f32[64])
+    path = tmp_path / "tuning.yaml"
+    db = TuningDB(str(path))
+    db.put(_record(fn, specs, [["split", "k0.nothing", 2]]))  # cannot even be built any more
+    db.save()
+    monkeypatch.setattr(tuner, "tune_kernel", lambda *args, **kwargs: tuner.TuneResult(None, 1e-3, 1e-3, 2, 0))
+    out = io.StringIO()
+    tuner.tune_function(kiln.compile(fn), specs, db, trials=2, out=out)
+    assert "no longer wins: removed" in out.getvalue()
+    assert TuningDB(str(path)).records == []
