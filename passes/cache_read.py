@@ -13,6 +13,7 @@ from __future__ import annotations
 from kiln.dialects import affine as A
 from kiln.dialects import memref as MR
 from kiln.dialects.affine_expr import AffineMap, Const, Dim, bounds, linear_form
+from kiln.dialects.ir import BlockArgument
 from kiln.dialects.types import MemRefType
 
 from .loop_transforms import ScheduleError, loop_name
@@ -22,16 +23,26 @@ MAX_TILE_BYTES = 256 * 1024  # the copy lives on the (thread's) stack
 
 def cache_read(loop, buffer_name: str, layout=None):
     """`layout`, a permutation of the buffer's dimensions, orders the tile's: [1, 0] stores a
-    tile of B transposed, so that reads along B's columns become contiguous."""
+    tile of B transposed, so that reads along B's columns become contiguous.
+
+    The tile's box is sized for full inner loops; where an iteration's box can reach
+    past the buffer (the partial last tile of a split), only the part inside the buffer
+    is copied, and the reads never reach the rest."""
     name = loop_name(loop)
-    reads = [op for op in loop.walk() if isinstance(op, (A.LoadOp, A.VectorLoadOp))
+    step = f"cache_read({name}, {buffer_name})"
+    named = [op for op in loop.walk() if isinstance(op, (A.LoadOp, A.VectorLoadOp))
              and op.memref.name_hint == buffer_name]
-    if not reads:
-        raise ScheduleError(f"cache_read({name}, {buffer_name}): the loop reads no buffer named {buffer_name}")
-    source = reads[0].memref
+    if not named:
+        raise ScheduleError(f"{step}: the loop reads no buffer named {buffer_name}")
+    source = named[0].memref
+    if any(op.memref is not source for op in named):
+        raise ScheduleError(f"{step}: the loop reads several buffers named {buffer_name}")
+    reads = named
     if any(isinstance(op, (A.StoreOp, A.VectorStoreOp)) and op.memref is source for op in loop.walk()):
-        raise ScheduleError(f"cache_read({name}, {buffer_name}): the loop also writes it")
+        raise ScheduleError(f"{step}: the loop also writes it")
     inner = {op.induction_variable: op for op in loop.walk() if isinstance(op, A.ForOp) and op is not loop}
+    if any(op.lower != 0 or op.step != 1 for op in inner.values()):
+        raise ScheduleError(f"{step}: a loop inside it does not run from 0 by 1")
     rank = source.type.rank
     fixed, low, high = [None] * rank, [None] * rank, [None] * rank
     for op in reads:
@@ -39,13 +50,15 @@ def cache_read(loop, buffer_name: str, layout=None):
         for d, expr in enumerate(op.map.results):
             form = linear_form(expr)
             if form is None:
-                raise ScheduleError(f"cache_read({name}, {buffer_name}): an index is not linear")
+                raise ScheduleError(f"{step}: an index is not linear")
             terms, constant = form
-            outside = tuple(sorted(((op.indices[k], c) for k, c in terms.items() if op.indices[k] not in inner),
-                                   key=lambda t: id(t[0])))
+            outside = {}
+            for k, c in terms.items():
+                if op.indices[k] not in inner:
+                    outside[op.indices[k]] = outside.get(op.indices[k], 0) + c
             varying = [(inner[op.indices[k]], c) for k, c in terms.items() if op.indices[k] in inner]
             if any(owner.trip_count < 0 for owner, _ in varying):
-                raise ScheduleError(f"cache_read({name}, {buffer_name}): an inner loop has no constant bound")
+                raise ScheduleError(f"{step}: an inner loop has no constant bound")
             expr_varying = Const(constant)
             for k, (_, c) in enumerate(varying):
                 expr_varying = expr_varying + Dim(k) * c
@@ -54,21 +67,23 @@ def cache_read(loop, buffer_name: str, layout=None):
             if fixed[d] is None:
                 fixed[d], low[d], high[d] = outside, lo, hi
             elif fixed[d] != outside:
-                raise ScheduleError(f"cache_read({name}, {buffer_name}): the reads do not share one tile")
+                raise ScheduleError(f"{step}: the reads do not share one tile")
             else:
                 low[d], high[d] = min(low[d], lo), max(high[d], hi)
     shape = tuple(h - l + 1 for l, h in zip(low, high))
     order = list(range(rank)) if layout is None else list(layout)
     if sorted(order) != list(range(rank)):
-        raise ScheduleError(f"cache_read({name}, {buffer_name}): layout {layout} is not a permutation of "
-                            f"{rank} dimensions")
+        raise ScheduleError(f"{step}: layout {layout} is not a permutation of {rank} dimensions")
+    if any(isinstance(op, A.VectorLoadOp) for op in reads) and order[-1] != rank - 1:
+        raise ScheduleError(f"{step}: vector reads need the last dimension to stay last")
     tile_type = MemRefType(tuple(shape[d] for d in order), source.type.element)
     if tile_type.size * tile_type.dtype.itemsize > MAX_TILE_BYTES:
-        raise ScheduleError(f"cache_read({name}, {buffer_name}): a {shape} tile is too large for the stack")
+        raise ScheduleError(f"{step}: a {shape} tile is too large for the stack")
+    directions = [_direction(step, d, fixed[d], low[d], high[d], source.type.shape[d]) for d in range(rank)]
     tile = MR.AllocaOp([], {}, [tile_type])
     tile.result.name_hint = f"{buffer_name}_tile"
-    copy = _copy_nest(source, tile.result, fixed, low, shape, name, order)
-    for position, op in enumerate((tile, copy)):
+    copy = _copy_nest(source, tile.result, fixed, low, high, shape, directions, name, order)
+    for position, op in enumerate([tile] + copy):
         loop.body.ops.insert(position, op)
         op.parent = loop.body
     for op in reads:  # read the tile: what is left of each index once the tile's corner is subtracted
@@ -83,37 +98,80 @@ def cache_read(loop, buffer_name: str, layout=None):
         head = op.operands[:op.memref_position]
         op.set_operands(head + [tile.result] + list(op.indices))
         op.attributes["map"] = AffineMap(len(op.indices), tuple(results[d] for d in order))
-        if isinstance(op, A.VectorLoadOp) and order[-1] != rank - 1:
-            raise ScheduleError(f"cache_read({name}, {buffer_name}): vector reads need the last dimension "
-                                "to stay last")
     return tile
 
 
-def _copy_nest(source, tile, fixed, low, shape, name, order):
-    """Loops copying source[fixed + low + t] to tile[t permuted by `order`] for every index t."""
+def _value_range(value):
+    """(least, greatest) value of a loop variable, or None if it is not one."""
+    owner = value.block.parent.parent if isinstance(value, BlockArgument) and value.index == 0 else None
+    if isinstance(owner, A.ParallelOp):
+        return 0, max(owner.upper - 1, 0)
+    if isinstance(owner, A.ForOp) and owner.trip_count >= 0:
+        return owner.lower, owner.lower + max(owner.trip_count - 1, 0) * owner.step
+    return None
+
+
+def _direction(step, d, fixed, low, high, extent) -> str:
+    """How to copy dimension `d`: "all" of the box (it always lies inside the buffer), "up"
+    from the box's low corner (it may end past the buffer: a partial tile), or "down" from
+    its high corner (it may start before the buffer: a partial tile read backwards)."""
+    least, greatest = low, high
+    for value, c in fixed.items():
+        span = _value_range(value)
+        if span is None:
+            least, greatest = None, None
+            break
+        least += min(c * span[0], c * span[1])
+        greatest += max(c * span[0], c * span[1])
+    below = least is None or least < 0
+    above = greatest is None or greatest >= extent
+    if below and above:
+        raise ScheduleError(f"{step}: the tile may reach past both ends of dimension {d}")
+    return "down" if below else "up" if above else "all"
+
+
+def _copy_nest(source, tile, fixed, low, high, shape, directions, name, order):
+    """Loops copying source[fixed + low + t] to tile[t permuted by `order`] for every index t
+    of the box that lies inside the source (a load and a store for a 0-d buffer)."""
+    outer = []
+    for terms in fixed:
+        for value in terms:
+            if value not in outer:
+                outer.append(value)
     loops, block = [], None
     for d, extent in enumerate(shape):
-        copy_loop = A.ForOp.create(0, extent, iv_name=f"{name}.copy{d}")
+        corner = [Dim(outer.index(v)) * c for v, c in fixed[d].items()]
+        if directions[d] == "all":
+            copy_loop = A.ForOp.create(0, extent, iv_name=f"{name}.copy{d}")
+        else:  # as far as the buffer's end (up) or start (down), at most the box
+            limit = Const(source.type.shape[d] - low[d]) if directions[d] == "up" else Const(high[d] + 1)
+            sign = -1 if directions[d] == "up" else 1
+            for term in corner:
+                limit = limit + term * sign
+            copy_loop = A.ForOp.create(0, (Const(extent), limit), iv_name=f"{name}.copy{d}", bound_operands=outer)
         if block is not None:
             block.append(copy_loop)
         loops.append(copy_loop)
         block = copy_loop.body
-    outer = []
-    for terms in fixed:
-        for value, _ in terms:
-            if value not in outer:
-                outer.append(value)
     ivs = [l.induction_variable for l in loops]
-    exprs = []
-    for d, terms in enumerate(fixed):
-        expr = Dim(len(outer) + d) + low[d]
-        for value, c in terms:
-            expr = expr + Dim(outer.index(value)) * c
-        exprs.append(expr)
+    sources, targets = [], []
+    for d in range(len(shape)):
+        t = Dim(len(outer) + d)
+        if directions[d] == "down":  # t counts back from the high corner
+            sources.append(Const(high[d]) + t * -1)
+            targets.append(Const(shape[d] - 1) + Dim(d) * -1)
+        else:
+            sources.append(t + low[d])
+            targets.append(Dim(d))
+        for value, c in fixed[d].items():
+            sources[d] = sources[d] + Dim(outer.index(value)) * c
     operands = outer + ivs
-    load = A.LoadOp([source, *operands], {"map": AffineMap(len(operands), tuple(exprs))})
+    load = A.LoadOp([source, *operands], {"map": AffineMap(len(operands), tuple(sources))})
+    store = A.StoreOp([load.result, tile, *ivs], {"map": AffineMap(len(ivs), tuple(targets[d] for d in order))})
+    if not loops:
+        return [load, store]
     block.append(load)
-    block.append(A.StoreOp([load.result, tile, *ivs], {"map": AffineMap(len(ivs), tuple(Dim(d) for d in order))}))
+    block.append(store)
     for copy_loop in reversed(loops):
         copy_loop.body.append(A.YieldOp([], {}))
-    return loops[0]
+    return [loops[0]]

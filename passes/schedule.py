@@ -119,50 +119,79 @@ def find_loop(function: F.FuncOp, name: str):
     raise ScheduleError(f"no loop {name!r} ({known})")
 
 
+def step_text(step) -> str:
+    """A step as the schedule prints it: ``split(k0.i, 32)``."""
+    return f"{step[0]}({', '.join(_text(a) for a in step[1:])})"
+
+
 def apply_step(function: F.FuncOp, step) -> None:
-    primitive, *args = step
+    """Apply one step whole or not at all: it runs first on a copy of the function, which
+    must verify; only then on the function itself. A step that does not apply raises
+    ScheduleError naming the step and leaves the function as it was."""
+    trial = function.clone({})
     try:
-        if primitive != "bind" and args and isinstance(args[0], (str, list)):
-            for name in [args[0]] if isinstance(args[0], str) else args[0]:
-                axis = find_loop(function, name).attributes.get(A.BIND)
-                if axis is not None:
-                    raise ScheduleError(f"{primitive}({name}): the loop is bound to {axis}; "
-                                        "bind loops after the other steps")
-        if primitive == "split":
-            T.split(find_loop(function, args[0]), args[1])
-        elif primitive == "reorder":
-            T.reorder([find_loop(function, n) for n in args[0]])
-        elif primitive == "tile":
-            loops, sizes = args
-            if len(loops) != len(sizes):
-                raise ScheduleError("tile needs one size per loop")
-            for name, size in zip(loops, sizes):
-                T.split(find_loop(function, name), size)
-            order = [f"{n}.o" for n in loops] + [f"{n}.i" for n in loops]
-            T.reorder([find_loop(function, n) for n in order])
-        elif primitive == "vectorize":
-            vectorize(find_loop(function, args[0]), args[1])
-        elif primitive == "parallel":
-            T.parallel(find_loop(function, args[0]))
-        elif primitive == "unroll":
-            T.unroll(find_loop(function, args[0]), args[1])
-        elif primitive == "unroll_jam":
-            T.unroll_jam(find_loop(function, args[0]), args[1])
-        elif primitive == "bind":
-            T.bind(find_loop(function, args[0]), args[1])
-        elif primitive == "cache_read":
-            cache_read(find_loop(function, args[0]), args[1], args[2] if len(args) > 2 else None)
-        else:
-            raise ScheduleError(f"unknown schedule step {primitive!r}")
-    except (IndexError, TypeError, ValueError) as exc:
-        if isinstance(exc, ScheduleError):
+        _apply(trial, step)
+        verify(trial)
+    except ScheduleError:
+        raise
+    except KilnError as exc:
+        raise ScheduleError(f"{step_text(step)}: the step would make invalid IR ({exc}); it is refused") from None
+    _apply(function, step)
+
+
+def _apply(function: F.FuncOp, step) -> None:
+    primitive = step[0] if isinstance(step, (list, tuple)) and step else step
+    try:
+        _dispatch(function, step)
+    except ScheduleError as exc:
+        # Name the step, unless the transform already did.
+        if isinstance(primitive, str) and str(exc).startswith(f"{primitive}("):
             raise
+        raise ScheduleError(f"{step_text(step)}: {exc}") from None
+    except (IndexError, TypeError, ValueError) as exc:
         raise ScheduleError(f"malformed schedule step {list(step)!r}: {exc}") from None
 
 
+def _dispatch(function: F.FuncOp, step) -> None:
+    primitive, *args = step
+    if primitive != "bind" and args and isinstance(args[0], (str, list)):
+        for name in [args[0]] if isinstance(args[0], str) else args[0]:
+            axis = find_loop(function, name).attributes.get(A.BIND)
+            if axis is not None:
+                raise ScheduleError(f"{primitive}({name}): the loop is bound to {axis}; "
+                                    "bind loops after the other steps")
+    if primitive == "split":
+        T.split(find_loop(function, args[0]), args[1])
+    elif primitive == "reorder":
+        T.reorder([find_loop(function, n) for n in args[0]])
+    elif primitive == "tile":
+        loops, sizes = args
+        if len(loops) != len(sizes):
+            raise ScheduleError("tile needs one size per loop")
+        for name, size in zip(loops, sizes):
+            T.split(find_loop(function, name), size)
+        order = [f"{n}.o" for n in loops] + [f"{n}.i" for n in loops]
+        T.reorder([find_loop(function, n) for n in order])
+    elif primitive == "vectorize":
+        vectorize(find_loop(function, args[0]), args[1])
+    elif primitive == "parallel":
+        T.parallel(find_loop(function, args[0]))
+    elif primitive == "unroll":
+        T.unroll(find_loop(function, args[0]), args[1])
+    elif primitive == "unroll_jam":
+        T.unroll_jam(find_loop(function, args[0]), args[1])
+    elif primitive == "bind":
+        T.bind(find_loop(function, args[0]), args[1])
+    elif primitive == "cache_read":
+        cache_read(find_loop(function, args[0]), args[1], args[2] if len(args) > 2 else None)
+    else:
+        raise ScheduleError(f"unknown schedule step {primitive!r}")
+
+
 def apply_schedule(module, schedule: Schedule, verify_each: bool = False) -> None:
-    """Apply every step to the module's (single) function, in order; `verify_each`
-    runs the verifier after every step (debug mode), naming the step that broke it."""
+    """Apply every step to the module's (single) function, in order. Each step verifies
+    what it made before it commits; `verify_each` (debug mode) verifies the whole module
+    after every step too."""
     function = next(op for op in module.body.ops if isinstance(op, F.FuncOp))
     for step in schedule.steps:
         apply_step(function, step)
@@ -170,5 +199,4 @@ def apply_schedule(module, schedule: Schedule, verify_each: bool = False) -> Non
             try:
                 verify(module)
             except KilnError as exc:
-                raise ScheduleError(f"the IR is invalid after {step[0]}({', '.join(map(str, step[1:]))}): "
-                                    f"{exc}") from None
+                raise ScheduleError(f"the IR is invalid after {step_text(step)}: {exc}") from None

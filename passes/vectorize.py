@@ -55,9 +55,7 @@ def vectorize(loop, width: int):
         raise ScheduleError(f"vectorize({name}, {width!r}): the width must be an integer >= 2")
     if not loop.constant_bounds or loop.lower != 0 or loop.step != 1:
         raise ScheduleError(f"vectorize({name}): only loops with constant bounds from 0, step 1")
-    count = loop.upper
-    if count < width:
-        raise ScheduleError(f"vectorize({name}, {width}): the loop has only {count} iterations")
+    count = loop.upper  # fewer than `width` iterations: all of them run in the remainder loop
     iv = loop.induction_variable
     dependent = _dependent_values(loop)
     reductions = [_reduction_kind(loop, k) for k in range(len(loop.inits))]
@@ -247,8 +245,9 @@ class _Widener:
         self.emit(A.VectorStoreOp([value, self.get(op.memref), *indices], {"map": AffineMap(len(indices), results)}))
 
     def nested_loop(self, op):
-        if any(v in self.dependent for v in op.bound_operands):
-            raise ScheduleError("cannot vectorize: an inner loop's bounds depend on the vectorized loop")
+        if any(v is self.old_iv or v in self.dependent for v in op.bound_operands):
+            # Each lane would run its own number of iterations (a split's partial tile).
+            raise ScheduleError(f"cannot vectorize: the bounds of {loop_name(op)}, inside it, depend on it")
         inits = [self.vector_of(v) if (a in self.dependent) else self.get(v)
                  for a, v in zip(op.body.args[1:], op.inits)]
         bounds = op.upper if op.constant_bounds else op.upper_map.results
