@@ -432,6 +432,7 @@ def tune_function(compiled, specs, db, trials: int, seed: int = 0, time_budget: 
                     "default_ms": round(result.default_seconds * 1e3, 6),
                     "tuned_ms": round(result.best_seconds * 1e3, 6), "seed": seed,
                     "trials": result.trials + (previous or {}).get("trials", 0), "kiln": __version__,
+                    "threads": threads.thread_count() if threads.available() else 1,
                     "kernel_ir": print_ir(module, locations=False)})
             db.save()
         results.append((kernel, result))
@@ -465,6 +466,9 @@ def verify_records(db, out=sys.stdout) -> list:
                 default, tuned = comparison.incumbent.seconds, comparison.candidate.seconds
                 verdict = (f"ok ({default / tuned:.2f}x)" if comparison.candidate_wins else
                            f"STALE: no longer faster ({default * 1e3:.3f} vs {tuned * 1e3:.3f} ms)")
+        now = threads.thread_count() if threads.available() else 1
+        if record.get("threads", now) != now:  # parallel schedules' times depend on it
+            verdict += f" (tuned with {record['threads']} threads, measured with {now}: --threads {record['threads']})"
         if verdict.startswith("STALE"):
             stale.append(record["kernel"])
         out.write(f"{record.get('function', '?'):<20} {record['kernel']}  {verdict}\n")

@@ -383,3 +383,19 @@ def test_tuning_again_removes_a_record_that_no_longer_wins(tmp_path, monkeypatch
     tuner.tune_function(kiln.compile(fn), specs, db, trials=2, out=out)
     assert "no longer wins: removed" in out.getvalue()
     assert TuningDB(str(path)).records == []
+
+
+def test_verify_says_when_the_thread_count_differs_from_the_tuning_run(tmp_path, monkeypatch):
+    import io
+    from kiln.tuner import verify_records
+    from kiln.runtime import threads
+    module = _elementwise_kernel()
+    db = TuningDB(str(tmp_path / "tuning.yaml"))
+    db.put({"kernel": structural_hash(module), "host": host_fingerprint(), "function": "f", "threads": 3,
+            "steps": [["split", "k0.nothing", 2]], "default_ms": 1.0, "tuned_ms": 0.5,
+            "kernel_ir": print_ir(module, locations=False)})
+    monkeypatch.setattr(threads, "available", lambda: True)
+    monkeypatch.setenv("KILN_NUM_THREADS", "2")
+    out = io.StringIO()
+    verify_records(db, out)
+    assert "tuned with 3 threads, measured with 2: --threads 3" in out.getvalue()
