@@ -159,13 +159,23 @@ def normalize_axes(axis, ndim: int) -> tuple:
     return tuple(sorted(axes))
 
 
+def reduction_axes(axis, ndim: int) -> tuple:
+    """normalize_axes for numpy's ufunc-style reductions (sum, prod, max, min, any, all, argmax,
+    squeeze): on a 0-d array they also take a plain int axis 0 or -1 and reduce nothing, as
+    numpy does (np.sum(np.array(2.0), axis=0) is 2.0); a tuple of axes is still out of range,
+    and np.mean and np.var reject both."""
+    if ndim == 0 and isinstance(axis, (int, np.integer)) and not isinstance(axis, bool) and axis in (0, -1):
+        return ()
+    return normalize_axes(axis, ndim)
+
+
 # -- reductions ------------------------------------------------------------------------
 _REDUCE_OPS = {"sum": T.ReduceSumOp, "max": T.ReduceMaxOp, "min": T.ReduceMinOp}
 
 
 def reduce(kind: str, x, axis=None, keepdims=False, dtype=None) -> Tracer:
     x = as_tracer(x)
-    axes = normalize_axes(axis, x.ndim)
+    axes = reduction_axes(axis, x.ndim)
     if dtype is not None:
         x = cast(x, check_dtype(dtype, f"np.{kind}(dtype=...)"))
     elif kind == "sum" and x.dtype in (np.bool_, np.int32):
@@ -178,9 +188,11 @@ def reduce(kind: str, x, axis=None, keepdims=False, dtype=None) -> Tracer:
 
 def prod(x, axis=None, keepdims=False, dtype=None) -> Tracer:
     """The product over `axis`, as a tree of multiplies of halves (log2 n slices and
-    multiplies; numpy multiplies in order, so floats may round differently in the last place)."""
+    multiplies). numpy multiplies in order, so a float product may round differently in the
+    last place, and where partial products overflow and underflow (1e30, 1e30, 1e-30, 1e-30
+    in float32) numpy's order gives inf and the tree nan. Integer products wrap identically."""
     x = as_tracer(x)
-    axes = normalize_axes(axis, x.ndim)
+    axes = reduction_axes(axis, x.ndim)
     if dtype is None:
         dtype = np.int64 if x.dtype in (np.bool_, np.int32) else x.dtype  # as numpy: small ints widen
     x = cast(x, check_dtype(dtype, "np.prod(dtype=...)"))
@@ -200,7 +212,7 @@ def prod(x, axis=None, keepdims=False, dtype=None) -> Tracer:
 def any_all(kind: str, x, axis=None, keepdims=False) -> Tracer:
     """np.any / np.all: a max / min over the truth values (NaN is true, as in numpy)."""
     x = cast(as_tracer(x), np.bool_)
-    axes = normalize_axes(axis, x.ndim)
+    axes = reduction_axes(axis, x.ndim)
     if any(x.shape[a] == 0 for a in axes):  # the empty any is False, the empty all is True
         shape = tuple(1 if a in axes else d for a, d in enumerate(x.shape) if keepdims or a not in axes)
         return broadcast_to(lift(current_context(), np.array(kind == "all"), np.bool_), shape)
@@ -212,6 +224,9 @@ def arg_extreme(kind: str, x, axis=None, keepdims=False) -> Tracer:
     which wins as in numpy; as int64 (numpy's intp here)."""
     x = as_tracer(x)
     kept_shape = None
+    if x.ndim == 0:  # numpy takes a 0-d array as 1-d here: axis None, 0 or -1
+        reduction_axes(axis, 0)
+        axis = None
     if axis is None:  # over the flattened array; keepdims keeps a 1 for each axis of x
         kept_shape, x, axis = (1,) * x.ndim, reshape(x, (-1,)), 0
     axis = normalize_axis(axis, x.ndim)
@@ -386,7 +401,7 @@ def expand_dims(x, axis) -> Tracer:
 
 def squeeze(x, axis=None) -> Tracer:
     x = as_tracer(x)
-    axes = tuple(i for i, d in enumerate(x.shape) if d == 1) if axis is None else normalize_axes(axis, x.ndim)
+    axes = tuple(i for i, d in enumerate(x.shape) if d == 1) if axis is None else reduction_axes(axis, x.ndim)
     for a in axes:
         if x.shape[a] != 1:
             raise ShapeError(f"cannot squeeze axis {a} of size {x.shape[a]} (shape {x.shape})", user_location())

@@ -238,6 +238,8 @@ class KernelEmitter:
             return self._axis_sum(extents[k], 0, at, at_chain, zero, add,
                                   lambda i, lv, ch: axes_from(k + 1, offsets + [i], lv, ch), k)
 
+        if not extents:  # a sum over no axes still starts at 0.0, as numpy's: -0.0 sums to 0.0
+            return add(level, zero, element_at([], chain))
         if level is self.outer and extents and extents[0] >= STREAMS * STREAM_MIN:
             # A whole-tensor sum: one top-level nest (kernels are numbered by their nests),
             # so the tree goes in a loop of one iteration.
