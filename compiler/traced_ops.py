@@ -189,8 +189,9 @@ def reduce(kind: str, x, axis=None, keepdims=False, dtype=None) -> Tracer:
 def prod(x, axis=None, keepdims=False, dtype=None) -> Tracer:
     """The product over `axis`, as a tree of multiplies of halves (log2 n slices and
     multiplies). numpy multiplies in order, so a float product may round differently in the
-    last place, and where partial products overflow and underflow (1e30, 1e30, 1e-30, 1e-30
-    in float32) numpy's order gives inf and the tree nan. Integer products wrap identically."""
+    last place, and where partial products overflow or underflow the two orders can disagree
+    (float32 1e30, 1e30, 1e-30, 1e-30: numpy's order overflows to inf, the tree's pairs give 1).
+    Integer products wrap around identically in any order."""
     x = as_tracer(x)
     axes = reduction_axes(axis, x.ndim)
     if dtype is None:
