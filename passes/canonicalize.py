@@ -11,8 +11,10 @@
   bit, so ``[0.0, -0.0]`` is not a splat and a NaN is a splat only of itself.
 - Folding computes what the generated code computes: each op's ``evaluate``
   (for float-to-int casts ``kiln.dialects.arith.float_to_int``, as every target
-  does). An op whose evaluation raises (an integer to a negative power) is left
-  for the run time to report.
+  does). The exception is the math library (exp, log, tanh, sin, cos, float
+  pow): folded, it is numpy's value; computed, each target's own, within a few
+  ulp of it. An op whose evaluation raises (an integer to a negative power) is
+  left for the run time to report.
 - Transpose of transpose, reshape of reshape and broadcast of broadcast become
   one op; reshapes, transposes, broadcasts, casts and slices that change nothing
   disappear.
