@@ -244,7 +244,8 @@ def test_integer_sums_wrap_as_numpys_do(target, dtype):
 def test_constant_folding_wraps_like_the_run_time(target):
     top = np.int32(2 ** 31 - 1)
     check(lambda x: (x + (np.full_like(x, top) + 1), x + (-np.full_like(x, -top - 1)),
-                     x + np.abs(np.full_like(x, -top - 1)), x + np.full_like(x, 46341) * 46341),
+                     x + np.abs(np.full_like(x, -top - 1)), x + np.full_like(x, 46341) * 46341,
+                     np.full_like(x, 3) ** 40, (x + 3) ** 40),
           np.zeros(3, np.int32), target=target)
 
 
