@@ -174,3 +174,98 @@ def test_narrow_matmuls_get_a_row_jammed_vector_schedule_and_numpys_numbers(m, k
         width = 1 << (min(n, lanes).bit_length() - 1)
         assert f"unroll_jam(k0.i, 8); vectorize(k0.j, {width})" in header
     np.testing.assert_allclose(f(a, b), a @ b, rtol=1e-5, atol=4e-6 * k)  # float32 sums of k terms
+
+
+# -- every step on sizes its factors do not divide, in release and bounds-checked debug mode --
+def _check_both_modes(fn, args, steps):
+    want = fn(*args)
+    for debug in (False, True):
+        got = kiln.compile(fn, schedule=steps, debug=debug)(*args)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6 * (1 + args[0].shape[-1]))
+
+
+def test_cache_read_of_a_partial_tile_stays_inside_the_buffer():
+    a, b = rng.standard_normal((5, 16)).astype(np.float32), rng.standard_normal((16, 100)).astype(np.float32)
+    steps = [("split", "k0.j", 32), ("cache_read", "k0.j.o", "b")]
+    _check_both_modes(lambda a, b: a @ b, (a, b), steps)
+    text = kiln.compile(lambda a, b: a @ b, schedule=steps).lower(a, b).text("scheduled", locations=False)
+    assert "affine.for %k0.j.o.copy1 = 0 to min affine_map<(d0) -> (32, d0 * -32 + 100)>(%k0.j.o) {" in text
+
+
+EDGE_STEPS = [
+    [("split", "k0.j", 32)],
+    [("split", "k0.i", 1), ("split", "k0.j", 3)],
+    [("tile", ["k0.i", "k0.j"], [5, 32])],
+    [("reorder", ["k0.j", "k0.i"]), ("unroll", "k0.i", 4)],
+    [("unroll", "k0.j", 32), ("unroll", "k0.i", 1)],
+    [("unroll_jam", "k0.i", 3)],
+    [("unroll_jam", "k0.i", 64), ("vectorize", "k0.j", 16)],
+    [("vectorize", "k0.j", 4), ("parallel", "k0.i")],
+    [("split", "k0.i", 7), ("parallel", "k0.i.o"), ("vectorize", "k0.j", 8)],
+    [("split", "k0.j", 5), ("cache_read", "k0.j.o", "x")],
+    [("split", "k0.j", 4), ("cache_read", "k0.j.o", "y")],
+    [("tile", ["k0.i", "k0.j"], [3, 8]), ("cache_read", "k0.j.o", "x", [1, 0]), ("cache_read", "k0.j.o", "y")],
+    [("cache_read", "k0.i", "x"), ("vectorize", "k0.j", 2)],
+]
+EDGE_SHAPES = [(1, 1), (17, 37)]
+# Plain, transposed and reversed reads, so that tiles are read forwards and backwards.
+EDGE_KERNELS = {
+    "plain": lambda x, y: np.tanh(x) * y + 1,
+    "reversed": lambda x, y: x[::-1, ::-1] - 2 * y,
+    "transposed": lambda x, y: x * y.T[::-1].T,
+}
+
+
+@pytest.mark.parametrize("steps", EDGE_STEPS, ids=[str(Schedule(s)) for s in EDGE_STEPS])
+@pytest.mark.parametrize("shape", EDGE_SHAPES, ids=[f"{m}x{n}" for m, n in EDGE_SHAPES])
+def test_every_step_gives_numpys_numbers_on_sizes_no_factor_divides(steps, shape):
+    x, y = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape).astype(np.float32)
+    for kernel in EDGE_KERNELS.values():
+        try:
+            _check_both_modes(kernel, (x, y), steps)
+        except ScheduleError as exc:  # a refusal is fine; it must name the step
+            assert any(str(exc).startswith(f"{s[0]}(") for s in steps), exc
+
+
+@pytest.mark.parametrize("n", [1, 5, 31, 32, 33, 100])
+def test_cache_read_of_a_matmul_panel_read_backwards(n):
+    a, b = rng.standard_normal((3, 7)).astype(np.float32), rng.standard_normal((7, n)).astype(np.float32)
+    _check_both_modes(lambda a, b: a @ b[:, ::-1], (a, b), [("split", "k0.j", 32), ("cache_read", "k0.j.o", "b")])
+    _check_both_modes(lambda a, b: a @ b, (a, b), [("tile", ["k0.i", "k0.j"], [2, 32]),
+                                                  ("cache_read", "k0.j.o", "b", [1, 0])])
+
+
+# -- a step applies whole or raises ScheduleError and leaves the IR as it was --------------
+def test_vectorizing_around_a_partial_tile_is_refused_with_the_reason():
+    fn = lambda a: np.broadcast_to(a, (3, 3)) + 1  # noqa: E731
+    steps = [("tile", ["k0.i", "k0.j"], [2, 2]), ("vectorize", "k0.i.o", 2)]
+    with pytest.raises(ScheduleError, match=r"vectorize\(k0.i.o, 2\): .*bounds of k0.i.i, inside it, depend on it"):
+        kiln.compile(fn, schedule=steps)(np.arange(3, dtype=np.float32))
+
+
+def _affine(fn, *args):
+    return kiln.compile(fn).lower(*args).module("affine").clone({})
+
+
+@pytest.mark.parametrize("steps, refused", [
+    ([("tile", ["k0.i", "k0.j"], [2, 2])], ("vectorize", "k0.i.o", 2)),
+    ([("unroll_jam", "k0.i", 2), ("vectorize", "k0.j", 4)], ("cache_read", "k0.j", "b", [1, 0])),
+    ([], ("cache_read", "k0.i", "b", [0, 0])),
+    ([], ("tile", ["k0.i", "k0.r"], [2, 2])),
+    ([], ("reorder", ["k0.j", "k0.r"])),
+    ([("split", "k0.j", 4)], ("unroll", "k0.j.i", 2)),
+    ([], ("parallel", "k0.r")),
+])
+def test_a_refused_step_leaves_the_ir_as_it_was(steps, refused):
+    from kiln.dialects import print_ir, verify
+    from kiln.passes.schedule import apply_step
+    module = _affine(lambda a, b: a @ b, kiln.f32[6, 5], kiln.f32[5, 9])
+    function = module.body.ops[-1]
+    for step in steps:
+        apply_step(function, step)
+    before = print_ir(module, locations=False)
+    with pytest.raises(ScheduleError, match=f"^{refused[0]}\\("):
+        apply_step(function, refused)
+    assert print_ir(module, locations=False) == before
+    verify(module)
