@@ -13,7 +13,7 @@ What can be drawn (each input feature is a switch of `programs`):
 - dtypes: float32 and float64, the integer types kiln supports and bool;
   with `mixed`, the inputs of one program may have different dtypes;
 - inputs: arrays of rank 0-3 with dimensions 1, 2, 3, 5, 7 (and 0 with
-  `empty`); with `views`, given Fortran-ordered or as transposed, strided,
+  `empty`; with `large`, also rank 1-2 with 8 to 64 and rank 1 with 1031 or 4099); with `views`, given Fortran-ordered or as transposed, strided,
   reversed or offset views; with `scalars`, Python ints and floats and numpy
   scalars;
 - values: standard normal floats and small integers; with `specials`, also
@@ -41,6 +41,9 @@ _CANDIDATE_DTYPES = (np.float32, np.float64, np.int8, np.int16, np.int32, np.int
 DTYPES = tuple(np.dtype(d) for d in _CANDIDATE_DTYPES if np.dtype(d) in SUPPORTED_DTYPES)
 FLOATS = tuple(d for d in DTYPES if d.kind == "f")
 DIMS = (1, 2, 3, 5, 7)
+# Past the vector width (tails of vectorized loops, partial tiles) and long float sums.
+LARGE_DIMS = (8, 13, 17, 31, 64)
+LONG = (1031, 4099)
 
 # Scalar constants: Python (weak) and numpy (strong) ones, signed zeros and
 # integer limits included; numpy rejects the ones that do not fit.
@@ -133,7 +136,9 @@ OPS = {
     "exp": Op(np.exp), "sqrt_abs": Op(lambda x: np.sqrt(np.abs(x))),
     "exp_tanh": Op(lambda x: np.exp(np.tanh(x)), smooth=True), "log1p_abs": Op(lambda x: np.log(1.0 + np.abs(x))),
     "relu": Op(lambda x: np.maximum(x, 0.0)), "sigmoid": Op(kiln.sigmoid, smooth=True),
-    "softmax": Op(kiln.softmax, min_rank=1),
+    "softmax": Op(kiln.softmax, min_rank=1), "logsumexp": Op(lambda x: kiln.logsumexp(x, axis=-1), min_rank=1),
+    "clip": Op(lambda x: np.clip(x, -0.5, 2)), "pow_abs": Op(lambda x: np.abs(x) ** 1.5),
+    "power_2": Op(lambda x: x ** 2, smooth=True), "reciprocal": Op(np.reciprocal),
     "logical_not": Op(np.logical_not), "invert": Op(np.invert),
     "cast": Op(_cast, draw_params=_cast_params),
     # with a scalar constant: Python scalars are weak, numpy scalars strong
@@ -157,9 +162,13 @@ OPS = {
     "logical_and": Op(np.logical_and, 2), "logical_or": Op(np.logical_or, 2), "logical_xor": Op(np.logical_xor, 2),
     "bitwise_and": Op(np.bitwise_and, 2), "bitwise_or": Op(np.bitwise_or, 2), "bitwise_xor": Op(np.bitwise_xor, 2),
     "floor_divide": Op(np.floor_divide, 2), "remainder": Op(np.remainder, 2),
+    "where_nonzero": Op(lambda x, y: np.where(y, x, 0), 2),
+    "concatenate": Op(lambda x, y: np.concatenate([x, y], axis=-1), 2, smooth=True),
+    "stack": Op(lambda x, y: np.stack([x, y], axis=-1), 2, smooth=True),
     "matmul": Op(np.matmul, 2, smooth=True),
     # reductions
     "sum": Op(np.sum, smooth=True, draw_params=_axis_params), "mean": Op(np.mean, smooth=True, draw_params=_axis_params),
+    "var": Op(np.var, draw_params=_axis_params), "std": Op(np.std, draw_params=_axis_params),
     "max": Op(lambda x, **kw: _positive_zeros(np.max(x, **kw)), draw_params=_axis_params),
     "min": Op(lambda x, **kw: _positive_zeros(np.min(x, **kw)), draw_params=_axis_params),
     # layout
@@ -168,7 +177,10 @@ OPS = {
     "slice": Op(lambda x, start, stop, step: x[start:stop:step], min_rank=1, smooth=True,
                 draw_params=_slice_params),
     "index": Op(lambda x, k: x[k], min_rank=1, smooth=True, draw_params=_index_params),
-    "expand": Op(lambda x: x[..., None], smooth=True),
+    "expand": Op(lambda x: x[..., None], smooth=True), "squeeze": Op(np.squeeze, smooth=True),
+    "swapaxes": Op(lambda x: np.swapaxes(x, 0, -1), min_rank=1, smooth=True),
+    "moveaxis": Op(lambda x: np.moveaxis(x, 0, -1), min_rank=1, smooth=True),
+    "ravel": Op(np.ravel, smooth=True),
     "broadcast": Op(lambda x, lead: np.broadcast_to(x, (lead,) + np.shape(x)), smooth=True,
                     draw_params=_broadcast_params),
     # one value read through several views of itself
@@ -179,6 +191,7 @@ OPS = {
     "matmul_self_t": Op(lambda x: x @ x.T, min_rank=1, smooth=True),
     "t_matmul_self": Op(lambda x: x.T @ x, min_rank=1, smooth=True),
     "sum_with_t": Op(lambda x: x.sum(axis=0) + x.T.sum(axis=-1), min_rank=1, smooth=True),
+    "concat_reversed": Op(lambda x: np.concatenate([x, x[::-1]]), min_rank=1, smooth=True),
     "plus_reshaped": Op(lambda x: x + np.reshape(x, np.shape(x)[::-1]), min_rank=1, smooth=True),
 }
 
@@ -186,7 +199,8 @@ OPS = {
 # operand ('f' float, 'i' signed, 'u' unsigned, 'b' bool): delete a line when
 # kiln learns the operation, and the fuzzer starts drawing it.
 NOT_YET = {"floor_divide": "fiub", "remainder": "fiub", "bitwise_and": "iu", "bitwise_or": "iu",
-           "bitwise_xor": "fiub", "invert": "iu", "matmul": "b", "matmul_self_t": "b", "t_matmul_self": "b"}
+           "bitwise_xor": "fiub", "invert": "iu", "matmul": "b", "matmul_self_t": "b", "t_matmul_self": "b",
+           "reciprocal": "iub"}  # numpy's integer reciprocal is integer division, refused on purpose
 
 
 @dataclass
@@ -288,7 +302,7 @@ def _try_step(program: Program, name: str, operands: list, params: dict):
         out = _quietly(OPS[name].fn, *operand_values, **params)
     except (ValueError, TypeError, IndexError, OverflowError, ZeroDivisionError, AttributeError):
         return None
-    if isinstance(out, bool) or _dtype_of(out) not in DTYPES or np.ndim(out) > 4 or np.size(out) > 4096:
+    if isinstance(out, bool) or _dtype_of(out) not in DTYPES or np.ndim(out) > 4 or np.size(out) > 1 << 14:
         return None
     if any(_kind(v) in NOT_YET.get(name, "") for v in operand_values + [out]):
         return None
@@ -328,12 +342,19 @@ def _draw_step(draw, program: Program) -> bool:
 
 @st.composite
 def programs(draw, max_steps: int = 8, dtypes=FLOATS, smooth: bool = False, mixed: bool = False,
-             views: bool = False, scalars: bool = False, specials: bool = False, empty: bool = False):
+             views: bool = False, scalars: bool = False, specials: bool = False, empty: bool = False,
+             large: bool = False):
     """Random programs over inputs of `dtypes` (see the module docstring for the switches);
     `smooth` ones use only operations differentiable everywhere."""
     dtype = np.dtype(draw(st.sampled_from(dtypes)))
     dims = DIMS + (0,) if empty and draw(st.integers(0, 3)) == 0 else DIMS
-    base = tuple(draw(st.lists(st.sampled_from(dims), min_size=0, max_size=3)))
+    size = draw(st.sampled_from(["small", "small", "large", "long"] if large else ["small"]))
+    if size == "large":
+        base = tuple(draw(st.lists(st.sampled_from(LARGE_DIMS + dims), min_size=1, max_size=2)))
+    elif size == "long":
+        base = (draw(st.sampled_from(LONG)),)
+    else:
+        base = tuple(draw(st.lists(st.sampled_from(dims), min_size=0, max_size=3)))
     shapes = [base]
     for _ in range(draw(st.integers(0, 2))):  # more inputs, broadcastable against the first
         keep = draw(st.integers(0, len(base)))

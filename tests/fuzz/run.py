@@ -5,6 +5,7 @@
     python tests/fuzz/run.py --minutes 5 --gradients
     python tests/fuzz/run.py --minutes 2 --target cuda-emulate
     python tests/fuzz/run.py --minutes 5 --schedules     # random legal schedules
+    python tests/fuzz/run.py --minutes 30 --keep-going   # every distinct failure, not only the first
 
 Programs of every dtype kiln supports, with scalar arguments, views, size-0
 dimensions and special values (NaN, inf, -0.0, huge, integer limits).
@@ -37,13 +38,17 @@ def main() -> int:
     parser.add_argument("--schedules", action="store_true", help="compile under random legal schedules")
     parser.add_argument("--target", default="cpu", choices=["cpu", "interpret", "cuda-emulate", "cuda"])
     parser.add_argument("--max-steps", type=int, default=10)
+    parser.add_argument("--keep-going", action="store_true",
+                        help="record each distinct failure (unshrunk) and go on, instead of stopping at the first")
     args = parser.parse_args()
     deadline = time.monotonic() + 60 * args.minutes
     tried = [0]
     outcomes = collections.Counter()
+    findings = {}
     everything = dict(views=True, empty=True)
     strategy = (programs(args.max_steps, dtypes=(np.float64,), smooth=True, **everything) if args.gradients
-                else programs(args.max_steps, dtypes=DTYPES, mixed=True, scalars=True, specials=True, **everything))
+                else programs(args.max_steps, dtypes=DTYPES, mixed=True, scalars=True, specials=True, large=True,
+                              **everything))
 
     class OutOfTime(Exception):
         pass
@@ -55,13 +60,22 @@ def main() -> int:
             raise OutOfTime
         tried[0] += 1
         if tried[0] % 200 == 0:
-            print(f"  {tried[0]} programs, no mismatch so far", flush=True)
-        if args.gradients:
-            outcomes[check_gradient(program, seed)] += 1
-        elif args.schedules:
-            outcomes[check_schedule(program, seed)] += 1
-        else:
-            outcomes[check(program, seed, args.target)] += 1
+            print(f"  {tried[0]} programs, {outcomes['failed']} failing so far", flush=True)
+        try:
+            if args.gradients:
+                outcomes[check_gradient(program, seed)] += 1
+            elif args.schedules:
+                outcomes[check_schedule(program, seed)] += 1
+            else:
+                outcomes[check(program, seed, args.target)] += 1
+        except AssertionError as exc:
+            if not args.keep_going:
+                raise
+            outcomes["failed"] += 1
+            # one entry per kind of failure: its first line without the seed, the shortest program kept
+            kind = str(exc).splitlines()[0].split(" for seed")[0]
+            if kind not in findings or len(str(exc)) < len(findings[kind]):
+                findings[kind] = str(exc)
 
     started = time.monotonic()
     try:
@@ -77,14 +91,17 @@ def main() -> int:
         traceback.print_exception(exc)
         return 1
     what = "gradients" if args.gradients else "random schedules" if args.schedules else f"target {args.target}"
-    print(f"{tried[0]} random programs ({what}) in {time.monotonic() - started:.0f} s: no mismatch")
+    for text in findings.values():
+        print(f"FINDING:\n{text}\n")
+    print(f"{tried[0]} random programs ({what}) in {time.monotonic() - started:.0f} s: " +
+          (f"{len(findings)} distinct findings in {outcomes['failed']} failing programs" if findings else "no mismatch"))
     refused = {k: n for k, n in outcomes.items() if k.startswith("unsupported")}
     if outcomes:
         print(f"  compared {outcomes['checked']}, rejected by numpy {outcomes['invalid']}, "
               f"UnsupportedError {sum(refused.values())}")
     for message, n in sorted(refused.items(), key=lambda item: -item[1])[:5]:
         print(f"  {n:6d} x {message}")
-    return 0
+    return 1 if findings else 0
 
 
 if __name__ == "__main__":
