@@ -296,10 +296,7 @@ def _inverse_count(count: int, dtype) -> np.ndarray:
 def matmul(a, b) -> Tracer:
     ctx = context_of((a, b))
     a, b = check_operand(a), check_operand(b)
-    a_dtype, b_dtype, out_dtype = np.matmul.resolve_dtypes((promotion_key(a), promotion_key(b), None))
-    if out_dtype == np.bool_:
-        raise DTypeError("matmul of bool arrays is not supported; cast them to an integer or float dtype",
-                         user_location())
+    a_dtype, b_dtype, _ = np.matmul.resolve_dtypes((promotion_key(a), promotion_key(b), None))
     a, b = lift(ctx, a, a_dtype), lift(ctx, b, b_dtype)
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError("matmul does not take 0-d arrays (use * to scale)", user_location())

@@ -268,7 +268,7 @@ class MatmulOp(TensorOp):
                              f"({a.shape[-1]} != {b.shape[-2]})", ShapeError)
         if a.element != b.element:
             raise self.error(f"tensor.matmul operands have types {a.element} and {b.element}", DTypeError)
-        self.check_element(a, NUMERIC)
+        self.check_element(a, ALL)  # bool: numpy's OR of ANDs
         return [a.with_shape(a.shape[:-1] + b.shape[-1:])]
 
     def evaluate(self, a, b):

@@ -294,6 +294,7 @@ class KernelEmitter:
         return list(loop.results)
 
     def matmul(self, op, index, chain, level):
+        """Sum of products; for bools numpy's OR of ANDs (an i1 add would be XOR)."""
         element = op.result.type.element
         init = self.scalar_constant(reduction_identity(T.ReduceSumOp, element), element)
         batch, m, n = list(index[:-2]), index[-2], index[-1]
@@ -303,6 +304,8 @@ class KernelEmitter:
             a = self.value(op.lhs, tuple(batch + [m, k]), inner_chain)
             b = self.value(op.rhs, tuple(batch + [k, n]), inner_chain)
             builder = _LevelBuilder(inner_chain[-1][1])
+            if element.is_bool:
+                return builder.op(AR.OrIOp, acc, builder.op(AR.AndIOp, a, b))
             product = SCALAR_RULES[T.MulOp](builder, op, element, a, b)
             return SCALAR_RULES[T.AddOp](builder, op, element, acc, product)
 

@@ -94,3 +94,42 @@ def test_sum_over_no_axes_starts_at_zero(target, axis):
     x = np.array([-0.0, 1.0, -0.0, np.nan, -np.inf], np.float32)
     fn = (lambda a: np.sum(a, axis=())) if axis == () else (lambda a: np.sum(a[0], axis=axis))
     assert_same(run(fn, target, x), expected_of(fn, x))
+
+
+# -- matmul of bool and integer arrays ---------------------------------------------------
+MATMUL_SHAPES = [((2, 2), (2, 2)), ((1, 1), (1, 1)), ((3, 5), (5, 4)), ((7, 13), (13, 17)), ((16, 33), (33, 40)),
+                 ((0, 3), (3, 2)), ((3, 0), (0, 2)), ((2, 5, 7), (7, 3)), ((7,), (7,)), ((7,), (7, 4)), ((4, 7), (7,))]
+
+
+def _operands(dtype, shapes, rng):
+    if dtype == np.bool_:
+        return [rng.random(s) < 0.25 for s in shapes]
+    info = np.iinfo(dtype)  # the whole range, so sums of products wrap around as numpy's do
+    return [rng.integers(info.min, info.max, s, dtype=dtype, endpoint=True) for s in shapes]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.bool_, np.int32, np.int64])
+@pytest.mark.parametrize("shapes", MATMUL_SHAPES, ids=str)
+def test_matmul_of_bool_and_integer_arrays(target, dtype, shapes):
+    a, b = _operands(dtype, shapes, np.random.default_rng(len(shapes[0]) * 100 + shapes[0][-1]))
+    assert_same(run(lambda x, y: x @ y, target, a, b), expected_of(np.matmul, a, b))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_bool_matmul_examples(target):
+    assert_same(run(lambda x: x @ x, target, np.ones((2, 2), bool)), np.ones((2, 2), bool))
+    a = np.array([[True, False], [False, False]])
+    assert_same(run(lambda x, y: x @ y, target, a, a.T), a @ a.T)
+    views = np.random.default_rng(5).random((12, 10)) < 0.3  # strided, reversed and transposed views
+    left, right = views[::-2, 1::3], views[:6, ::-2].T[:3]
+    assert_same(run(lambda x, y: np.dot(x, y), target, left, right), np.dot(left, right))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("other", [np.int32, np.int64, np.float32])
+def test_bool_matmul_with_another_dtype_promotes(target, other):
+    rng = np.random.default_rng(3)
+    a, b = rng.random((3, 4)) < 0.5, (rng.integers(-5, 5, (4, 2))).astype(other)
+    assert_same(run(lambda x, y: x @ y, target, a, b), a @ b)
+    assert_same(run(lambda x, y: x @ y, target, b.T, a.T), b.T @ a.T)
