@@ -28,7 +28,8 @@ import numpy as np  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from fuzz.programs import DTYPES, check, check_gradient, check_schedule, programs  # noqa: E402
+from fuzz.programs import DTYPES, check, check_gradient, programs  # noqa: E402
+from fuzz.schedules import check_schedule  # noqa: E402
 
 
 def main() -> int:
