@@ -9,6 +9,8 @@ reading a neighbour's memory.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from kiln.dialects import affine as A
@@ -154,7 +156,18 @@ _FLOAT_COMPARE = {"oeq": np.equal, "olt": np.less, "ole": np.less_equal, "ogt": 
 _INT_COMPARE = {"eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal, "sgt": np.greater,
                 "sge": np.greater_equal, "ult": np.less, "ule": np.less_equal, "ugt": np.greater,
                 "uge": np.greater_equal}
-_REDUCE = {"add": np.sum, "mul": np.prod, "maximumf": np.max, "minimumf": np.min, "maxsi": np.max,
+def _maximumf(a, b):
+    """arith.maximumf as LLVM's llvm.maximum computes it: NaN if either is, and -0.0 < 0.0
+    (np.maximum returns its second operand when the two compare equal)."""
+    return np.where(a == b, np.where(np.signbit(a), b, a), np.maximum(a, b))
+
+
+def _minimumf(a, b):
+    return np.where(a == b, np.where(np.signbit(a), a, b), np.minimum(a, b))
+
+
+_REDUCE = {"add": np.sum, "mul": np.prod, "maximumf": lambda v: functools.reduce(_maximumf, v),
+           "minimumf": lambda v: functools.reduce(_minimumf, v), "maxsi": np.max,
            "minsi": np.min, "and": np.bitwise_and.reduce, "or": np.bitwise_or.reduce}
 
 
@@ -165,7 +178,7 @@ def _cast(op, x):
 _SCALAR = {
     AR.AddFOp: lambda op, a, b: a + b, AR.SubFOp: lambda op, a, b: a - b, AR.MulFOp: lambda op, a, b: a * b,
     AR.DivFOp: lambda op, a, b: np.divide(a, b), AR.NegFOp: lambda op, a: -a,
-    AR.MaximumFOp: lambda op, a, b: np.maximum(a, b), AR.MinimumFOp: lambda op, a, b: np.minimum(a, b),
+    AR.MaximumFOp: lambda op, a, b: _maximumf(a, b), AR.MinimumFOp: lambda op, a, b: _minimumf(a, b),
     AR.AddIOp: lambda op, a, b: a + b, AR.SubIOp: lambda op, a, b: a - b, AR.MulIOp: lambda op, a, b: a * b,
     AR.MaxSIOp: lambda op, a, b: np.maximum(a, b), AR.MinSIOp: lambda op, a, b: np.minimum(a, b),
     AR.AndIOp: lambda op, a, b: a & b, AR.OrIOp: lambda op, a, b: a | b, AR.XOrIOp: lambda op, a, b: a ^ b,

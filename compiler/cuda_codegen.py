@@ -88,10 +88,15 @@ static cudaError_t kiln_read_status(int *dst) {
 __device__ static inline long long kiln_floordiv(long long a, long long b) {
     long long q = a / b; return (a % b != 0 && a < 0) ? q - 1 : q; }
 __device__ static inline long long kiln_mod(long long a, long long b) { long long r = a % b; return r < 0 ? r + b : r; }
-__device__ static inline float kiln_maxf(float a, float b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }
-__device__ static inline float kiln_minf(float a, float b) { return (a != a || b != b) ? NAN : (a < b ? a : b); }
-__device__ static inline double kiln_max(double a, double b) { return (a != a || b != b) ? NAN : (a > b ? a : b); }
-__device__ static inline double kiln_min(double a, double b) { return (a != a || b != b) ? NAN : (a < b ? a : b); }
+/* arith.maximumf / minimumf: NaN if either is, and -0.0 < 0.0 (IEEE 754 maximum, LLVM's llvm.maximum). */
+__device__ static inline float kiln_maxf(float a, float b) {
+    return (a != a || b != b) ? NAN : (a > b || (a == b && !signbit(a)) ? a : b); }
+__device__ static inline float kiln_minf(float a, float b) {
+    return (a != a || b != b) ? NAN : (a < b || (a == b && signbit(a)) ? a : b); }
+__device__ static inline double kiln_max(double a, double b) {
+    return (a != a || b != b) ? NAN : (a > b || (a == b && !signbit(a)) ? a : b); }
+__device__ static inline double kiln_min(double a, double b) {
+    return (a != a || b != b) ? NAN : (a < b || (a == b && signbit(a)) ? a : b); }
 /* Integer arithmetic wraps around as numpy's does: it is done in unsigned types, because
    signed overflow is undefined behaviour that compilers fold on ((x + 1) > x is "true"). */
 __device__ static inline long long kiln_ipow(long long base, long long e) {

@@ -130,6 +130,26 @@ def test_maximum_and_minimum_at_equal_zeros_and_nan(target, dtype):
           a, b, target=target)
 
 
+@pytest.mark.parametrize("target", ["cpu", TARGETS[2]])
+def test_max_and_min_reductions_order_zeros_as_ieee_in_every_stage(target):
+    # numpy's reductions answer ties of 0.0 and -0.0 by element order; arith.maximumf, which
+    # the native code, the CUDA C and the affine interpreter compute, says -0.0 < 0.0.
+    from kiln.affine_interpreter import run_affine
+
+    def largest(zeros):
+        return np.float32(-0.0) if np.signbit(zeros).all() else np.float32(0.0)
+
+    def smallest(zeros):
+        return np.float32(-0.0) if np.signbit(zeros).any() else np.float32(0.0)
+
+    for n in (3, 1000):
+        x = np.resize(np.array([0.0, -0.0, -0.0], np.float32), n)
+        f = kiln.compile(lambda x: (x.max(), x.min(), x[::-1].max(), x[1:].max(), x[:1].min()), target=target)
+        expected = (largest(x), smallest(x), largest(x), largest(x[1:]), smallest(x[:1]))
+        assert_same(tuple(f(x)), expected)
+        assert_same(tuple(run_affine(f.lower(x).module("scheduled"), [x])), expected)
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_constants_mixing_zero_and_minus_zero(target):
     for c in ([-0.0, 0.0, 0.0, -0.0], [0.0, -0.0, -0.0, 0.0]):
