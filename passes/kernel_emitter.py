@@ -36,7 +36,7 @@ import numpy as np
 from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import tensor as T
-from kiln.dialects.affine_expr import Dim, dims_of
+from kiln.dialects.affine_expr import Const, Dim, ceildiv, dims_of
 
 from .affine_builder import REDUCTION_NAMES, LOOP_NAMES, View, access
 from .index_maps import operand_index
@@ -224,7 +224,8 @@ class KernelEmitter:
         STREAMS * STREAM_MIN runs in STREAMS interleaved accumulators over contiguous
         quarters (independent chains: they also keep the adder busy), and an axis longer
         than LEAF is cut into blocks of LEAF * FANOUT**k elements, FANOUT at most per
-        level. Every level starts at zero and adds the sum of the level below, so the
+        level (an axis with reduced axes inside it into min-bounded levels, so those are
+        written once). Every level starts at zero and adds the sum of the level below, so the
         error grows with the number of levels, O(log n), whatever the schedule does with
         the loops inside a level."""
         zero = self.scalar_constant(0.0, element)
@@ -235,12 +236,13 @@ class KernelEmitter:
         def axes_from(k, offsets, at, at_chain):
             if k == len(extents):
                 return element_at(offsets, at_chain)
-            return self._axis_sum(extents[k], 0, at, at_chain, zero, add,
-                                  lambda i, lv, ch: axes_from(k + 1, offsets + [i], lv, ch), k)
+            sum_axis = self._axis_sum if k == len(extents) - 1 else self._outer_axis_sum
+            return sum_axis(extents[k], 0, at, at_chain, zero, add,
+                            lambda i, lv, ch: axes_from(k + 1, offsets + [i], lv, ch), k)
 
         if not extents:  # a sum over no axes still starts at 0.0, as numpy's: -0.0 sums to 0.0
             return add(level, zero, element_at([], chain))
-        if level is self.outer and extents and extents[0] >= STREAMS * STREAM_MIN:
+        if level is self.outer and len(extents) == 1 and extents[0] >= STREAMS * STREAM_MIN:
             # A whole-tensor sum: one top-level nest (kernels are numbered by their nests),
             # so the tree goes in a loop of one iteration.
             (total,) = self._loop(1, [zero], level, chain, "sum",
@@ -281,10 +283,40 @@ class KernelEmitter:
                                                      term, axis))
         return total
 
-    def _loop(self, count, inits, level, chain, name, body):
-        """One affine.for over [0, count) carrying `inits`, inserted at `level`;
-        `body(iv_expr, level, chain, accumulators)` fills it and returns what it yields."""
-        loop = A.ForOp.create(0, count, inits=list(inits), iv_name=self.fresh_name(name))
+    def _outer_axis_sum(self, extent, offset, level, chain, zero, add, term, axis):
+        """Sum of `term(i, level, chain)` for i in [offset, offset + extent), for an axis with
+        more reduced axes inside: levels of FANOUT blocks whose last block ends at a ``min``
+        bound, so the loops inside (the term) are written once, with no tail loops."""
+        name = REDUCTION_NAMES[axis] if axis < len(REDUCTION_NAMES) else "r"
+        sizes = [1]
+        while sizes[-1] * FANOUT < extent:
+            sizes.append(sizes[-1] * FANOUT)
+        sizes.reverse()
+
+        def nest(k, base, at, at_chain):
+            size, operands = sizes[k], []
+            if k == 0:
+                bound = -(-extent // size)
+            else:  # min(FANOUT, ceil((extent - base) / size))
+                operands, amap = access((ceildiv(base * -1 + extent, size),), self.ivs)
+                bound = (Const(FANOUT),) + amap.results
+
+            def body(i, lv, ch, accs):
+                start = base + i * size
+                value = term(start + offset, lv, ch) if size == 1 else nest(k + 1, start, lv, ch)
+                return [add(lv, accs[0], value)]
+
+            (total,) = self._loop(bound, [zero], at, at_chain, name if size == 1 else f"{name}.b", body, operands)
+            return total
+
+        return nest(0, Const(0), level, chain)
+
+    def _loop(self, count, inits, level, chain, name, body, bound_operands=()):
+        """One affine.for over [0, count) carrying `inits`, inserted at `level` (`count` an int,
+        or bounds over `bound_operands` as in ForOp.create); `body(iv_expr, level, chain,
+        accumulators)` fills it and returns what it yields."""
+        loop = A.ForOp.create(0, count, inits=list(inits), iv_name=self.fresh_name(name),
+                              bound_operands=list(bound_operands))
         self.ivs.append(loop.induction_variable)
         inner = Level(loop.body, 0)
         inner_chain = list(chain[:_position(level, chain) + 1]) + [(len(self.ivs) - 1, inner)]
