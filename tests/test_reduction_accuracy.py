@@ -194,3 +194,9 @@ def test_cuda_row_sums_keep_the_tree():
     x = np.full((4, 1_000_003), 0.1, np.float32)
     got = kiln.compile(lambda x: x.sum(axis=1), target="cuda-emulate")(x)
     assert_as_accurate(got, x.sum(axis=1), np.full(4, 1_000_003 * TENTH), floor=12)
+
+
+def test_cuda_sums_over_several_axes_inside_a_thread():
+    x = np.full((3, 300, 301), 0.1, np.float32)
+    fn = kiln.compile(lambda x: x.sum(axis=(1, 2)), target="cuda-emulate")
+    assert_as_accurate(fn(x), x.sum(axis=(1, 2)), np.full(3, 300 * 301 * TENTH))
