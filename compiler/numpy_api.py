@@ -240,6 +240,12 @@ def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **extras):
     operands = [ops.check_operand(v) for v in (a, low, high) if v is not None]
     target = np.result_type(*(ops.promotion_sample(v) for v in operands))
     result = a if isinstance(a, ops.Tracer) and a.dtype == target else ops.lift(ops.context_of(operands), a, target)
+    if low is not None and high is not None and np.size(low) == 1 and np.size(high) == 1 and target.kind == "f":
+        # numpy clips between two one-element bounds in a loop of its own, which keeps x where
+        # it equals a bound (np.clip(-0.0, 0.0, 1.0) is -0.0, np.maximum(-0.0, 0.0) is 0.0);
+        # a NaN bound or x gives NaN.
+        result = np.where(np.logical_or(np.less(result, low), np.not_equal(low, low)), low, result)
+        return np.where(np.logical_or(np.greater(result, high), np.not_equal(high, high)), high, result)
     result = result if low is None else np.maximum(result, low)
     return result if high is None else np.minimum(result, high)
 

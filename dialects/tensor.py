@@ -237,18 +237,33 @@ class ReduceSumOp(ReduceOp):
     numpy_fn = staticmethod(np.sum)
 
 
+def _ieee_at_zeros(numpy_fn, sign: float):
+    """np.max (np.min) with IEEE 754's maximum (minimum) between signed zeros: 0.0 > -0.0, so
+    the answer does not depend on the order of evaluation, and every schedule and target
+    gives it. numpy's does: its float maximum picks the later of two equal values, so
+    np.max([0.0, -0.0]) is -0.0 but np.max([-0.0, 0.0]) is 0.0."""
+    def reduce(x, axis, keepdims):
+        result = np.asarray(numpy_fn(x, axis=axis, keepdims=keepdims))
+        if x.dtype.kind != "f":
+            return result
+        zero = x.dtype.type(sign)
+        present = np.any((x == 0) & (np.signbit(x) == np.signbit(zero)), axis=axis, keepdims=keepdims)
+        return np.where((result == 0) & present, zero, result)
+    return reduce
+
+
 class ReduceMaxOp(ReduceOp):
-    """``tensor.reduce_max`` over `axes`."""
+    """``tensor.reduce_max`` over `axes`: NaN if any element is, and 0.0 over -0.0."""
     name = "tensor.reduce_max"
     allowed = ALL
-    numpy_fn = staticmethod(np.max)
+    numpy_fn = staticmethod(_ieee_at_zeros(np.max, 0.0))
 
 
 class ReduceMinOp(ReduceOp):
-    """``tensor.reduce_min`` over `axes`."""
+    """``tensor.reduce_min`` over `axes`: NaN if any element is, and -0.0 over 0.0."""
     name = "tensor.reduce_min"
     allowed = ALL
-    numpy_fn = staticmethod(np.min)
+    numpy_fn = staticmethod(_ieee_at_zeros(np.min, -0.0))
 
 
 # -- linear algebra ----------------------------------------------------------

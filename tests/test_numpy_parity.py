@@ -133,3 +133,120 @@ def test_bool_matmul_with_another_dtype_promotes(target, other):
     a, b = rng.random((3, 4)) < 0.5, (rng.integers(-5, 5, (4, 2))).astype(other)
     assert_same(run(lambda x, y: x @ y, target, a, b), a @ b)
     assert_same(run(lambda x, y: x @ y, target, b.T, a.T), b.T @ a.T)
+
+
+# -- maximum and minimum at signed zeros ---------------------------------------------------
+SPECIAL = [-0.0, 0.0, np.nan, np.inf, -np.inf, 1.0, -1.0]
+
+
+def _pairs(dtype, repeat):
+    """Every ordered pair of special values, `repeat` times over (long arrays take the vector loops)."""
+    left = np.array([a for a in SPECIAL for _ in SPECIAL] * repeat, dtype)
+    right = np.array([b for _ in SPECIAL for b in SPECIAL] * repeat, dtype)
+    return left, right
+
+
+ELEMENTWISE = {
+    "maximum": lambda x, y: np.maximum(x, y),
+    "minimum": lambda x, y: np.minimum(x, y),
+    "maximum-reversed-views": lambda x, y: np.maximum(x[::-1], y[::-1]),
+    "minimum-strided": lambda x, y: np.minimum(x[:-1:3], y[1::3]),
+    "relu": lambda x, y: kiln.relu(x) + kiln.relu(y) * 0,
+    "maximum-0": lambda x, y: np.maximum(x, 0) - np.maximum(-0.0, y),
+    "minimum-scalars": lambda x, y: np.minimum(x, -0.0) * np.minimum(0.0, y),
+    "maximum-of-2d-transposed": lambda x, y: np.maximum(x.reshape(7, -1).T, y.reshape(7, -1).T),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("repeat", [1, 5])
+@pytest.mark.parametrize("name", sorted(ELEMENTWISE))
+def test_elementwise_maximum_minimum_are_numpys(target, dtype, repeat, name):
+    """np.maximum(a, b) is a where a > b or a is NaN, else b: np.maximum(0.0, -0.0) is -0.0."""
+    x, y = _pairs(dtype, repeat)
+    fn = ELEMENTWISE[name]
+    assert_same(run(fn, target, x, y), expected_of(fn, x, y))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_signed_zero_examples(target, dtype):
+    zero, negative_zero = np.array([0.0], dtype), np.array([-0.0], dtype)
+    assert_same(run(np.minimum, target, negative_zero, zero), np.minimum(negative_zero, zero))
+    assert not np.signbit(run(np.minimum, target, negative_zero, zero)[0])
+    assert np.signbit(run(np.minimum, target, zero, negative_zero)[0])
+    assert np.signbit(run(np.maximum, target, zero, negative_zero)[0])
+    assert_same(run(kiln.relu, target, negative_zero), np.maximum(negative_zero, 0))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_folded_maximum_minimum_are_numpys(target):
+    """Constants fold to numpy's answer too (both operands known at compile time)."""
+    def fn(x):
+        zeros = np.zeros_like(x)
+        return (np.maximum(zeros, -zeros), np.minimum(-zeros, zeros), np.maximum(-zeros, 0.0),
+                np.minimum(zeros, np.full_like(x, np.nan)), np.clip(-zeros, 0.0, 1.0))
+    x = np.ones(5, np.float32)
+    for got, want in zip(run(fn, target, x), fn(x)):
+        assert_same(got, want)
+
+
+CLIPS = {
+    "scalars": lambda x, lo, hi: np.clip(x, lo[0], hi[0]),
+    "python": lambda x, lo, hi: np.clip(x, -0.0, 0.0) + np.clip(x, 0.0, 1.0),
+    "method": lambda x, lo, hi: x.clip(0.0, -0.0),
+    "array-bounds": lambda x, lo, hi: np.clip(x, lo, hi),
+    "one-element-bounds": lambda x, lo, hi: np.clip(x.reshape(-1, 1), lo[:1], hi[None, :1]),
+    "row-bounds": lambda x, lo, hi: np.clip(x.reshape(-1, 1), lo[:, None], hi[0]),
+    "low-only": lambda x, lo, hi: np.clip(x, lo, None),
+    "high-only": lambda x, lo, hi: np.clip(x, None, hi[0]),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", sorted(CLIPS))
+def test_clip_is_numpys_at_signed_zeros_and_nan(target, dtype, name):
+    """numpy clips between two one-element bounds keeping x where it equals a bound
+    (np.clip(-0.0, 0.0, 1.0) is -0.0), but with larger bounds it is minimum(maximum(x, lo), hi)."""
+    fn = CLIPS[name]
+    for lo_value in SPECIAL:
+        for hi_value in SPECIAL:
+            x = np.array(SPECIAL * 3, dtype)
+            lo, hi = np.full(x.shape, lo_value, dtype), np.full(x.shape, hi_value, dtype)
+            assert_same(run(fn, target, x, lo, hi), expected_of(fn, x, lo, hi))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 2, 3, 7, 8, 17, 64, 1000])
+def test_max_min_reductions_match_numpy_where_numpys_order_does_not_matter(target, dtype, n):
+    """Away from mixed-sign zeros a reduction's answer is numpy's: NaN wins, and zeros of one sign keep it."""
+    rng = np.random.default_rng(n)
+    for zero in (0.0, -0.0):
+        x = np.where(rng.random(n) < 0.5, zero, -rng.random(n) - 1).astype(dtype)
+        for fn in (np.max, lambda a: np.min(-a), lambda a: np.max(a.reshape(1, -1)[:, ::-1], axis=1)):
+            assert_same(run(fn, target, x), fn(x))
+        x[n // 2] = np.nan
+        assert_same(run(np.max, target, x), np.max(x))
+        assert_same(run(np.min, target, x), np.min(x))
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [2, 3, 8, 33, 1000])
+def test_max_min_reductions_of_mixed_zeros_are_ieee(target, dtype, n):
+    """Between zeros of both signs a reduction gives IEEE 754's answer, 0.0 for max and -0.0 for
+    min, whatever the order (numpy's answer depends on its order of evaluation, see
+    docs/reliability.md)."""
+    rng = np.random.default_rng(n)
+    x = np.where(rng.random(n) < 0.5, 0.0, -0.0).astype(dtype)
+    x[0], x[-1] = -0.0, 0.0
+    for arrangement in (x, x[::-1], np.roll(x, n // 2)):
+        got_max, got_min = run(np.max, target, arrangement), run(np.min, target, arrangement)
+        assert_same(got_max, dtype(0.0))
+        assert_same(got_min, dtype(-0.0))
+    rows = np.stack([x, x[::-1]])
+    assert_same(run(lambda a: np.max(a, axis=1), target, rows), np.zeros(2, dtype))
+    assert_same(run(lambda a: np.min(a.T, axis=0), target, rows), np.full(2, -0.0, dtype))
