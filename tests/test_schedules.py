@@ -269,3 +269,13 @@ def test_a_refused_step_leaves_the_ir_as_it_was(steps, refused):
         apply_step(function, refused)
     assert print_ir(module, locations=False) == before
     verify(module)
+
+
+def test_the_schedule_fuzzer_draws_every_cpu_step():
+    import random
+    from fuzz.schedules import CPU_STEPS, random_schedule
+    drawn = set()
+    for seed in range(6):
+        module = _affine(lambda a, b: np.tanh(a @ b) + b.sum(), kiln.f32[13, 7], kiln.f32[7, 19])
+        drawn.update(step[0] for step in random_schedule(module, random.Random(seed), length=8))
+    assert drawn == set(CPU_STEPS)

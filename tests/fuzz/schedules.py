@@ -19,8 +19,8 @@ from kiln.passes.schedule import apply_step
 from .programs import DTYPES, Program, _quietly, _reference, _show, _spread, compare, inputs_for, run
 
 CPU_STEPS = ("split", "reorder", "tile", "unroll", "unroll_jam", "vectorize", "parallel", "cache_read")
-# 1, primes, powers of two, and sizes beyond the programs' extents (DIMS go up to 7)
-FACTORS = (1, 2, 3, 4, 5, 7, 8, 11, 16)
+# 1, primes and powers of two: most divide no extent, some exceed the extent they split
+FACTORS = (1, 2, 3, 4, 5, 7, 8, 11, 16, 32)
 WIDTHS = (2, 3, 4, 8, 16)
 
 
