@@ -274,22 +274,17 @@ def var(x, axis=None, dtype=None, ddof=0, keepdims=False) -> Tracer:
 
 
 def _per_count(total: Tracer, count: int) -> Tracer:
-    """total / count as numpy's mean and var compute it: floats as total x 1/count; other dtypes
-    (np.mean(a, dtype=np.int64)) divide in float64 and cast back, truncating, as numpy does."""
-    if total.dtype.kind == "f":
-        return np.multiply(total, _inverse_count(count, total.dtype))
-    return astype(np.true_divide(total, np.float64(count)), total.dtype)
-
-
-def _inverse_count(count: int, dtype) -> np.ndarray:
-    """1/count in `dtype`; 1/0 is inf, so an empty mean is 0 x inf = nan and a variance with
-    ddof >= n is nan (or inf), as numpy gives them. numpy warns there, and so does kiln."""
+    """total / count as numpy's mean and var compute it: numpy divides by an intp count, so the
+    quotient is taken in float64 and rounded once to the sum's dtype (truncated for integer
+    dtypes, np.mean(a, dtype=np.int64)). Multiplying by a rounded 1/count instead would add a
+    rounding. 0/0 is nan and x/0 inf: an empty mean, or a variance with ddof >= n, as numpy
+    gives them; numpy warns there, and so does kiln."""
     if count == 0:
         loc = user_location()
         warnings.warn_explicit("kiln: a mean or variance over no elements (or with ddof >= n) is nan",
                                RuntimeWarning, loc.file if loc else "<kiln>", loc.line if loc else 0)
-    with np.errstate(divide="ignore"):
-        return np.asarray(np.float64(1.0) / np.float64(count), dtype=dtype)
+    wide = total if total.dtype == np.float64 else astype(total, np.float64)
+    return astype(np.true_divide(wide, np.float64(count)), total.dtype)
 
 
 # -- linear algebra ----------------------------------------------------------------------

@@ -45,6 +45,15 @@ def test_mean_of_twenty_million_tenths():
     assert abs(float(got) - 0.1) < 1e-7  # it was 0.10108 (1.1% off)
 
 
+def test_means_divide_once_as_numpy_does():
+    """numpy divides the sum by the count (in float64, rounded once); sum x float32(1/n)
+    rounds twice: 5 x float32(1/3) is 1.6666667, 5/3 is 1.6666666."""
+    x = np.array([1.0, 2.0, 2.0], np.float32)
+    assert kiln.compile(lambda x: x.mean())(x) == x.mean() == np.float32(5 / 3)
+    rows = np.array([[1.0, 2.0, 2.0], [4.0, 0.5, 0.5]], np.float32)
+    np.testing.assert_array_equal(kiln.compile(lambda x: x.mean(axis=1))(rows), rows.mean(axis=1))
+
+
 def test_row_sums_of_four_rows_of_five_million():
     x = np.full((4, 5_000_000), 0.1, np.float32)
     got = kiln.compile(lambda x: x.sum(axis=1))(x)
