@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzz.programs import DTYPES, Input, check, check_gradient, compare, program_of, programs
+from fuzz.programs import DTYPES, Input, check, check_concurrently, check_gradient, compare, program_of, programs
 from fuzz.schedules import check_schedule
 
 
@@ -27,6 +27,12 @@ def test_random_programs_compile_to_numpys_numbers(program, seed):
 @given(EVERYTHING, st.integers(0, 2**32 - 1))
 def test_random_programs_of_every_dtype_layout_and_special_value_give_numpys_numbers(program, seed):
     check(program, seed)
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(st.lists(EVERYTHING, min_size=4, max_size=4), st.integers(0, 2**32 - 1))
+def test_random_programs_traced_and_run_from_four_threads_at_once_give_numpys_numbers(batch, seed):
+    check_concurrently([(program, seed + k) for k, program in enumerate(batch)])
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)

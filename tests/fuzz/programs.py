@@ -20,12 +20,15 @@ What can be drawn (each input feature is a switch of `programs`):
   NaN, +-inf, -0.0, huge and subnormal floats and integers at their limits;
 - steps: elementwise math, wrapping integer arithmetic, comparisons, logic,
   casts, Python and numpy scalar constants, constant rows, reductions,
-  matmul, layout changes, and one value read through several views of itself
-  (``x + x.T``, ``x @ x.T``, ``x * x[..., ::-1]``, ...).
+  matmul, layout changes, array methods (supported or not), and one value
+  read through several views of itself (``x + x.T``, ``x @ x.T``,
+  ``x * x[..., ::-1]``, ...).
 """
 from __future__ import annotations
 
+import threading
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -112,9 +115,14 @@ def _constant_params(draw, shape):
 
 
 def _row_params(draw, shape):
-    n = shape[-1] if shape else 1
+    n = min(shape[-1] if shape else 1, 8)
     return {"row": tuple(draw(st.lists(st.sampled_from(ROW_VALUES), min_size=n, max_size=n))),
             "dtype": draw(st.sampled_from(DTYPES)).name}
+
+
+def _row(x, row, dtype):
+    """A constant row as long as `x`'s last axis: `row` repeated."""
+    return np.resize(np.array(row, dtype=dtype), np.shape(x)[-1:] or (1,))
 
 
 def _cast_params(draw, shape):
@@ -123,6 +131,15 @@ def _cast_params(draw, shape):
 
 def _index_params(draw, shape):
     return {"k": draw(st.integers(-shape[0], shape[0] - 1)) if shape and shape[0] else 0}
+
+
+# Array methods, supported or not: kiln must compute them or raise UnsupportedError.
+METHODS = ("prod", "cumsum", "cumprod", "argmax", "argmin", "any", "all", "round", "flatten", "copy", "trace",
+           "diagonal", "conj", "std", "argsort")
+
+
+def _method_params(draw, shape):
+    return {"method": draw(st.sampled_from(METHODS))}
 
 
 def _broadcast_params(draw, shape):
@@ -141,6 +158,7 @@ OPS = {
     "power_2": Op(lambda x: x ** 2, smooth=True), "reciprocal": Op(np.reciprocal),
     "logical_not": Op(np.logical_not), "invert": Op(np.invert),
     "cast": Op(_cast, draw_params=_cast_params),
+    "method": Op(lambda x, method: getattr(x, method)(), draw_params=_method_params),
     # with a scalar constant: Python scalars are weak, numpy scalars strong
     "add_c": Op(lambda x, c: x + c, draw_params=_constant_params),
     "mul_c": Op(lambda x, c: x * c, draw_params=_constant_params),
@@ -150,8 +168,8 @@ OPS = {
     "affine": Op(lambda x, c: x * c + 0.5, smooth=True,
                  draw_params=lambda draw, shape: {"c": draw(st.sampled_from([-1.5, 0.5, 2.0]))}),
     # with a captured constant row along the last axis (distinct values: not a splat)
-    "add_row": Op(lambda x, row, dtype: x + np.array(row, dtype=dtype), draw_params=_row_params),
-    "mul_row": Op(lambda x, row, dtype: x * np.array(row, dtype=dtype), draw_params=_row_params),
+    "add_row": Op(lambda x, row, dtype: x + _row(x, row, dtype), draw_params=_row_params),
+    "mul_row": Op(lambda x, row, dtype: x * _row(x, row, dtype), draw_params=_row_params),
     # binary, with numpy's broadcasting and promotion; integers wrap around
     "add": Op(np.add, 2, smooth=True), "subtract": Op(np.subtract, 2, smooth=True),
     "multiply": Op(np.multiply, 2, smooth=True), "maximum": Op(np.maximum, 2), "minimum": Op(np.minimum, 2),
@@ -560,16 +578,36 @@ def check(program: Program, seed: int, target: str = "cpu") -> str:
         return "invalid"
     what = f"for seed {seed} on target {target}:\n{program.describe()}\n{_show(inputs)}"
     before = _snapshot(inputs)
+    compiled = kiln.compile(lambda *xs: run(program, xs), target=target)
+    # A second call on C-ordered copies: another layout of the same values, and the
+    # first call's results must not change when the compiled function runs again.
+    copies = [np.array(x) if isinstance(x, np.ndarray) else x for x in inputs]
     try:
-        got = _quietly(kiln.compile(lambda *xs: run(program, xs), target=target), *inputs)
+        got = _quietly(compiled, *inputs)
+        got_again = _quietly(compiled, *copies)
     except kiln.UnsupportedError as exc:
         return f"unsupported: {exc.message}"
     except Exception as exc:
         raise AssertionError(f"kiln raised {type(exc).__name__} on a program numpy runs {what}\n{exc}") from exc
     for k, (b, x) in enumerate(zip(before, inputs)):
         assert np.array_equal(b, np.asarray(x), equal_nan=b.dtype.kind == "f"), f"kiln wrote into input {k} {what}"
-    compare(got, want, *_quietly(_spread, program, inputs, want, seed), what)
+    spread = _quietly(_spread, program, inputs, want, seed)
+    compare(got, want, *spread, what)
+    compare(got_again, want, *spread, f"in a second call on C-ordered copies {what}")
     return "checked"
+
+
+def check_concurrently(pairs: list, target: str = "cpu") -> list:
+    """`check` of several (program, seed) pairs at once, one thread each (tracing,
+    compiling and calling from threads); returns their outcomes."""
+    barrier = threading.Barrier(len(pairs))
+
+    def one(pair):
+        barrier.wait()  # start together, so that the traces overlap
+        return check(*pair, target)
+
+    with ThreadPoolExecutor(max_workers=len(pairs)) as pool:
+        return list(pool.map(one, pairs))
 
 
 def check_gradient(program: Program, seed: int) -> str:

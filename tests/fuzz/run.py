@@ -6,6 +6,7 @@
     python tests/fuzz/run.py --minutes 2 --target cuda-emulate
     python tests/fuzz/run.py --minutes 5 --schedules     # random legal schedules
     python tests/fuzz/run.py --minutes 30 --keep-going   # every distinct failure, not only the first
+    python tests/fuzz/run.py --minutes 5 --threads 4     # four programs traced and run at once
 
 Programs of every dtype kiln supports, with scalar arguments, views, size-0
 dimensions and special values (NaN, inf, -0.0, huge, integer limits).
@@ -28,7 +29,7 @@ import numpy as np  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from fuzz.programs import DTYPES, check, check_gradient, programs  # noqa: E402
+from fuzz.programs import DTYPES, check, check_concurrently, check_gradient, programs  # noqa: E402
 from fuzz.schedules import check_schedule  # noqa: E402
 
 
@@ -39,6 +40,8 @@ def main() -> int:
     parser.add_argument("--schedules", action="store_true", help="compile under random legal schedules")
     parser.add_argument("--target", default="cpu", choices=["cpu", "interpret", "cuda-emulate", "cuda"])
     parser.add_argument("--max-steps", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="check this many programs at once, one thread each (native target)")
     parser.add_argument("--keep-going", action="store_true",
                         help="record each distinct failure (unshrunk) and go on, instead of stopping at the first")
     args = parser.parse_args()
@@ -54,19 +57,25 @@ def main() -> int:
     class OutOfTime(Exception):
         pass
 
+    if args.threads > 1:
+        strategy = st.lists(strategy, min_size=args.threads, max_size=args.threads)
+
     @settings(max_examples=10**9, deadline=None, suppress_health_check=list(HealthCheck), database=None)
     @given(strategy, st.integers(0, 2**32 - 1))
     def fuzz(program, seed):
         if time.monotonic() > deadline:
             raise OutOfTime
-        tried[0] += 1
-        if tried[0] % 200 == 0:
+        batch = max(args.threads, 1)
+        tried[0] += batch
+        if tried[0] % 200 < batch:
             print(f"  {tried[0]} programs, {outcomes['failed']} failing so far", flush=True)
         try:
             if args.gradients:
                 outcomes[check_gradient(program, seed)] += 1
             elif args.schedules:
                 outcomes[check_schedule(program, seed)] += 1
+            elif args.threads > 1:
+                outcomes.update(check_concurrently([(p, seed + k) for k, p in enumerate(program)], args.target))
             else:
                 outcomes[check(program, seed, args.target)] += 1
         except AssertionError as exc:
