@@ -9,12 +9,14 @@
   ``x + 0.0`` stays, because ``-0.0 + 0.0`` is ``+0.0``, and so does ``x * 0``
   (``-x``, NaN or inf times zero is not ``0.0``). Constants are compared bit for
   bit, so ``[0.0, -0.0]`` is not a splat and a NaN is a splat only of itself.
-- Folding computes what the generated code computes: each op's ``evaluate``
-  (for float-to-int casts ``kiln.dialects.arith.float_to_int``, as every target
-  does). The exception is the math library (exp, log, tanh, sin, cos, float
-  pow): folded, it is numpy's value; computed, each target's own, within a few
-  ulp of it. An op whose evaluation raises (an integer to a negative power) is
-  left for the run time to report.
+- Folding computes exactly what the generated code computes: each op's
+  ``evaluate`` (for float-to-int casts ``kiln.dialects.arith.float_to_int``, as
+  every target does). So only ops whose result IEEE 754 (or integer wrap-around)
+  fixes bit for bit are folded. Float results of the math library (exp, log,
+  tanh, sin, cos, pow: each target has its own approximation, within a few ulp
+  of numpy's) and of sums, matmuls and convolutions (their order of additions
+  is the schedule's) are left to the run time. An op whose evaluation raises (an
+  integer to a negative power) is left for the run time to report.
 - Transpose of transpose, reshape of reshape and broadcast of broadcast become
   one op; reshapes, transposes, broadcasts, casts and slices that change nothing
   disappear.
@@ -113,6 +115,8 @@ def simplify(op, b: TensorBuilder):
     if isinstance(op, T.SliceOp) and op.operand.type == result.type and set(op.step) == {1}:
         return op.operand
     # constants
+    if not _folds_exactly(op):
+        return None
     if isinstance(op, T.ElementwiseOp) or isinstance(op, (T.SelectOp, T.CastOp)):
         splats = [splat_value(v) for v in op.operands]
         if all(s is not None for s in splats) and not all(constant_value(v) is not None and
@@ -125,6 +129,16 @@ def simplify(op, b: TensorBuilder):
             value = _evaluate(op, [constant_value(v) for v in op.operands])
             return None if value is None else b.op(T.ConstantOp, value=np.array(value, dtype=result.type.dtype))
     return None
+
+
+# Float ops whose value depends on a target's math library or order of additions.
+_TARGET_DEPENDENT = (T.ExpOp, T.LogOp, T.TanhOp, T.SinOp, T.CosOp, T.PowOp,
+                     T.ReduceSumOp, T.MatmulOp, T.Conv2DOp)
+
+
+def _folds_exactly(op) -> bool:
+    """Whether numpy's value of `op` is bit for bit what every target computes."""
+    return not (isinstance(op, _TARGET_DEPENDENT) and op.results[0].type.element.is_float)
 
 
 def _evaluate(op, inputs):
