@@ -271,18 +271,20 @@ def _dtype_of(value) -> np.dtype:
     return np.asarray(value).dtype
 
 
-def run(program: Program, inputs):
-    """Evaluate the program on arrays (numpy) or tracers (kiln); returns every value no step consumed."""
+def run(program: Program, inputs, rounding=None):
+    """Evaluate the program on arrays (numpy) or tracers (kiln); returns every value no step
+    consumed (the last step's value at least, so always a tuple). `rounding`, if given, is
+    applied to each step's value (numpy only)."""
     values = list(inputs)
     for name, operands, params in program.steps:
         value = OPS[name].fn(*(values[i] for i in operands), **params)
+        value = value if rounding is None else rounding(value)
         if type(value) is int and not -2**63 <= value < 2**63:
             # Python ints do not wrap; numpy rejects such a program, so it is not one to compare.
             raise OverflowError(f"Python int {value} is outside int64")
         values.append(value)
     used = {i for _, operands, _ in program.steps for i in operands}
-    results = [values[i] for i in range(len(program.inputs), len(values)) if i not in used]
-    return tuple(results) if results else values[-1]
+    return tuple(values[i] for i in range(len(program.inputs), len(values)) if i not in used)
 
 
 def program_of(inputs: list, steps: list, smooth: bool = False) -> Program:
@@ -487,31 +489,28 @@ def _reference(program: Program, inputs) -> list:
     return _results(_quietly(run, program, inputs))
 
 
-def _perturbed(inputs, rng) -> list:
-    """The inputs with every float moved by a relative `tolerance` of its dtype."""
-    out = []
-    for x in inputs:
-        dtype = _dtype_of(x)
-        if dtype.kind != "f":
-            out.append(x)
-            continue
-        nudge = 1 + tolerance(dtype) * rng.uniform(-1, 1, np.shape(x))
-        moved = (np.asarray(x, np.float64) * nudge).astype(dtype)
-        out.append(float(moved) if type(x) is float else dtype.type(moved) if np.ndim(x) == 0 and
-                   isinstance(x, np.generic) else moved)
-    return out
+def _nudged(x, rng):
+    """`x` with every float moved by a random relative `tolerance` of its dtype."""
+    dtype = _dtype_of(x)
+    if dtype.kind != "f":
+        return x
+    moved = (np.asarray(x, np.float64) * (1 + tolerance(dtype) * rng.uniform(-1, 1, np.shape(x)))).astype(dtype)
+    if type(x) is float:
+        return float(moved)
+    return dtype.type(moved) if isinstance(x, np.generic) else moved
 
 
 def _spread(program: Program, inputs, want: list, seed: int):
-    """How far numpy's own results move when the inputs move by the tolerance: a correct
-    compiler's rounding moves them as far. Per result: the largest move of each element
+    """How far numpy's own results move when every float input and every float step's value
+    moves by the tolerance: a correct compiler's rounding, step by step, moves them as far
+    (values computed from integers included). Per result: the largest move of each element
     (float) and where the results are unstable (NaN, inf, zero sign, bool or integer flips)."""
     rng = np.random.default_rng(seed + 7)
     spread = [np.zeros(w.shape) for w in want]
     unstable = [np.zeros(w.shape, bool) for w in want]
     for _ in range(3):
         try:
-            moved = _reference(program, _perturbed(inputs, rng))
+            moved = _results(run(program, [_nudged(x, rng) for x in inputs], lambda v: _nudged(v, rng)))
         except (ArithmeticError, ValueError, TypeError):
             return spread, [np.ones(w.shape, bool) for w in want]
         for k, (m, w) in enumerate(zip(moved, want)):
@@ -594,7 +593,32 @@ def check(program: Program, seed: int, target: str = "cpu") -> str:
     spread = _quietly(_spread, program, inputs, want, seed)
     compare(got, want, *spread, what)
     compare(got_again, want, *spread, f"in a second call on C-ordered copies {what}")
+    outs, where = _outs_for(want, copies, np.random.default_rng(seed + 3))
+    try:
+        _quietly(compiled, *copies, out=tuple(outs))
+    except kiln.UnsupportedError as exc:
+        return f"unsupported: {exc.message}"
+    except Exception as exc:
+        raise AssertionError(f"kiln raised {type(exc).__name__} with out= {where} {what}\n{exc}") from exc
+    compare(tuple(outs), want, *spread, f"written to out= {where} {what}")
     return "checked"
+
+
+def _outs_for(want: list, inputs: list, rng):
+    """Arrays for out=, one per result: in a random layout, or (where an input has the
+    result's shape and dtype) that input itself, computed in place as numpy allows."""
+    outs, where = [], []
+    for w in want:
+        same = [x for x in inputs if isinstance(x, np.ndarray) and x.shape == w.shape and x.dtype == w.dtype
+                and not any(x is o for o in outs)]
+        if same and rng.random() < 0.5:
+            outs.append(same[0])
+            where.append("an input")
+        else:
+            layout = rng.choice(["C", "F", "transposed", "strided", "reversed", "offset"]) if w.ndim else "C"
+            outs.append(_laid_out(np.zeros(w.shape, w.dtype), layout))
+            where.append(str(layout))
+    return outs, f"({', '.join(where)})"
 
 
 def check_concurrently(pairs: list, target: str = "cpu") -> list:
