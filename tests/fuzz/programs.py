@@ -59,8 +59,8 @@ ROW_VALUES = (0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 3.0)
 def _positive_zeros(x):
     """`x` with -0.0 made +0.0 (and a check that kiln does not fold x + 0.0 to x). numpy's
     max and min reductions return the zero sign of a left-to-right fold of maximum/minimum
-    (np.max([0.0, -0.0]) is -0.0); kiln's reductions pick the sign of a zero their own way, a
-    known difference that would otherwise end every run that meets it."""
+    (np.max([0.0, -0.0]) is -0.0); kiln's give IEEE 754's answer whatever the order (+0.0 for
+    max, -0.0 for min), a chosen difference that would otherwise end every run meeting it."""
     return x + 0.0 if _dtype_of(x).kind == "f" else x
 
 
@@ -213,12 +213,12 @@ OPS = {
     "plus_reshaped": Op(lambda x: x + np.reshape(x, np.shape(x)[::-1]), min_rank=1, smooth=True),
 }
 
-# Operations kiln does not compile yet, by the dtype kinds of their first
-# operand ('f' float, 'i' signed, 'u' unsigned, 'b' bool): delete a line when
-# kiln learns the operation, and the fuzzer starts drawing it.
+# Operations kiln does not compile, by the dtype kinds of their operands and
+# result ('f' float, 'i' signed, 'u' unsigned, 'b' bool): delete an entry when
+# kiln learns the operation, and the fuzzer starts drawing it. (numpy's integer
+# reciprocal is integer division, which kiln refuses on purpose.)
 NOT_YET = {"floor_divide": "fiub", "remainder": "fiub", "bitwise_and": "iu", "bitwise_or": "iu",
-           "bitwise_xor": "fiub", "invert": "iu", "matmul": "b", "matmul_self_t": "b", "t_matmul_self": "b",
-           "reciprocal": "iub"}  # numpy's integer reciprocal is integer division, refused on purpose
+           "bitwise_xor": "fiub", "invert": "iu", "reciprocal": "iub"}
 
 
 @dataclass
