@@ -10,7 +10,9 @@ parallel if the kernel does enough work to pay for waking the thread pool.
 from __future__ import annotations
 
 from kiln.dialects import affine as A
+from kiln.dialects import verify
 from kiln.dialects.affine_expr import dims_of
+from kiln.dialects.diagnostics import KilnError
 
 from .loop_transforms import ScheduleError
 from .schedule import Schedule, apply_step, find_loop, kernels
@@ -92,12 +94,12 @@ def _matmul_recipe(function, nest, vector_bits, schedule) -> bool:
                  ("vectorize", f"{j}.i", lanes), ("unroll_jam", f"{j}.i", MATMUL_VECTORS)]
         if panel is None or cols.upper % block or not _applies(function, steps):
             return False
-        for step in steps:
-            apply_step(function, step)
+        for step in steps:  # they applied to a verified copy (_applies)
+            apply_step(function, step, atomic=False)
             schedule.add(*step)
         return True
-    for step in steps:
-        apply_step(function, step)
+    for step in steps:  # they applied to a verified copy (_applies)
+        apply_step(function, step, atomic=False)
         schedule.add(*step)
     # Pack the column panel of B that each block of columns reads (when it has a name to refer to).
     panel = next((op.memref.name_hint for op in find_loop(function, f"{j}.u").walk()
@@ -115,18 +117,20 @@ def _narrow_matmul(function, i, j, columns: int, schedule) -> bool:
     steps = [("unroll_jam", i, MATMUL_ROWS), ("vectorize", j, width)]
     if width < 4 or not _applies(function, steps):
         return False
-    for step in steps:
-        apply_step(function, step)
+    for step in steps:  # they applied to a verified copy (_applies)
+        apply_step(function, step, atomic=False)
         schedule.add(*step)
     return True
 
 
 def _applies(function, steps) -> bool:
+    """Whether `steps` apply to a copy of `function` and leave valid IR."""
     trial = function.clone({})
     try:
         for step in steps:
-            apply_step(trial, step)
-    except ScheduleError:
+            apply_step(trial, step, atomic=False)  # the copy is thrown away, whole or not
+        verify(trial)
+    except KilnError:
         return False
     return True
 

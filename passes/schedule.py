@@ -25,6 +25,7 @@ from kiln.dialects import affine as A
 from kiln.dialects import verify
 from kiln.dialects.diagnostics import KilnError
 from kiln.dialects import func as F
+from kiln.dialects.ir import Block, Region
 
 from . import loop_transforms as T
 from .loop_transforms import ScheduleError
@@ -124,11 +125,18 @@ def step_text(step) -> str:
     return f"{step[0]}({', '.join(_text(a) for a in step[1:])})"
 
 
-def apply_step(function: F.FuncOp, step) -> None:
+def apply_step(function: F.FuncOp, step, atomic: bool = True) -> None:
     """Apply one step whole or not at all: it runs first on a copy of the function, which
     must verify; only then on the function itself. A step that does not apply raises
-    ScheduleError naming the step and leaves the function as it was."""
-    trial = function.clone({})
+    ScheduleError naming the step and leaves the function as it was.
+
+    ``atomic=False`` skips the copy (copying the function is most of a step's cost), for
+    callers whose function is itself a throwaway trial, or that just ran the same steps
+    on a verified copy: there a failure may leave the function half-rewritten."""
+    if not atomic:
+        _apply(function, step)
+        return
+    trial = _trial_copy(function, step)
     try:
         _apply(trial, step)
         verify(trial)
@@ -137,6 +145,27 @@ def apply_step(function: F.FuncOp, step) -> None:
     except KilnError as exc:
         raise ScheduleError(f"{step_text(step)}: the step would make invalid IR ({exc}); it is refused") from None
     _apply(function, step)
+
+
+def _trial_copy(function: F.FuncOp, step) -> F.FuncOp:
+    """A copy of `function` to try `step` on. A step acts within the one kernel its loops
+    belong to, so the copy holds that kernel's loop nests and every top-level op that is
+    not a loop nest or gives a value (a whole-array reduction's result), but no other
+    kernel's nests: copying a whole many-kernel function per step made scheduling
+    several times slower."""
+    names = step[1] if isinstance(step, (list, tuple)) and len(step) > 1 else None
+    names = [names] if isinstance(names, str) else names
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        return function.clone({})  # malformed: _apply names the problem
+    prefixes = tuple({n.split(".")[0] + "." for n in names})
+    keep = [op for op in function.body.ops if not isinstance(op, (A.ForOp, A.ParallelOp)) or op.results
+            or (op.induction_variable.name_hint or "").startswith(prefixes)]
+    body = function.body
+    block = Block([a.type for a in body.args], [a.name_hint for a in body.args])
+    mapping = dict(zip(body.args, block.args))
+    for op in keep:
+        block.append(op.clone(mapping))
+    return type(function)([], dict(function.attributes), [], [Region([block])], loc=function.loc)
 
 
 def _apply(function: F.FuncOp, step) -> None:
