@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 
 import numpy as np
 
@@ -137,6 +138,10 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
         raise UnsupportedError(f"{name} is not supported by kiln", user_location())
 
     operands = [ops.check_operand(x) for x in inputs]
+    if ufunc in _COMPARISONS:
+        outside = _compare_outside_range(ufunc, operands)
+        if outside is not None:
+            return outside
     keys = tuple(ops.promotion_key(x) for x in operands)
     if all(isinstance(k, type) for k in keys):
         # Python scalars only: numpy computes in their default dtypes (int64, float64).
@@ -164,6 +169,28 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
     result = ops.Tracer(result.value, ctx, weak=weak)
     assert result.dtype == out_dtype, f"{name}: traced {result.dtype}, numpy gives {out_dtype}"
     return result
+
+
+_COMPARISONS = {np.equal: operator.eq, np.not_equal: operator.ne, np.less: operator.lt,
+                np.less_equal: operator.le, np.greater: operator.gt, np.greater_equal: operator.ge}
+
+
+def _compare_outside_range(ufunc, operands):
+    """numpy 2 compares an integer array with a Python int outside its dtype's range
+    exactly (NEP 50: `int32_array == 2**40` is all False) rather than refusing it: every
+    element then compares as the dtype's extreme on that side does. None if no operand is
+    such an int."""
+    a, b = operands
+    for scalar, array, flipped in ((b, a, False), (a, b, True)):
+        if type(scalar) is int and isinstance(array, ops.Tracer) and array.dtype.kind in "iu":
+            info = np.iinfo(array.dtype)
+            if info.min <= scalar <= info.max:
+                return None
+            extreme = int(info.max if scalar > info.max else info.min)
+            value = _COMPARISONS[ufunc](*((scalar, extreme) if flipped else (extreme, scalar)))
+            ctx = ops.context_of(operands)
+            return ops.strong(ops.broadcast_to(ops.lift(ctx, np.bool_(value), np.dtype(bool)), array.shape))
+    return None
 
 
 def _no_extras(name, extras):

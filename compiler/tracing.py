@@ -348,6 +348,8 @@ class Tracer:
         """ndarray methods that are numpy functions of the array go through those functions
         (so a method works exactly when its function does); any other public ndarray
         attribute raises an error naming it at the user's line."""
+        if name in ("conj", "conjugate"):
+            return lambda: self  # ndarray.conj of a real array is the array (np.conj of bool is int8)
         if name in _FUNCTION_METHODS:
             return functools.partial(getattr(np, name), self)
         if name.startswith("_") or not hasattr(np.ndarray, name):
@@ -358,7 +360,7 @@ class Tracer:
 
 # ndarray methods whose arguments are those of the numpy function of the same name after the array.
 _FUNCTION_METHODS = frozenset((
-    "all", "any", "argmax", "argmin", "argpartition", "argsort", "choose", "clip", "conj", "conjugate",
+    "all", "any", "argmax", "argmin", "argpartition", "argsort", "choose", "clip",
     "cumprod", "cumsum", "diagonal", "dot", "max", "mean", "min", "nonzero", "prod", "ravel", "repeat",
     "round", "searchsorted", "squeeze", "std", "sum", "swapaxes", "take", "trace", "var"))
 

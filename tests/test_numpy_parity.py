@@ -265,3 +265,35 @@ def test_max_min_reductions_of_mixed_zeros_are_ieee(target, dtype, n):
     rows = np.stack([x, x[::-1]])
     assert_same(run(lambda a: np.max(a, axis=1), target, rows), np.zeros(2, dtype))
     assert_same(run(lambda a: np.min(a.T, axis=0), target, rows), np.full(2, -0.0, dtype))
+
+
+OUT_OF_RANGE_COMPARISONS = {
+    "eq-above": lambda x: x == 2**40, "ne-above": lambda x: x != 2**40,
+    "lt-above": lambda x: x < 2**40, "ge-above": lambda x: x >= 2**40,
+    "gt-below": lambda x: x > -2**40, "le-below": lambda x: x <= -2**40,
+    "int-on-the-left": lambda x: 2**40 > x, "np.less-int64-max": lambda x: np.less(x, 2**63 - 1),
+    "np.greater_equal-below-int64": lambda x: np.greater_equal(-2**70, x),
+    "beside-in-range": lambda x: (x < 2**31) & (x == 5),
+}
+
+
+@pytest.mark.parametrize("target", TARGETS[:3])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("name", OUT_OF_RANGE_COMPARISONS)
+def test_comparisons_with_python_ints_outside_the_dtype_are_exact(name, dtype, target):
+    """NEP 50: numpy 2 compares an integer array with a Python int its dtype cannot hold
+    exactly, instead of refusing it."""
+    fn = OUT_OF_RANGE_COMPARISONS[name]
+    info = np.iinfo(dtype)
+    x = np.array([info.min, -1, 0, 5, info.max], dtype)[::-1]      # a reversed view too
+    assert_same(run(fn, target, x), expected_of(fn, x))
+
+
+def test_conj_of_a_real_array_is_the_array():
+    """ndarray.conj and .conjugate return a real array itself (np.conj of bool is int8,
+    which kiln refuses by name)."""
+    b, x = np.array([True, False]), np.array([[1.5, -0.0]], np.float32).T
+    assert_same(run(lambda b: b.conj(), "cpu", b), b.conj())
+    assert_same(run(lambda x: x.conjugate() * 2, "cpu", x), x.conjugate() * 2)
+    with pytest.raises(kiln.DTypeError, match="int8"):
+        run(lambda b: np.conj(b), "cpu", b)
