@@ -301,6 +301,12 @@ def _check_out(out, traced) -> list:
                                 f"the result is {t.dtype}{list(t.shape)}")
         if not target.flags.writeable:
             raise ArgumentError(f"out= leaf #{i} is read-only")
+    # Two results written into one memory cannot both be delivered: which survives would
+    # depend on the order kiln happens to write them in.
+    for i, a in enumerate(targets):
+        for j in range(i):
+            if np.shares_memory(a, targets[j]):
+                raise ArgumentError(f"out= leaves #{j} and #{i} overlap in memory; give each result its own array")
     return targets
 
 

@@ -191,6 +191,17 @@ def test_out_must_match_the_results():
         f(x32, out=(np.empty((3, 4), np.float32),))
 
 
+def test_out_arrays_of_two_results_must_not_overlap():
+    f = kiln.compile(lambda x: (x * 2, x + 1))
+    buffer = np.empty((2, 3, 4), np.float32)
+    with pytest.raises(kiln.ArgumentError, match="out= leaves #0 and #1 overlap"):
+        f(x32, out=(buffer[0], buffer[0]))
+    interleaved = np.empty((3, 8), np.float32)        # disjoint views of one array are fine
+    f(x32, out=(interleaved[:, ::2], interleaved[:, 1::2]))
+    np.testing.assert_array_equal(interleaved[:, ::2], x32 * 2)
+    np.testing.assert_array_equal(interleaved[:, 1::2], x32 + 1)
+
+
 def test_unknown_stage_and_target():
     lowered = kiln.compile(lambda x: x).lower(kiln.f32[2])
     with pytest.raises(kiln.StageError, match="no stage 'cuda'; this function has stages: tensor, optimized, "
