@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import kiln
+from targets import NEEDS_GPU
 from kiln import pytree
 from kiln.cli import load_function
 from kiln.cuda_codegen import PRELUDE, emit_cuda, entry_name
@@ -145,23 +146,14 @@ def test_scalars_shared_between_top_level_loops_stay_in_one_kernel():
     np.testing.assert_allclose(standardize(x), (x - x.mean()) / x.std() + x.sum(), rtol=1e-12)
 
 
-def _gpu_missing() -> str | None:
-    from kiln.runtime.cuda import CudaUnavailable, check_gpu
-    try:
-        check_gpu()
-    except CudaUnavailable as exc:
-        return str(exc)
-    return None
-
-
-@pytest.mark.skipif(_gpu_missing() is not None, reason=f"no GPU run here: {_gpu_missing()}")
+@NEEDS_GPU
 def test_every_op_table_case_gives_numpys_numbers_on_the_gpu():
     for case in CASES:
         got = kiln.compile(case.fn, target="cuda")(*case.args)
         assert_same(got, case.fn(*case.args))
 
 
-@pytest.mark.skipif(_gpu_missing() is not None, reason=f"no GPU run here: {_gpu_missing()}")
+@NEEDS_GPU
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_every_example_gives_the_cpu_backends_numbers_on_the_gpu(example):
     compiled, specs = load_function(f"{ROOT}/examples/{example}")

@@ -3,7 +3,6 @@ one answer for float-to-int casts out of range, and integer arithmetic that wrap
 around as numpy's does, in every target. numpy is the oracle throughout."""
 import platform
 import re
-import shutil
 import textwrap
 import warnings
 
@@ -11,24 +10,11 @@ import numpy as np
 import pytest
 
 import kiln
+from targets import TARGETS
 from kiln.dialects import parse_ir, print_ir
 from kiln.passes.registry import run_passes
 
 
-def _gpu_missing():
-    from kiln.runtime.cuda import CudaUnavailable, check_gpu
-    try:
-        check_gpu()
-    except CudaUnavailable as exc:
-        return str(exc)
-    return None
-
-
-TARGETS = ["cpu", "interpret",
-           pytest.param("cuda-emulate", marks=pytest.mark.skipif(shutil.which("g++") is None,
-                                                                 reason="no C++ compiler (g++) for the emulation")),
-           pytest.param("cuda", marks=pytest.mark.skipif(_gpu_missing() is not None,
-                                                         reason=f"no GPU run here: {_gpu_missing()}"))]
 # numpy's float-to-int cast of NaN and out-of-range values is the machine's conversion
 # instruction; kiln's rule is x86-64's, so numpy is the oracle for it only there.
 X86 = platform.machine().lower() in ("x86_64", "amd64")

@@ -3,30 +3,16 @@ matmul of bool and integer arrays, and reductions over an axis of a 0-d array.
 numpy's answer is the expected value throughout, compared bit for bit (the sign
 of a zero, NaN, the dtype), on the CPU, the interpreter, the emulated CUDA and a
 GPU where there is one."""
-import shutil
 import warnings
 
 import numpy as np
 import pytest
 
 import kiln
+from targets import TARGETS
 from kiln import KilnError
 
 
-def _gpu_missing() -> str | None:
-    from kiln.runtime.cuda import CudaUnavailable, check_gpu
-    try:
-        check_gpu()
-    except CudaUnavailable as exc:
-        return str(exc)
-    return None
-
-
-TARGETS = ["cpu", "interpret",
-           pytest.param("cuda-emulate", marks=pytest.mark.skipif(shutil.which("g++") is None,
-                                                                 reason="no C++ compiler (g++) for the emulation")),
-           pytest.param("cuda", marks=pytest.mark.skipif(_gpu_missing() is not None,
-                                                         reason=f"no GPU run here: {_gpu_missing()}"))]
 
 
 def run(fn, target, *args):
