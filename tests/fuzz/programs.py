@@ -563,17 +563,24 @@ def _snapshot(inputs) -> list:
     return [np.array(x, copy=True) for x in inputs]
 
 
+def reference(program: Program, inputs):
+    """numpy's results of `program` on `inputs`, or None where numpy rejects the program on
+    these values or gives a dtype kiln lacks (the program is then invalid, not a finding)."""
+    try:
+        want = _reference(program, inputs)
+    except (ArithmeticError, ValueError, TypeError, IndexError):
+        return None
+    return None if any(w.dtype not in DTYPES for w in want) else want
+
+
 def check(program: Program, seed: int, target: str = "cpu") -> str:
     """Compile the program and compare it with numpy. Returns "checked"; "invalid" when
     numpy itself rejects the program on these inputs; "unsupported: <message>" when kiln
     raises UnsupportedError. Any other exception from kiln, a wrong result, or an input
     written to is an AssertionError that describes the program."""
     inputs = inputs_for(program, seed)
-    try:
-        want = _reference(program, inputs)
-    except (ArithmeticError, ValueError, TypeError, IndexError):
-        return "invalid"
-    if any(w.dtype not in DTYPES for w in want):
+    want = reference(program, inputs)
+    if want is None:
         return "invalid"
     what = f"for seed {seed} on target {target}:\n{program.describe()}\n{_show(inputs)}"
     before = _snapshot(inputs)
