@@ -22,6 +22,7 @@ from .specs import TensorSpec
 from .tracing import TraceContext, Tracer
 
 _INT64 = np.iinfo(np.int64)
+_INT32 = np.iinfo(np.int32)
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,9 @@ class LeafSpec:
     """What a compiled function is specialized on, per leaf: shape, dtype, weakness."""
     spec: TensorSpec
     weak: bool = False
+    # A Python int outside int32: numpy refuses to cast it to int32 (OverflowError), so the
+    # trace must too, and a call with such an int is traced apart from one with a small int.
+    wide: bool = False
 
 
 @dataclass
@@ -86,6 +90,8 @@ def leaf_spec(path: str, leaf) -> LeafSpec:
         if isinstance(leaf, int) and not _INT64.min <= leaf <= _INT64.max:
             raise ArgumentError(f"argument '{path}' = {leaf} does not fit in int64")
         spec, weak = TensorSpec.of(leaf), True
+        if isinstance(leaf, int) and not _INT32.min <= leaf <= _INT32.max:
+            return LeafSpec(spec, weak, wide=True)
     else:
         raise ArgumentError(f"argument '{path}' is a {type(leaf).__name__}; compiled functions take numpy "
                             "arrays, Python scalars, and tuples, lists and dicts of them")
@@ -124,6 +130,7 @@ def trace_flat(name: str, build, specs: list, names: list) -> TracedFunction:
     module.body.append(function)
     ctx = TraceContext(function)
     tracers = [Tracer(arg, ctx, s.weak) for arg, s in zip(function.arguments, specs)]
+    ctx.wide_ints.update(arg for arg, s in zip(function.arguments, specs) if s.wide)
     with ctx.active():
         outputs, out_treedef = pytree.flatten(build(tracers))
         values = [_output_value(ctx, leaf, i) for i, leaf in enumerate(outputs)]

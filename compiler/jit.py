@@ -218,7 +218,7 @@ class CompiledFunction:
             raise ArgumentError(f"argument '{path}' is a spec ({leaf!r}); specs are for .lower(), "
                                 "calls need arrays")
         spec = leaf_spec(path, leaf)
-        return spec.spec.shape, spec.spec.dtype, spec.weak
+        return spec.spec.shape, spec.spec.dtype, spec.weak, spec.wide
 
     @property
     def stages(self) -> tuple:

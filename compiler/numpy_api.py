@@ -154,6 +154,11 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
     in_dtypes, out_dtype = loop[:ufunc.nin], loop[ufunc.nin]
     if ufunc in _TRUTH_UFUNCS:
         in_dtypes = (np.dtype(bool),) * ufunc.nin
+    if ufunc in _COMPARISONS and all(d.kind == "i" for d in in_dtypes) and \
+            any(isinstance(x, ops.Tracer) and x.weak for x in operands):
+        # A Python int argument compares exactly whatever its value, as a constant does
+        # (_compare_outside_range): in int64, which holds every value it can have.
+        in_dtypes = (np.dtype(np.int64),) * 2
     for dtype in (*in_dtypes, out_dtype):
         if dtype not in SUPPORTED_DTYPES:
             listed = ", ".join(str(d) for d in in_dtypes)

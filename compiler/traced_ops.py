@@ -104,6 +104,11 @@ def cast(x: Tracer, dtype) -> Tracer:
     dtype = check_dtype(dtype, "the cast target")
     if x.dtype == dtype:
         return x
+    if x.weak and dtype == np.int32 and x.value in x.ctx.wide_ints:
+        # numpy 2 refuses to convert a Python int its array's dtype cannot hold (NEP 50)
+        raise DTypeError("a Python int argument outside int32 is used with an int32 array; numpy raises "
+                         "OverflowError here (cast the array to int64, or pass np.int64(value))",
+                         user_location())
     return current_context().emit(T.CastOp, [x], result_type=tensor_type(x.shape, dtype), weak=x.weak)
 
 

@@ -92,6 +92,7 @@ class TraceContext:
         self.builder = Builder(func.body)
         self._constants: dict = {}
         self.captures: list = []  # Tracers of enclosing traces this function reads
+        self.wide_ints: set = set()  # arguments that are Python ints outside int32
         self._captured: dict = {}
         self.closed = False
 

@@ -283,3 +283,22 @@ def test_conj_of_a_real_array_is_the_array():
     assert_same(run(lambda x: x.conjugate() * 2, "cpu", x), x.conjugate() * 2)
     with pytest.raises(kiln.DTypeError, match="int8"):
         run(lambda b: np.conj(b), "cpu", b)
+
+
+@pytest.mark.parametrize("target", TARGETS[:3])
+def test_python_int_arguments_compare_exactly_and_never_wrap_into_int32(target):
+    """A Python int argument is weak (NEP 50): compared with an int32 array it compares
+    exactly whatever its value; used in int32 arithmetic it must fit, or numpy raises."""
+    x = np.array([1, -2, 3, np.iinfo(np.int32).max], np.int32)
+    compare = kiln.compile(lambda x, s: (x < s, x == s, s >= x), target=target)
+    add = kiln.compile(lambda x, s: x + s, target=target)
+    for s in (2, -2**40, 2**33, 2**31, -2**31, 2**63 - 1):
+        for got, want in zip(compare(x, s), (x < s, x == s, s >= x)):
+            assert_same(got, want)
+    assert_same(add(x, 5), x + 5)
+    assert_same(add(x, -2**31), x + -2**31)
+    for s in (2**31, 2**40, -2**31 - 1):       # the same function, called with a wider int
+        with pytest.raises(OverflowError):
+            x + s
+        with pytest.raises(kiln.DTypeError, match="outside int32"):
+            add(x, s)
