@@ -169,7 +169,12 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
     tracers = [ops.lift(ctx, x, d) for x, d in zip(operands, in_dtypes)]
     shape = ops.broadcast_shapes(*(t.shape for t in tracers))
     tracers = [ops.broadcast_to(t, shape) for t in tracers]
-    result = UFUNC_RULES[ufunc](ctx, tracers)
+    if ufunc is np.power and out_dtype.kind == "f" and _is_constant_half(operands[1]):
+        # numpy's float power loop takes the square root for a scalar exponent of 0.5:
+        # (-0.0) ** 0.5 is -0.0 and (-inf) ** 0.5 NaN there, where pow gives 0.0 and inf.
+        result = ctx.emit(T.SqrtOp, [tracers[0]])
+    else:
+        result = UFUNC_RULES[ufunc](ctx, tracers)
     weak = operator and all(ops.is_weak(x) for x in operands)
     result = ops.Tracer(result.value, ctx, weak=weak)
     assert result.dtype == out_dtype, f"{name}: traced {result.dtype}, numpy gives {out_dtype}"
@@ -196,6 +201,12 @@ def _compare_outside_range(ufunc, operands):
             ctx = ops.context_of(operands)
             return ops.strong(ops.broadcast_to(ops.lift(ctx, np.bool_(value), np.dtype(bool)), array.shape))
     return None
+
+
+def _is_constant_half(x) -> bool:
+    """Whether `x` is a scalar 0.5 known while tracing (a traced exponent's value is not)."""
+    return not isinstance(x, ops.Tracer) and np.ndim(x) == 0 and np.asarray(x).dtype.kind in "fiu" \
+        and float(np.asarray(x)) == 0.5
 
 
 def _no_extras(name, extras):

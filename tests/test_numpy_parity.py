@@ -302,3 +302,14 @@ def test_python_int_arguments_compare_exactly_and_never_wrap_into_int32(target):
             x + s
         with pytest.raises(kiln.DTypeError, match="outside int32"):
             add(x, s)
+
+
+@pytest.mark.parametrize("target", TARGETS[:3])
+@pytest.mark.parametrize("fn", [lambda x: x ** 0.5, lambda x: np.power(x, 0.5), lambda x: x ** np.float32(0.5),
+                                lambda x: x ** 1.5, lambda x: x ** 2, lambda x: x ** -1.0],
+                         ids=["**0.5", "power-0.5", "**f32(0.5)", "**1.5", "**2", "**-1"])
+def test_scalar_powers_at_signed_zeros_and_infinities(fn, target):
+    """numpy's float power loop takes the square root for a scalar exponent of 0.5, so
+    (-0.0) ** 0.5 is -0.0 and (-inf) ** 0.5 is NaN, not pow's 0.0 and inf."""
+    x = np.array([-0.0, 0.0, -np.inf, np.inf, np.nan, 4.0, -4.0, 2.0], np.float32)
+    assert_same(run(fn, target, x), expected_of(fn, x))
