@@ -169,7 +169,12 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
     tracers = [ops.lift(ctx, x, d) for x, d in zip(operands, in_dtypes)]
     shape = ops.broadcast_shapes(*(t.shape for t in tracers))
     tracers = [ops.broadcast_to(t, shape) for t in tracers]
-    if ufunc is np.power and out_dtype.kind == "f" and _is_constant_half(operands[1]):
+    if ufunc is np.power and isinstance(operands[0], ops.Tracer) and operands[0].dtype == np.bool_ \
+            and _is_constant(operands[1], 2):
+        # numpy's power loop squares for a scalar exponent of 2, and np.square of bool is int8
+        raise DTypeError("np.power of a bool array by 2 computes in int8 (numpy squares it), which kiln "
+                         "does not support; cast the array first (e.g. .astype(np.int32))", user_location())
+    if ufunc is np.power and out_dtype.kind == "f" and _is_constant(operands[1], 0.5):
         # numpy's float power loop takes the square root for a scalar exponent of 0.5:
         # (-0.0) ** 0.5 is -0.0 and (-inf) ** 0.5 NaN there, where pow gives 0.0 and inf.
         result = ctx.emit(T.SqrtOp, [tracers[0]])
@@ -203,10 +208,10 @@ def _compare_outside_range(ufunc, operands):
     return None
 
 
-def _is_constant_half(x) -> bool:
-    """Whether `x` is a scalar 0.5 known while tracing (a traced exponent's value is not)."""
+def _is_constant(x, value) -> bool:
+    """Whether `x` is the scalar `value`, known while tracing (a traced exponent's value is not)."""
     return not isinstance(x, ops.Tracer) and np.ndim(x) == 0 and np.asarray(x).dtype.kind in "fiu" \
-        and float(np.asarray(x)) == 0.5
+        and float(np.asarray(x)) == value
 
 
 def _no_extras(name, extras):

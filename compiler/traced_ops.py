@@ -524,7 +524,12 @@ def full_like(x, fill_value, dtype=None) -> Tracer:
     x = as_tracer(x)
     check_operand(fill_value)
     dtype = check_dtype(dtype or x.dtype, "the fill dtype")
-    return strong(broadcast_to(lift(current_context(), fill_value, dtype), x.shape))
+    ctx = current_context()
+    if dtype.kind in "iu" and not isinstance(fill_value, Tracer) and np.asarray(fill_value).dtype.kind == "f":
+        # numpy fills by an unsafe cast, so a float fill follows the float-to-int rule
+        # (NaN, infinities and out-of-range values give the type's minimum) rather than failing.
+        return strong(broadcast_to(cast(lift(ctx, np.float64(fill_value), np.float64), dtype), x.shape))
+    return strong(broadcast_to(lift(ctx, fill_value, dtype), x.shape))
 
 
 def conv2d(x, w, stride=1, padding=0) -> Tracer:

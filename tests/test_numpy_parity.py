@@ -313,3 +313,23 @@ def test_scalar_powers_at_signed_zeros_and_infinities(fn, target):
     (-0.0) ** 0.5 is -0.0 and (-inf) ** 0.5 is NaN, not pow's 0.0 and inf."""
     x = np.array([-0.0, 0.0, -np.inf, np.inf, np.nan, 4.0, -4.0, 2.0], np.float32)
     assert_same(run(fn, target, x), expected_of(fn, x))
+
+
+@pytest.mark.parametrize("fill, dtype", [(np.nan, np.int32), (np.inf, np.int32), (-np.inf, np.int64),
+                                         (1e10, np.int32), (-2.7, np.int64), (np.float32(-1e20), np.int64)])
+def test_full_like_with_a_float_fill_into_integers_casts_as_numpy_does(fill, dtype):
+    """numpy fills by an unsafe cast: NaN, infinities and out-of-range floats give the
+    integer type's minimum on x86-64 (kiln's float-to-int rule), not an error."""
+    x = np.zeros((2, 3), np.float32)
+    fn = lambda x: np.full_like(x, fill, dtype=dtype)  # noqa: E731
+    assert_same(run(fn, "cpu", x), expected_of(fn, x))
+    assert_same(run(fn, "interpret", x), expected_of(fn, x))
+
+
+def test_bool_array_squared_is_refused_by_name_not_given_another_dtype():
+    """numpy squares for a scalar exponent of 2, and the square of bool is int8, which
+    kiln lacks; bool ** 3 is int64 in numpy and kiln alike."""
+    b = np.array([True, False])
+    with pytest.raises(kiln.DTypeError, match="int8"):
+        run(lambda b: b ** 2, "cpu", b)
+    assert_same(run(lambda b: b ** 3, "cpu", b), b ** 3)
