@@ -220,10 +220,10 @@ class KernelEmitter:
         Adding n numbers one after another into one accumulator loses about n/2 ulp when
         they share a sign; numpy's pairwise summation about log2(n). Here no accumulator
         takes more than a few hundred additions: each reduced axis is its own level (a
-        fresh accumulator per iteration of the loops outside it), an axis longer than
-        STREAMS * STREAM_MIN runs in STREAMS interleaved accumulators over contiguous
-        quarters (independent chains: they also keep the adder busy), and an axis longer
-        than LEAF is cut into blocks of LEAF * FANOUT**k elements, FANOUT at most per
+        fresh accumulator per iteration of the loops outside it), an axis of
+        STREAMS * STREAM_MIN to LEAF elements runs in STREAMS interleaved accumulators over
+        contiguous quarters (independent chains: they also keep the adder busy), and an
+        axis longer than LEAF is cut into blocks of LEAF * FANOUT**k elements, FANOUT at most per
         level (an axis with reduced axes inside it into min-bounded levels, so those are
         written once). Every level starts at zero and adds the sum of the level below, so the
         error grows with the number of levels, O(log n), whatever the schedule does with
@@ -250,37 +250,42 @@ class KernelEmitter:
             return total
         return axes_from(0, [], level, chain)
 
-    def _axis_sum(self, extent, offset, level, chain, zero, add, term, axis):
-        """Sum of `term(i, level, chain)` for i in [offset, offset + extent), computed at `level`."""
+    def _axis_sum(self, extent, offset, level, chain, zero, add, term, axis, streams=STREAMS):
+        """Sum of `term(i, level, chain)` for i in [offset, offset + extent), computed at `level`.
+        The leaves of a longer axis read one contiguous stream (`streams` 1): four streams
+        512 bytes apart halved the speed of sums that stream from memory, as the
+        hardware prefetcher follows them worse; an axis that fits one leaf (a row) keeps
+        its four accumulators, whose independent chains are what pays in cache."""
         name = REDUCTION_NAMES[axis] if axis < len(REDUCTION_NAMES) else "r"
-        if extent < STREAMS * STREAM_MIN:
+        leaf = LEAF // STREAMS * streams  # each accumulator adds at most LEAF // STREAMS terms
+        if extent < streams * STREAM_MIN:
             (total,) = self._loop(extent, [zero], level, chain, name,
                                   lambda i, lv, ch, accs: [add(lv, accs[0], term(i + offset, lv, ch))])
             return total
-        if extent <= LEAF:
-            length = extent // STREAMS
-            partials = self._loop(length, [zero] * STREAMS, level, chain, name, lambda i, lv, ch, accs: [
+        if extent <= leaf:
+            length = extent // streams
+            partials = self._loop(length, [zero] * streams, level, chain, name, lambda i, lv, ch, accs: [
                 add(lv, acc, term(i + (offset + k * length), lv, ch)) for k, acc in enumerate(accs)])
             while len(partials) > 1:  # pairwise: (a0 + a1) + (a2 + a3)
                 partials = [add(level, a, b) for a, b in zip(partials[::2], partials[1::2])]
-            total, done = partials[0], STREAMS * length
+            total, done = partials[0], streams * length
         else:
-            size = LEAF
+            size = leaf
             while size * FANOUT < extent:
                 size *= FANOUT
             blocks, done = extent // size, extent // size * size
 
             def block(i, lv, ch, accs):
-                inner = self._axis_sum(size, i * size + offset, lv, ch, zero, add, term, axis)
+                inner = self._axis_sum(size, i * size + offset, lv, ch, zero, add, term, axis, 1)
                 return [add(lv, accs[0], inner)]
 
             if blocks == 1:
-                total = self._axis_sum(size, offset, level, chain, zero, add, term, axis)
+                total = self._axis_sum(size, offset, level, chain, zero, add, term, axis, 1)
             else:
                 (total,) = self._loop(blocks, [zero], level, chain, f"{name}.b", block)
         if done < extent:
             total = add(level, total, self._axis_sum(extent - done, offset + done, level, chain, zero, add,
-                                                     term, axis))
+                                                     term, axis, streams))
         return total
 
     def _outer_axis_sum(self, extent, offset, level, chain, zero, add, term, axis):

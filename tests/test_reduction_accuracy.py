@@ -164,9 +164,13 @@ def test_sums_of_negative_zeros_match_numpy(n):
 def test_the_summation_tree_is_in_the_affine_ir():
     text = kiln.compile(lambda x: x.sum()).lower(kiln.f32[4099]).text("affine")
     assert "%k0.sum = 0 to 1" in text  # one nest for the whole kernel
-    assert "%k0.r.b = 0 to 8" in text  # 8 blocks of 512 ...
-    assert "affine.for %k0.r = 0 to 128 iter_args(%acc0_2 = %0, %acc1 = %0, %acc2 = %0, %acc3 = %0)" in text
+    assert "%k0.r.b = 0 to 4" in text  # 4 blocks of 1024 ...
+    assert "%k0.r.b1 = 0 to 8" in text  # ... of 8 leaves ...
+    assert "affine.for %k0.r = 0 to 128 iter_args(%acc0_3 = %0) -> (f32)" in text  # ... of 128, one stream
     assert "%k0.r1 = 0 to 3" in text  # ... and the 3 left over
+    # A row that fits one leaf runs in 4 accumulators over its quarters (independent chains).
+    row = kiln.compile(lambda x: x.sum(axis=1)).lower(kiln.f32[8, 512]).text("affine")
+    assert "affine.for %k0.r = 0 to 128 iter_args(%acc0 = %0, %acc1 = %0, %acc2 = %0, %acc3 = %0)" in row
 
 
 def test_outer_axes_write_the_inner_tree_once():
