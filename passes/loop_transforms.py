@@ -98,7 +98,7 @@ def _remainder(loop, start: int, inits):
 def split(loop, factor: int):
     """``for x in [0, N)`` -> ``for xo in [0, ceil(N/f)): for xi in [0, min(f, N - xo*f))``."""
     name = loop_name(loop)
-    if not isinstance(factor, int) or factor < 1:
+    if not is_positive_int(factor):
         raise ScheduleError(f"split({name}, {factor!r}): the factor must be a positive integer")
     if loop.lower != 0 or loop.step != 1:
         raise ScheduleError(f"split({name}): only loops from 0 with step 1")
@@ -179,15 +179,21 @@ def reorder(loops: list) -> None:
     _replace_loop(chain[0], new_loops[0])
 
 
+def is_positive_int(value) -> bool:
+    """A factor: an int of at least 1, and not a bool (True is an int to Python)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
 # -- unroll -----------------------------------------------------------------------------------
 def unroll(loop, factor: int):
     """``factor`` copies of the body per iteration, and a remainder loop for the rest."""
     name = loop_name(loop)
     if not loop.constant_bounds or loop.lower != 0 or loop.step != 1:
         raise ScheduleError(f"unroll({name}): only loops with constant bounds from 0, step 1")
-    if not isinstance(factor, int) or factor < 1:
+    if not is_positive_int(factor):
         raise ScheduleError(f"unroll({name}, {factor!r}): the factor must be a positive integer")
     count = loop.upper
+    factor = max(1, min(factor, count))  # more copies than iterations unroll it fully, no more
     main = A.ForOp.create(0, count // factor, inits=list(loop.inits), iv_name=f"{name}.u")
     carried = list(main.body.args[1:])
     for copy in range(factor):
@@ -209,9 +215,10 @@ def unroll_jam(loop, factor: int):
         raise ScheduleError(f"unroll_jam({name}): it carries values (iter_args); use unroll")
     if not loop.constant_bounds or loop.lower != 0 or loop.step != 1:
         raise ScheduleError(f"unroll_jam({name}): only loops with constant bounds from 0, step 1")
-    if not isinstance(factor, int) or factor < 1:
+    if not is_positive_int(factor):
         raise ScheduleError(f"unroll_jam({name}, {factor!r}): the factor must be a positive integer")
     count = loop.upper
+    factor = max(1, min(factor, count))  # more copies than iterations jam them all, no more
     main = A.ForOp.create(0, count // factor, iv_name=f"{name}.u")
     copies = []
     for copy in range(factor):

@@ -40,10 +40,12 @@ class Schedule:
     def __init__(self, steps=()):
         self.steps = []
         for step in steps:
+            if not isinstance(step, (list, tuple)) or not step:
+                raise ScheduleError(f"a schedule step is a list like ['split', 'k0.i', 32], not {step!r}")
             self.add(*step)
 
     def add(self, primitive: str, *args) -> "Schedule":
-        if primitive not in PRIMITIVES:
+        if not isinstance(primitive, str) or primitive not in PRIMITIVES:
             raise ScheduleError(f"unknown schedule step {primitive!r} (known: {', '.join(PRIMITIVES)})")
         self.steps.append((primitive, *[list(a) if isinstance(a, tuple) else a for a in args]))
         return self

@@ -279,3 +279,25 @@ def test_the_schedule_fuzzer_draws_every_cpu_step():
         module = _affine(lambda a, b: np.tanh(a @ b) + b.sum(), kiln.f32[13, 7], kiln.f32[7, 19])
         drawn.update(step[0] for step in random_schedule(module, random.Random(seed), length=8))
     assert drawn == set(CPU_STEPS)
+
+
+@pytest.mark.parametrize("schedule, message", [
+    ([("split", "k0.j", True)], "positive integer"),
+    ([("tile", ["k0.i", "k0.j"], [True, 2])], "positive integer"),
+    ([("unroll", "k0.r", False)], "positive integer"),
+    ([()], "a schedule step is a list"),
+    (["split k0.j 2"], "a schedule step is a list"),
+])
+def test_malformed_steps_are_refused_by_name(schedule, message):
+    a, b = np.ones((7, 13), np.float32), np.ones((13, 11), np.float32)
+    with pytest.raises(ScheduleError, match=message):
+        kiln.compile(lambda a, b: a @ b, schedule=schedule)(a, b)
+
+
+@pytest.mark.parametrize("step", [("unroll", "k0.r", 100_000), ("unroll_jam", "k0.i", 100_000)])
+def test_factors_past_the_trip_count_unroll_fully_at_once(step):
+    """More copies than iterations would only be empty copies (compile time grew with the factor)."""
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((7, 13)).astype(np.float32), rng.standard_normal((13, 11)).astype(np.float32)
+    got = kiln.compile(lambda a, b: a @ b, schedule=[step])(a, b)
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
