@@ -17,7 +17,7 @@ import time
 import numpy as np
 
 import kiln
-import kiln.llvm_ops as llvm_ops
+import kiln.codegen.llvm_ops as llvm_ops
 from kiln.dialects import arith, tensor
 from kiln.passes import scalar_rules
 

@@ -10,8 +10,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import kiln  # noqa: E402
-from kiln.kernels import extract  # noqa: E402
-from kiln.tuner import KernelBench, tune_kernel  # noqa: E402
+from kiln.passes.kernels import extract  # noqa: E402
+from kiln.tools.tuner import KernelBench, tune_kernel  # noqa: E402
 
 KERNELS = {
     "matmul 512": (lambda a, b: a @ b, (kiln.f32[512, 512], kiln.f32[512, 512])),

@@ -7,23 +7,22 @@
     predict(x, w, b)                              # numpy in, numpy out
     print(predict.lower(kiln.f32[64, 784], kiln.f32[784, 10], kiln.f32[10]).text("tensor"))
 """
-from .errors import (ArgumentError, DTypeError, KilnError, NonFiniteError, OutOfBoundsError, ParseError, ShapeError,
-                     StageError,
-                     TracerBoolError, TracerConversionError, UnsupportedError, VerificationError)
-from .grad import grad, value_and_grad
-from .gradcheck import GradcheckReport, GradientMismatchError, gradcheck
-from .cuda_target import to_device
-from .jit import CompiledFunction, Lowered, compile
-from .profiler import Profile, profile
-from .bisect import BisectReport, bisect
-from .nn import conv2d, logsumexp, relu, sigmoid, softmax
-from .specs import TensorSpec, bool_, f32, f64, i32, i64
-from kiln.passes.loop_transforms import ScheduleError
+from kiln.errors import (ArgumentError, CudaUnavailable, DTypeError, GradientMismatchError, KilnError, LoadError,
+                         NonFiniteError, OutOfBoundsError, ParseError, ScheduleError, ShapeError, StageError,
+                         TracerBoolError, TracerConversionError, UnsupportedError, VerificationError)
+from kiln.transforms import grad, value_and_grad
+from kiln.tools.gradcheck import GradcheckReport, gradcheck
+from kiln.cuda_executable import to_device
+from kiln.jit import CompiledFunction, Lowered, compile
+from kiln.tools.profiler import Profile, profile
+from kiln.tools.bisect import BisectReport, bisect
+from kiln.frontend.nn import conv2d, logsumexp, relu, sigmoid, softmax
+from kiln.frontend.specs import TensorSpec, bool_, f32, f64, i32, i64
 from kiln.passes.schedule import Schedule
-from kiln.runtime.library import LoadError, load
+from kiln.runtime.library import load
 from kiln.runtime.cuda import DeviceArray
 
-__version__ = "0.1.0"
+from kiln.version import __version__
 
 __all__ = [
     "compile", "CompiledFunction", "Lowered", "grad", "value_and_grad", "gradcheck", "GradcheckReport", "GradientMismatchError", "TensorSpec", "f32", "f64", "i32", "i64", "bool_",
@@ -31,5 +30,5 @@ __all__ = [
     "KilnError", "ShapeError", "DTypeError", "VerificationError", "ParseError", "TracerBoolError",
     "TracerConversionError", "UnsupportedError", "OutOfBoundsError", "ArgumentError", "StageError", "__version__",
     "NonFiniteError",
-    "Schedule", "ScheduleError", "load", "LoadError", "to_device", "DeviceArray", "profile", "Profile", "bisect", "BisectReport",
+    "Schedule", "ScheduleError", "load", "LoadError", "CudaUnavailable", "to_device", "DeviceArray", "profile", "Profile", "bisect", "BisectReport",
 ]

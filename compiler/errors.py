@@ -1,5 +1,9 @@
-"""The exceptions users see. All derive from KilnError and, where it fits, from
-the Python exception a numpy user would expect (ValueError, TypeError, ...).
+"""The exceptions users see, all in one public home: every exception kiln raises on
+purpose is importable from here and prints as ``kiln.errors.<Name>``, wherever the
+layer that raises it defines it (the IR core, the schedules, the runtime). All derive
+from KilnError (except LoadError and CudaUnavailable, which the runtime raises
+without knowing the IR) and, where it fits, from the Python exception a numpy user
+would expect (ValueError, TypeError, ...).
 
 A KilnError leaving a compiled function carries a traceback without kiln's own
 frames (as JAX filters its tracebacks): the user sees their call and the line of
@@ -8,14 +12,18 @@ every frame, for debugging kiln itself.
 """
 import functools
 import os
-import sys
 import types
 
 from kiln.dialects.diagnostics import DTypeError, KilnError, ParseError, ShapeError, VerificationError
+from kiln.passes.loop_transforms import ScheduleError
+from kiln.runtime.cuda import CudaUnavailable
+from kiln.runtime.library import LoadError
+from kiln.version import source_roots
 
 # Users meet these as kiln.errors.ShapeError (the name a traceback prints), wherever the
-# IR core defines them.
-for _cls in (KilnError, ShapeError, DTypeError, VerificationError, ParseError):
+# lower layer that raises them defines them.
+for _cls in (KilnError, ShapeError, DTypeError, VerificationError, ParseError, ScheduleError, LoadError,
+             CudaUnavailable):
     _cls.__module__ = __name__
 del _cls
 
@@ -53,23 +61,23 @@ class StageError(KilnError, KeyError):
         return self.args[0]
 
 
-__all__ = ["KilnError", "ShapeError", "DTypeError", "VerificationError", "ParseError", "TracerBoolError",
-           "TracerConversionError", "UnsupportedError", "UnsupportedAttributeError", "OutOfBoundsError",
-           "ArgumentError", "StageError"]
-
-
 class NonFiniteError(KilnError, FloatingPointError):
     """Debug mode: an op produced NaN or infinity from finite inputs."""
 
 
-def _kiln_dirs() -> tuple:
-    names = ("kiln", "kiln.dialects", "kiln.passes", "kiln.runtime")
-    return tuple(os.path.join(os.path.dirname(sys.modules[n].__file__), "") for n in names if n in sys.modules)
+class GradientMismatchError(KilnError, AssertionError):
+    """kiln.gradcheck: kiln's gradient and the finite-difference estimate disagree."""
+
+
+__all__ = ["KilnError", "ShapeError", "DTypeError", "VerificationError", "ParseError", "TracerBoolError",
+           "TracerConversionError", "UnsupportedError", "UnsupportedAttributeError", "OutOfBoundsError",
+           "ArgumentError", "StageError", "NonFiniteError", "GradientMismatchError", "ScheduleError", "LoadError",
+           "CudaUnavailable"]
 
 
 def filter_traceback(tb):
     """`tb` without the frames of kiln's own files."""
-    dirs = _kiln_dirs()
+    dirs = source_roots()
     kept = []
     while tb is not None:
         if not tb.tb_frame.f_code.co_filename.startswith(dirs):

@@ -14,25 +14,26 @@ import hashlib
 import inspect
 import os
 import threading
-import time
-from dataclasses import dataclass
 
 import numpy as np
 
-from kiln.runtime import threads
-from kiln.runtime.native import LoadedObject
+from kiln.runtime.cuda import CudaUnavailable, check_gpu
 
-from . import pytree
-from .errors import ArgumentError, KilnError, StageError, user_facing
-from .frontend import bind, leaf_spec, trace
-from .interpreter import run_function
-from . import debug as debug_mode
-from .llvm_codegen import OUT_OF_BOUNDS, STATUS, symbol_name
-from .pipeline import GRAPH_PASSES, REMAT_PASSES, STAGES, Pipeline
+from kiln.codegen import nvcc
+
+from kiln.frontend import pytree
+from kiln.errors import ArgumentError, KilnError, StageError, user_facing
+from kiln.frontend.trace import bind, leaf_spec, trace
+from kiln.interpreters.tensor_interpreter import run_function
+from kiln.tools import debug as debug_mode
+from kiln.cuda_executable import CudaExecutable
+from kiln.executable import Compilation, Executable, OutOfBoundsStatus
+from kiln.tools.profiler import profile
+from kiln.pipeline import GRAPH_PASSES, REMAT_PASSES, STAGES, Pipeline
 from kiln.passes.schedule import Schedule
 
-from .specs import TensorSpec
-from .tracing import Tracer
+from kiln.frontend.specs import TensorSpec
+from kiln.frontend.tracing import Tracer
 
 TARGETS = ("cpu", "interpret", "cuda", "cuda-emulate")
 
@@ -75,90 +76,14 @@ class Lowered:
         return f"<Lowered {self.name}: {', '.join(self.stages)}>"
 
 
-@dataclass(frozen=True)
-class Compilation:
-    """How one signature's native code was obtained."""
-    signature: str
-    from_cache: bool
-    seconds: float
-
-
-class Executable:
-    """One signature's native code, with the checks that guard it."""
-
-    def __init__(self, pipeline: Pipeline, traced):
-        started = time.perf_counter()
-        code, self.from_cache = pipeline.object_code()
-        self._object = LoadedObject(code)
-        function = traced.function
-        self.input_specs = [(a.type.shape, a.type.dtype) for a in function.arguments]
-        self.output_specs = [(t.shape, t.dtype) for t in function.function_type.results]
-        self._native = self._object.function(symbol_name(function.sym_name),
-                                             len(self.input_specs) + len(self.output_specs))
-        self.seconds = time.perf_counter() - started
-
-    def run(self, leaves, out_leaves=None) -> list:
-        inputs = [_prepare_input(leaf, shape, dtype) for leaf, (shape, dtype) in zip(leaves, self.input_specs)]
-        outputs, copy_back = [], []
-        for k, (shape, dtype) in enumerate(self.output_specs):
-            target = None if out_leaves is None else out_leaves[k]
-            if target is not None and _writable_in_place(target, inputs + outputs):
-                outputs.append(target)
-            else:
-                outputs.append(np.empty(shape, dtype))
-                if target is not None:
-                    copy_back.append((target, outputs[-1]))
-        threads.use_in_this_thread()
-        # Results with no elements need no code run; the native code is never handed empty buffers to write.
-        status = self._native(inputs + outputs) if any(o.size for o in outputs) else 0
-        if status:
-            raise _status_error(status)
-        for target, result in copy_back:
-            np.copyto(target, result)
-        return outputs
-
-
-def _prepare_input(leaf, shape, dtype) -> np.ndarray:
-    """A C-contiguous, aligned array of the compiled shape and dtype; copies what is not."""
-    array = np.asarray(leaf, dtype=dtype)
-    if array.shape != shape:
-        raise ArgumentError(f"an argument has shape {array.shape}, the compiled code expects {shape}")
-    if not (array.flags.c_contiguous and array.flags.aligned):
-        array = np.array(array, order="C", copy=True)
-    return array
-
-
-def _writable_in_place(target: np.ndarray, others) -> bool:
-    flags = target.flags
-    return flags.c_contiguous and flags.aligned and flags.writeable and \
-        not any(np.may_share_memory(target, other) for other in others)
-
-
-class _OutOfBounds(Exception):
-    """A debug build's bounds check fired; the caller turns it into an OutOfBoundsError."""
-
-    def __init__(self, status: int):
-        self.status = status
-
-
-def _status_error(status: int) -> Exception:
-    if status >= OUT_OF_BOUNDS:
-        return _OutOfBounds(status)
-    if status == STATUS["out of memory"]:
-        return MemoryError("kiln: the compiled function could not allocate its scratch memory")
-    if status == STATUS["negative integer power"]:
-        return ValueError("Integers to negative integer powers are not allowed.")
-    return KilnError(f"the compiled function failed with status {status}")
-
-
 class CompiledFunction:
     def __init__(self, fn, target: str = "cpu", static_argnames=(), optimize: bool = True, remat: bool = False,
                  schedule=None, tuning_db=None, debug=None):
         if target not in TARGETS:
             raise KilnError(f"unknown target {target!r}; this version of kiln compiles for: {', '.join(TARGETS)}")
         if target == "cuda":
-            from kiln.runtime.cuda import CudaUnavailable, check_gpu
             try:
+                nvcc.check_compiler()
                 check_gpu()
             except CudaUnavailable as exc:
                 raise KilnError(str(exc)) from None
@@ -251,7 +176,6 @@ class CompiledFunction:
     def _build(self, key):
         traced, pipeline = self._traces[key]
         if self.target.startswith("cuda"):
-            from .cuda_target import CudaExecutable
             return CudaExecutable(pipeline, traced, emulate=self.target == "cuda-emulate")
         return Executable(pipeline, traced)
 
@@ -272,7 +196,7 @@ class CompiledFunction:
         else:
             try:
                 results = self._executable(key).run(call.leaves, out_leaves)  # native: CPU or CUDA
-            except _OutOfBounds as exc:
+            except OutOfBoundsStatus as exc:
                 raise debug_mode.out_of_bounds_error(self._traces[key][1], exc.status) from None
             if self.debug:
                 debug_mode.check_finite(traced.function, [np.asarray(leaf) for leaf in call.leaves])
@@ -282,7 +206,6 @@ class CompiledFunction:
 
     def profile(self, *args, seconds: float = 2.0, **kwargs):
         """Per-kernel time, bytes and FLOPs on these arguments: see kiln.profile."""
-        from .profiler import profile
         return profile(self, *args, seconds=seconds, **kwargs)
 
     def __repr__(self) -> str:

@@ -17,7 +17,6 @@ import warnings
 from kiln.dialects import print_ir, verify
 from kiln.passes import canonicalize, cse, dce, fusion, memory_plan, remat  # noqa: F401  (register the passes)
 from kiln.passes.lower_tensor_to_affine import lower_tensor_to_affine  # noqa: F401
-from kiln.passes.memory_plan import read_plan
 from kiln.passes.default_schedule import default_schedule
 from kiln.passes.registry import run_passes
 from kiln.passes.loop_transforms import ScheduleError
@@ -27,9 +26,13 @@ from kiln.runtime import threads
 from kiln.runtime.cache import DiskCache
 from kiln.runtime.native import LLVM_LOCK
 
-from . import llvm_codegen, llvm_target
-from .kernels import absolute_steps, extract, kernel_names, structural_hash
-from .tuning_db import TuningDB, host_fingerprint
+from kiln.codegen import llvm_codegen
+from kiln.codegen import llvm_target
+from kiln.passes.kernels import absolute_steps, extract, kernel_names, structural_hash
+from kiln.tools.tuning_db import TuningDB, host_fingerprint
+from kiln.codegen.cuda_codegen import emit_cuda
+from kiln.passes.memory_plan import is_kernel, read_plan
+from kiln.version import __version__, source_roots
 
 STAGES = ("tensor", "optimized", "affine", "scheduled", "llvm")
 GRAPH_PASSES = ("canonicalize", "cse", "dce", "fuse", "plan-memory")
@@ -41,15 +44,15 @@ def kiln_digest() -> str:
     """kiln's version and a hash of its own source: object code cached by one build of
     kiln is never served to another (an edited checkout, a git install without a new
     version number)."""
-    import kiln
-    from kiln import dialects, passes, runtime
-    digest = hashlib.sha256(kiln.__version__.encode())
-    for package in (kiln, dialects, passes, runtime):
-        directory = os.path.dirname(package.__file__)
-        for name in sorted(os.listdir(directory)):
-            if name.endswith(".py"):
-                with open(os.path.join(directory, name), "rb") as f:
-                    digest.update(name.encode() + b"\0" + f.read())
+    digest = hashlib.sha256(__version__.encode())
+    for root in source_roots():
+        for directory, subdirectories, names in os.walk(root):
+            subdirectories.sort()
+            for name in sorted(names):
+                if name.endswith(".py"):
+                    path = os.path.join(directory, name)
+                    with open(path, "rb") as f:
+                        digest.update(os.path.relpath(path, root).encode() + b"\0" + f.read())
     return digest.hexdigest()
 
 
@@ -150,7 +153,6 @@ class Pipeline:
             self.tuned_kernels.append(kernel)
 
     def cuda_source(self) -> str:
-        from .cuda_codegen import emit_cuda
         with self._lock:  # the emitter reads the scheduled module, which another thread may be building
             return emit_cuda(self.module("scheduled"))
 
@@ -175,7 +177,6 @@ class Pipeline:
 
     def kernels(self) -> list:
         """The optimized function's kernels: each becomes one loop nest."""
-        from kiln.passes.memory_plan import is_kernel
         function = self.module("optimized").body.ops[0]
         return [op for op in function.body.ops if is_kernel(op)]
 

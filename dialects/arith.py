@@ -80,27 +80,27 @@ class _Same(Operation):
         return [t]
 
 
-def _same(class_name, op_name, arity, allowed, doc):
+def same_typed_op(class_name, op_name, arity, allowed, doc):
     names = ("lhs", "rhs") if arity == 2 else ("operand",)
     return type(class_name, (_Same,), {"name": op_name, "operand_names": names, "allowed": allowed,
                                        "__doc__": doc, "__module__": __name__})
 
 
-AddFOp = _same("AddFOp", "arith.addf", 2, FLOATS, "float addition")
-SubFOp = _same("SubFOp", "arith.subf", 2, FLOATS, "float subtraction")
-MulFOp = _same("MulFOp", "arith.mulf", 2, FLOATS, "float multiplication")
-DivFOp = _same("DivFOp", "arith.divf", 2, FLOATS, "float division")
-MaximumFOp = _same("MaximumFOp", "arith.maximumf", 2, FLOATS, "IEEE maximum (NaN propagates, like np.maximum)")
-MinimumFOp = _same("MinimumFOp", "arith.minimumf", 2, FLOATS, "IEEE minimum (NaN propagates)")
-NegFOp = _same("NegFOp", "arith.negf", 1, FLOATS, "float negation")
-AddIOp = _same("AddIOp", "arith.addi", 2, INTEGERS, "wrapping integer addition")
-SubIOp = _same("SubIOp", "arith.subi", 2, INTEGERS, "wrapping integer subtraction")
-MulIOp = _same("MulIOp", "arith.muli", 2, INTEGERS, "wrapping integer multiplication")
-MaxSIOp = _same("MaxSIOp", "arith.maxsi", 2, INTEGERS, "signed maximum")
-MinSIOp = _same("MinSIOp", "arith.minsi", 2, INTEGERS, "signed minimum")
-AndIOp = _same("AndIOp", "arith.andi", 2, INTEGERS, "bitwise and (logical and on i1)")
-OrIOp = _same("OrIOp", "arith.ori", 2, INTEGERS, "bitwise or (logical or on i1)")
-XOrIOp = _same("XOrIOp", "arith.xori", 2, INTEGERS, "bitwise xor (logical not with true)")
+AddFOp = same_typed_op("AddFOp", "arith.addf", 2, FLOATS, "float addition")
+SubFOp = same_typed_op("SubFOp", "arith.subf", 2, FLOATS, "float subtraction")
+MulFOp = same_typed_op("MulFOp", "arith.mulf", 2, FLOATS, "float multiplication")
+DivFOp = same_typed_op("DivFOp", "arith.divf", 2, FLOATS, "float division")
+MaximumFOp = same_typed_op("MaximumFOp", "arith.maximumf", 2, FLOATS, "IEEE maximum (NaN propagates, like np.maximum)")
+MinimumFOp = same_typed_op("MinimumFOp", "arith.minimumf", 2, FLOATS, "IEEE minimum (NaN propagates)")
+NegFOp = same_typed_op("NegFOp", "arith.negf", 1, FLOATS, "float negation")
+AddIOp = same_typed_op("AddIOp", "arith.addi", 2, INTEGERS, "wrapping integer addition")
+SubIOp = same_typed_op("SubIOp", "arith.subi", 2, INTEGERS, "wrapping integer subtraction")
+MulIOp = same_typed_op("MulIOp", "arith.muli", 2, INTEGERS, "wrapping integer multiplication")
+MaxSIOp = same_typed_op("MaxSIOp", "arith.maxsi", 2, INTEGERS, "signed maximum")
+MinSIOp = same_typed_op("MinSIOp", "arith.minsi", 2, INTEGERS, "signed minimum")
+AndIOp = same_typed_op("AndIOp", "arith.andi", 2, INTEGERS, "bitwise and (logical and on i1)")
+OrIOp = same_typed_op("OrIOp", "arith.ori", 2, INTEGERS, "bitwise or (logical or on i1)")
+XOrIOp = same_typed_op("XOrIOp", "arith.xori", 2, INTEGERS, "bitwise xor (logical not with true)")
 
 FLOAT_PREDICATES = ("oeq", "one", "olt", "ole", "ogt", "oge", "ueq", "une", "ult", "ule", "ugt", "uge", "ord", "uno")
 INT_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")

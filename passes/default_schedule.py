@@ -42,7 +42,7 @@ def default_schedule(function, vector_bits: int = 256, threads: bool = True, ski
             done.update(n for n in set(kernels(function)) - before
                         if not n.induction_variable.name_hint.endswith(".tail"))
             continue
-        for loop in _vector_candidates(nest):
+        for loop in vector_candidates(nest):
             name = loop.induction_variable.name_hint
             lanes = vector_bits // (8 * _widest_element(loop))
             if loop.parent is None or lanes < 2 or not loop.constant_bounds or loop.upper < lanes:
@@ -70,7 +70,7 @@ def _matmul_recipe(function, nest, vector_bits, schedule) -> bool:
     column loop outside them, vectorize it, and jam 2 vectors, so each k step updates an
     8 x 2-vector block of accumulators held in registers; then pack each block of columns
     of B into a contiguous tile."""
-    chain = _root_chain(nest)
+    chain = root_chain(nest)
     if len(chain) < 2:
         return False
     rows, cols = chain[-2], chain[-1]
@@ -146,7 +146,7 @@ def _row_reader(cols):
 
 
 
-def _root_chain(nest) -> list:
+def root_chain(nest) -> list:
     """The loops over a kernel's result: perfectly nested, no iter_args."""
     chain = [nest] if isinstance(nest, A.ForOp) and not nest.inits else []
     while chain:
@@ -167,7 +167,7 @@ def _try(function, schedule, step) -> bool:
     return True
 
 
-def _vector_candidates(nest) -> list:
+def vector_candidates(nest) -> list:
     """Loops that hold no other loop first (innermost), then the loops around them, inside out."""
     loops = [op for op in nest.walk() if isinstance(op, A.ForOp)]
     leaves = [l for l in loops if not _contains_loops(l)]

@@ -70,7 +70,7 @@ def _move_body(source: Block, target: Block, iv_expr, new_ivs) -> None:
     replace_index(ops, old_iv, new_ivs, iv_expr)
 
 
-def _replace_loop(old, new, results=None) -> None:
+def replace_loop(old, new, results=None) -> None:
     """Put `new` (an op, or a list of ops) where loop `old` was; `results` (by default the
     last new op's) take the place of its results."""
     new_ops = new if isinstance(new, list) else [new]
@@ -86,7 +86,7 @@ def _replace_loop(old, new, results=None) -> None:
     old.set_operands([])
 
 
-def _remainder(loop, start: int, inits):
+def remainder_loop(loop, start: int, inits):
     """Iterations `start` to the end of `loop`, as a loop ``<name>.tail`` carrying `inits`."""
     tail = A.ForOp.create(0, loop.upper - start, inits=list(inits), iv_name=f"{loop_name(loop)}.tail")
     carried = _clone_body(loop, tail.body, list(tail.body.args[1:]), [tail.induction_variable], Dim(0) + start)
@@ -127,7 +127,7 @@ def split(loop, factor: int):
     _move_body(loop.body, inner.body, Dim(0) * factor + Dim(1), [outer_iv, inner.induction_variable])
     outer.body.append(inner)
     outer.body.append(A.YieldOp(list(inner.results), {}))
-    _replace_loop(loop, outer)
+    replace_loop(loop, outer)
     return outer, inner
 
 
@@ -176,7 +176,7 @@ def reorder(loops: list) -> None:
     innermost_body.ops.clear()
     for op in ops:
         new_loops[-1].body.append(op)
-    _replace_loop(chain[0], new_loops[0])
+    replace_loop(chain[0], new_loops[0])
 
 
 def is_positive_int(value) -> bool:
@@ -201,8 +201,8 @@ def unroll(loop, factor: int):
     main.body.append(A.YieldOp(carried, {}))
     new_ops = [main]
     if count % factor:
-        new_ops.append(_remainder(loop, count // factor * factor, main.results))
-    _replace_loop(loop, new_ops)
+        new_ops.append(remainder_loop(loop, count // factor * factor, main.results))
+    replace_loop(loop, new_ops)
     return main
 
 
@@ -314,7 +314,7 @@ def parallel(loop):
                                 f"(a store that does not depend on {name})")
     new = A.ParallelOp.create(loop.upper, iv_name=name)
     _move_body(loop.body, new.body, Dim(0), [new.induction_variable])
-    _replace_loop(loop, new)
+    replace_loop(loop, new)
     return new
 
 

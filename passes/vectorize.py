@@ -41,7 +41,7 @@ from kiln.dialects.types import VectorType, element_of, i1
 
 from kiln.dialects.ir import Operation
 
-from .loop_transforms import ScheduleError, _remainder, _replace_loop, loop_name
+from .loop_transforms import ScheduleError, remainder_loop, replace_loop, loop_name
 
 # The combining op of a reduction, and what vector.reduction calls it.
 _REDUCTIONS = {AR.AddFOp: "add", AR.AddIOp: "add", AR.MulFOp: "mul", AR.MulIOp: "mul",
@@ -79,9 +79,9 @@ def vectorize(loop, width: int):
         finals.append(combine.result)
     results = finals
     if count % width:
-        new_ops.append(_remainder(loop, count // width * width, finals))
+        new_ops.append(remainder_loop(loop, count // width * width, finals))
         results = list(new_ops[-1].results)
-    _replace_loop(loop, new_ops, results)
+    replace_loop(loop, new_ops, results)
     return main
 
 

@@ -1,34 +1,23 @@
-"""Build and call CUDA C: nvcc to a shared library, loaded through cffi, with
-device memory and host<->device copies through libcudart.
+"""Call compiled CUDA code: a shared library (built by ``kiln.codegen.nvcc``) loaded
+through cffi, with device memory and host<->device copies through libcudart.
 
-``emulate=True`` builds the same source as C++ for the CPU (the grid and block
-loops explicit) and calls it on host memory: how kiln checks its CUDA kernels
-on machines without a GPU.
+An emulated library (the same source built as C++ for the CPU, the grid and block
+loops explicit) is called on host memory: how kiln checks its CUDA kernels on
+machines without a GPU.
 """
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 import functools
-import hashlib
-import os
-import shutil
-import subprocess
-import tempfile
-import warnings
 
 import cffi
 import numpy as np
 
-from .cache import DiskCache
 
 
 class CudaUnavailable(Exception):
-    """target='cuda' on a machine without nvcc or without an NVIDIA GPU."""
-
-
-def nvcc() -> str | None:
-    return shutil.which("nvcc")
+    """target='cuda' on a machine without nvcc, the CUDA runtime or an NVIDIA GPU."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -63,9 +52,7 @@ def _check(runtime, error: int, what: str) -> None:
 
 
 def check_gpu() -> None:
-    """Raise CudaUnavailable saying what is missing: nvcc, the CUDA runtime, or a GPU."""
-    if nvcc() is None:
-        raise CudaUnavailable("target='cuda' needs nvcc, the CUDA compiler, and it is not on PATH")
+    """Raise CudaUnavailable saying what is missing: the CUDA runtime or a GPU."""
     runtime = _cudart()
     if runtime is None:
         raise CudaUnavailable("target='cuda' needs the CUDA runtime (libcudart), and it cannot be loaded")
@@ -75,62 +62,6 @@ def check_gpu() -> None:
         detail = error_string(error) if error else "0 devices"
         raise CudaUnavailable(f"target='cuda' needs an NVIDIA GPU, and none is available "
                               f"(cudaGetDeviceCount: {detail})")
-
-
-def build(source: str, emulate: bool, cache: DiskCache | None = None) -> str:
-    """A shared library built from `source`; returns its path. Libraries are cached on disk
-    with the SHA-256 of the file as built, compared before one is reused."""
-    cache = cache or DiskCache()
-    compiler = shutil.which(os.environ.get("CXX", "g++")) if emulate else nvcc()
-    if compiler is None:
-        raise CudaUnavailable("building CUDA C needs " + ("a C++ compiler (g++)" if emulate else "nvcc"))
-    key = hashlib.sha256(f"{'emulate' if emulate else 'nvcc'}\n{compiler}\n{source}".encode()).hexdigest()
-    with cache.writing("cuda-" + key):  # threads building one library: the first builds it, the rest reuse it
-        return _cached_or_built(source, emulate, cache, compiler, key)
-
-
-def _cached_or_built(source: str, emulate: bool, cache: DiskCache, compiler: str, key: str) -> str:
-    library = os.path.join(cache.directory, "cuda", f"{key}.so")
-    if os.path.exists(library):
-        recorded = cache.load("cuda-" + key)
-        if recorded is not None and recorded == _file_digest(library):
-            return library
-        if recorded is not None:  # changed on disk since it was built: never load it
-            warnings.warn(f"kiln: the cached CUDA library {library} does not match the SHA-256 recorded when "
-                          "it was built (changed or damaged on disk); rebuilding it", RuntimeWarning, stacklevel=3)
-    os.makedirs(os.path.dirname(library), exist_ok=True)
-    with tempfile.TemporaryDirectory() as work:
-        source_path = os.path.join(work, "kernels.cu")
-        with open(source_path, "w") as f:
-            f.write(source)
-        output = os.path.join(work, "kernels.so")
-        if emulate:
-            # each operation rounded on its own, as numpy's are, also where the host has FMA
-            command = [compiler, "-DKILN_EMULATE", "-x", "c++", "-O2", "-ffp-contract=off", "-fPIC", "-shared",
-                       source_path, "-o", output]
-        else:
-            # The shared CUDA runtime: the one kiln's Python side allocates device memory with.
-            command = [compiler, "-O3", "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared",
-                       "-diag-suppress", "177", source_path, "-o", output]
-        result = subprocess.run(command, capture_output=True, text=True)
-        if result.returncode:
-            raise RuntimeError(f"compiling CUDA C failed:\n{result.stderr[-4000:]}")
-        with open(output, "rb") as f:
-            payload = f.read()
-        fd, temporary = tempfile.mkstemp(dir=os.path.dirname(library), prefix=".tmp-")  # one per builder, threads too
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-        os.replace(temporary, library)
-        cache.store("cuda-" + key, hashlib.sha256(payload).digest())
-    return library
-
-
-def _file_digest(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).digest()
-    except OSError:
-        return None
 
 
 class DeviceArray:

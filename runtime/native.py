@@ -14,6 +14,8 @@ import threading
 import cffi
 import llvmlite.binding as llvm
 
+from kiln.runtime import threads
+
 _ffi = cffi.FFI()
 
 # llvmlite parses into LLVM's one global context, kiln shares one target machine, and
@@ -34,11 +36,16 @@ def _make_c_libraries_visible() -> None:
         llvm.load_library_permanently(path)
 
 
-def _host_target_machine():
+def host_target_machine():
+    """A new LLVM target machine for this process's CPU: its triple, CPU name and every
+    feature it has (so LLVM's vectorizers use the widest vector units), position-independent
+    code. The one definition of the host target: code generation optimizes and emits object
+    code with it, and the loader links with it. Call under ``LLVM_LOCK``."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     return llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), reloc="pic")
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3, reloc="pic",
+        codemodel="default")
 
 
 class LoadedObject:
@@ -47,10 +54,9 @@ class LoadedObject:
     def __init__(self, object_code: bytes):
         with LLVM_LOCK:
             _make_c_libraries_visible()
-            from . import threads
             threads.available()  # loads libgomp for code with parallel loops
             # Each engine takes ownership of its target machine, so each gets a new one.
-            self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), _host_target_machine())
+            self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine())
             self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
             self._engine.finalize_object()
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln.affine_interpreter import run_affine
+from kiln.interpreters.affine_interpreter import run_affine
 from kiln.dialects import arith as AR
 from kiln.dialects import parse_ir
 from kiln.dialects import tensor as T
@@ -125,8 +125,8 @@ def test_bisect_progress_stops_at_the_first_bad_step(monkeypatch):
 ], ids=["matmul", "empty", "one", "reduction", "transposed"])
 @pytest.mark.parametrize("stage", ["affine", "scheduled"])
 def test_the_estimate_counts_the_ops_the_interpreter_runs(monkeypatch, fn, shapes, stage):
-    from kiln import affine_interpreter
-    from kiln.bisect import interpreter_ops
+    from kiln.interpreters import affine_interpreter
+    from kiln.tools.bisect import interpreter_ops
     rng = np.random.default_rng(2)
     arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     module = kiln.compile(fn).lower(*arrays).module(stage)
@@ -138,7 +138,7 @@ def test_the_estimate_counts_the_ops_the_interpreter_runs(monkeypatch, fn, shape
 
 
 def test_shrinking_keeps_ranks_and_equal_extents_and_fits_the_budget():
-    from kiln.bisect import estimate, shrink_specs
+    from kiln.tools.bisect import estimate, shrink_specs
     f = kiln.compile(lambda x, w, b: np.maximum(x @ w + b, 0))
     specs = [kiln.f32[96, 200], kiln.f32[200, 200], kiln.f32[200]]
     full = estimate(f.lower(*specs)._pipeline)
@@ -152,7 +152,7 @@ def test_shrinking_keeps_ranks_and_equal_extents_and_fits_the_budget():
 
 
 def test_shapes_the_function_refuses_are_not_used():
-    from kiln.bisect import shrink_specs
+    from kiln.tools.bisect import shrink_specs
     f = kiln.compile(lambda x: x.reshape(40, 60) @ np.ones((60, 50), np.float32))
     specs = [kiln.f32[2400]]
     shrunk, cost = shrink_specs(f, specs, 1e-6)
@@ -176,7 +176,7 @@ def _write_model(tmp_path, size):
 
 
 def test_kiln_bisect_shrinks_inputs_that_would_take_too_long(tmp_path, capsys):
-    from kiln.cli import main
+    from kiln.tools.cli import main
     assert main(["bisect", _write_model(tmp_path, 160), "--budget", "3"]) == 0
     captured = capsys.readouterr()
     assert "running on smaller inputs of the same ranks" in captured.err
@@ -186,7 +186,7 @@ def test_kiln_bisect_shrinks_inputs_that_would_take_too_long(tmp_path, capsys):
 
 
 def test_kiln_bisect_no_shrink_keeps_the_shapes(tmp_path, capsys):
-    from kiln.cli import main
+    from kiln.tools.cli import main
     assert main(["bisect", _write_model(tmp_path, 6), "--budget", "0", "--no-shrink"]) == 0
     captured = capsys.readouterr()
     assert "smaller" not in captured.err and "[1/" in captured.err
@@ -194,7 +194,7 @@ def test_kiln_bisect_no_shrink_keeps_the_shapes(tmp_path, capsys):
 
 def test_a_long_bisection_says_so_before_it_starts(monkeypatch):
     import sys
-    monkeypatch.setattr(sys.modules["kiln.bisect"], "LONG", 0.0)  # every bisection counts as long
+    monkeypatch.setattr(sys.modules["kiln.tools.bisect"], "LONG", 0.0)  # every bisection counts as long
     with pytest.warns(RuntimeWarning, match=r"kiln.bisect of scaled_sum will take about .* pass smaller arrays"):
         report = kiln.bisect(scaled_sum, *args())
     assert report.first_bad is None

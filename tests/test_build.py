@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln.build import build_library
-from kiln.cli import load_function
+from kiln.tools.build import build_library
+from kiln.tools.cli import load_function
 
 ROOT = __file__.rsplit("/tests/", 1)[0]
 CC = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
@@ -20,7 +20,7 @@ rng = np.random.default_rng(29)
 
 def test_a_c_program_calls_the_built_mlp_in_a_bare_environment(tmp_path):
     out = tmp_path / "build"
-    result = subprocess.run([sys.executable, "-m", "kiln.cli", "build", f"{ROOT}/examples/c/mlp_model.py:mlp",
+    result = subprocess.run([sys.executable, "-m", "kiln", "build", f"{ROOT}/examples/c/mlp_model.py:mlp",
                              "-o", str(out)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert {"libmlp.so", "mlp.h", "README"} <= set(os.listdir(out))

@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from kiln.cli import main
+from kiln.tools.cli import main
 
 ROOT = __file__.rsplit("/tests/", 1)[0]
 
@@ -55,5 +55,5 @@ def test_trace_errors_reach_the_user_with_their_line(tmp_path, capsys):
 
 
 def test_console_script_is_installed():
-    result = subprocess.run([sys.executable, "-m", "kiln.cli", "--version"], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-m", "kiln", "--version"], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout.startswith("kiln ")

@@ -11,9 +11,9 @@ import pytest
 
 import kiln
 from targets import NEEDS_GPU
-from kiln import pytree
-from kiln.cli import load_function
-from kiln.cuda_codegen import PRELUDE, emit_cuda, entry_name
+from kiln.frontend import pytree
+from kiln.tools.cli import load_function
+from kiln.codegen.cuda_codegen import PRELUDE, emit_cuda, entry_name
 from op_table import CASES
 from test_ops import assert_same
 
@@ -109,10 +109,11 @@ def test_nvcc_accepts_the_cuda_c_of_every_op_table_case_and_example(op_table_sou
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (install the CUDA toolkit to check the CUDA C)")
 def test_nvcc_builds_a_loadable_library_for_the_gpu(tmp_path):
+    from kiln.codegen import nvcc
     from kiln.runtime import cuda
     from kiln.runtime.cache import DiskCache
     lowered = kiln.compile(lambda x: x - x.mean(), target="cuda-emulate").lower(kiln.f32[100])
-    path = cuda.build(lowered.text("cuda"), emulate=False, cache=DiskCache(str(tmp_path)))
+    path = nvcc.build(lowered.text("cuda"), emulate=False, cache=DiskCache(str(tmp_path)))
     function = cuda.CudaFunction(path, entry_name("<lambda>"), 2, emulate=False)  # loads; needs no GPU
     assert callable(function.entry)
 

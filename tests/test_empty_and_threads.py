@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln.cuda_codegen import PRELUDE, emit_cuda, entry_name
+from kiln.codegen.cuda_codegen import PRELUDE, emit_cuda, entry_name
 from op_table import CASES
 from test_ops import assert_same
 
@@ -401,7 +401,7 @@ def test_nothing_is_left_tracing_in_a_thread_whose_trace_failed():
 def test_the_library_path_skips_native_code_for_empty_results(tmp_path):
     if shutil.which(os.environ.get("CC", "cc")) is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler to link libraries with (install gcc)")
-    from kiln.build import build_library
+    from kiln.tools.build import build_library
     compiled = kiln.compile(lambda x: x.sum(axis=1))
     build_library(compiled, (kiln.f32[0, 3],), str(tmp_path), "rows")
     library = kiln.load(str(tmp_path / "librows.so"))

@@ -132,7 +132,7 @@ def test_maximum_and_minimum_at_equal_zeros_and_nan(target, dtype):
 def test_max_and_min_reductions_order_zeros_as_ieee_in_every_stage(target):
     # numpy's reductions answer ties of 0.0 and -0.0 by element order; arith.maximumf, which
     # the native code, the CUDA C and the affine interpreter compute, says -0.0 < 0.0.
-    from kiln.affine_interpreter import run_affine
+    from kiln.interpreters.affine_interpreter import run_affine
 
     def largest(zeros):
         return np.float32(-0.0) if np.signbit(zeros).all() else np.float32(0.0)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import kiln
+from kiln.codegen import nvcc
 from kiln.runtime import cuda, threads
 from kiln.runtime.cache import DiskCache
 
@@ -55,19 +56,19 @@ def _emulated_source():
     lambda data: b"",                           # emptied
 ])
 def test_a_cached_cuda_library_that_changed_on_disk_is_rebuilt(tmp_path, damage):
-    from kiln.cuda_codegen import entry_name
+    from kiln.codegen.cuda_codegen import entry_name
     cache = DiskCache(str(tmp_path))
     source = _emulated_source()
-    path = cuda.build(source, emulate=True, cache=cache)
+    path = nvcc.build(source, emulate=True, cache=cache)
     with open(path, "rb") as f:
         built = f.read()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an intact library is reused without a word
-        assert cuda.build(source, emulate=True, cache=cache) == path
+        assert nvcc.build(source, emulate=True, cache=cache) == path
     with open(path, "wb") as f:
         f.write(damage(built))
     with pytest.warns(RuntimeWarning, match="does not match the SHA-256 recorded"):
-        assert cuda.build(source, emulate=True, cache=cache) == path
+        assert nvcc.build(source, emulate=True, cache=cache) == path
     with open(path, "rb") as f:
         rebuilt = f.read()
     key = os.path.basename(path)[:-len(".so")]

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kiln
-from kiln.affine_interpreter import run_affine
+from kiln.interpreters.affine_interpreter import run_affine
 from kiln.dialects import parse_ir, print_ir
 from kiln.passes.memory_plan import Buffer, MemoryPlan, plan
 from kiln.passes.registry import run_passes

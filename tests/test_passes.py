@@ -7,7 +7,7 @@ import pytest
 
 import kiln
 from kiln.dialects import parse_ir, print_ir, verify
-from kiln.interpreter import run_function
+from kiln.interpreters.tensor_interpreter import run_function
 from kiln.passes.registry import run_passes
 from op_table import CASES
 
@@ -266,5 +266,5 @@ def test_remat_shrinks_a_training_steps_arena_and_keeps_its_numbers():
 
 
 def pytree_leaves(tree):
-    from kiln.pytree import flatten
+    from kiln.frontend.pytree import flatten
     return flatten(tree)[0]

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln.profiler import _compile_prefix, _units
+from kiln.tools.profiler import _compile_prefix, _units
 
 
 def mlp(x, w, b, v):
@@ -64,7 +64,7 @@ def test_profile_refuses_other_targets():
 
 
 def test_kiln_profile_on_the_command_line(capsys):
-    from kiln.cli import main
+    from kiln.tools.cli import main
     root = __file__.rsplit("/tests/", 1)[0]
     assert main(["profile", f"{root}/examples/layernorm.py:layernorm", "--seconds", "0.05"]) == 0
     out = capsys.readouterr().out
@@ -77,7 +77,7 @@ def test_kiln_profile_on_the_command_line(capsys):
     [1.0, 2.0, 3.0], [3.0, 2.0, 1.0], [1.0, 0.5, 2.0, 1.9, 5.0], [0.0], [], [2.0, 2.0, -1.0, 7.0],
 ])
 def test_prefix_times_are_fitted_non_decreasing(values):
-    fitted = kiln.profiler.non_decreasing(values)
+    fitted = kiln.tools.profiler.non_decreasing(values)
     assert len(fitted) == len(values) and all(b >= a for a, b in zip(fitted, fitted[1:]))
     assert sum(fitted) == pytest.approx(sum(values))  # pooling keeps the total
     if all(b >= a for a, b in zip(values, values[1:])):
@@ -92,7 +92,7 @@ def test_noise_that_makes_a_kernel_look_negative_gives_zero_not_a_negative_time(
         while len(prefixes) < len(calls) - 1:
             prefixes.append(prefixes[-1] + 20e-6)
         return prefixes[:len(calls) - 1] + [prefixes[-1] + 5e-6]
-    monkeypatch.setattr(kiln.profiler, "_interleaved", scripted)
+    monkeypatch.setattr(kiln.tools.profiler, "_interleaved", scripted)
     profile = kiln.profile(kiln.compile(mlp), *args(), seconds=0.01)
     assert len(profile.kernels) >= 2
     times = [k.seconds for k in profile.kernels]
@@ -120,7 +120,7 @@ def test_times_are_never_negative_and_rates_never_nan(shapes):
 
 
 def test_rates_of_a_kernel_with_no_time_print_as_a_dash():
-    from kiln.profiler import KernelProfile, Profile
+    from kiln.tools.profiler import KernelProfile, Profile
     row = KernelProfile("k0", 0.0, 0.0, 0, 0, ["add"])
     assert row.gb_per_s is None and row.gflop_per_s is None
     text = str(Profile("f", kernels=[row]))

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln import Schedule, ScheduleError, llvm_target
+from kiln import Schedule, ScheduleError
+from kiln.codegen import llvm_target
 
 rng = np.random.default_rng(23)
 

@@ -212,7 +212,7 @@ def test_every_public_ndarray_attribute_works_or_names_itself(name):
     """Each method or attribute numpy arrays have either gives numpy's answer on a traced array
     or raises a KilnError that names it at the user's line; never an AttributeError or a
     TypeError from inside kiln."""
-    from kiln.tracing import Tracer
+    from kiln.frontend.tracing import Tracer
     x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5
     seen = {}
 

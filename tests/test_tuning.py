@@ -11,11 +11,11 @@ import yaml
 
 import kiln
 from kiln.dialects import print_ir
-from kiln.kernels import absolute_steps, extract, kernel_names, relative_steps, structural_hash
+from kiln.passes.kernels import absolute_steps, extract, kernel_names, relative_steps, structural_hash
 from kiln.passes.loop_transforms import ScheduleError
 from kiln.passes.schedule import Schedule, apply_schedule
-from kiln.tuner import KernelBench, SearchSpace, tune_kernel
-from kiln.tuning_db import TuningDB, host_fingerprint
+from kiln.tools.tuner import KernelBench, SearchSpace, tune_kernel
+from kiln.tools.tuning_db import TuningDB, host_fingerprint
 
 
 def affine(fn, *specs):
@@ -131,7 +131,7 @@ def test_tuning_end_to_end_through_the_command_line(tmp_path):
             return np.tanh(x @ w) * 2
     """))
     db = tmp_path / "tuning.yaml"
-    run = [sys.executable, "-m", "kiln.cli", "tune"]
+    run = [sys.executable, "-m", "kiln", "tune"]
     result = subprocess.run(run + [f"{source}:step", "--trials", "6", "--db", str(db), "--seed", "3"],
                             capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
@@ -302,7 +302,7 @@ def test_a_candidate_that_fails_to_build_is_reported_not_hidden():
 
 def test_verify_names_why_a_record_is_stale(tmp_path):
     import io
-    from kiln.tuner import verify_records
+    from kiln.tools.tuner import verify_records
     module = _elementwise_kernel()
     db = TuningDB(str(tmp_path / "tuning.yaml"))
     db.put({"kernel": structural_hash(module), "host": host_fingerprint(), "function": "f",
@@ -371,7 +371,7 @@ def test_bisect_replays_a_record_that_packs_an_intermediate_buffer(tmp_path):
 
 def test_tuning_again_removes_a_record_that_no_longer_wins(tmp_path, monkeypatch):
     import io
-    from kiln import tuner
+    from kiln.tools import tuner
     fn = lambda x, y: x * y + 1  # noqa: E731
     specs = (kiln.f32[16, 64], kiln.f32[64])
     path = tmp_path / "tuning.yaml"
@@ -387,7 +387,7 @@ def test_tuning_again_removes_a_record_that_no_longer_wins(tmp_path, monkeypatch
 
 def test_verify_says_when_the_thread_count_differs_from_the_tuning_run(tmp_path, monkeypatch):
     import io
-    from kiln.tuner import verify_records
+    from kiln.tools.tuner import verify_records
     from kiln.runtime import threads
     module = _elementwise_kernel()
     db = TuningDB(str(tmp_path / "tuning.yaml"))

@@ -27,7 +27,7 @@ import warnings
 
 import yaml
 
-from . import llvm_target
+from kiln.codegen import llvm_target
 
 REQUIRED = {"kernel": str, "host": str, "steps": list, "default_ms": (int, float), "tuned_ms": (int, float)}
 

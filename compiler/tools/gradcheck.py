@@ -9,13 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import pytree
-from .errors import KilnError, user_facing
-from .grad import value_and_grad
-
-
-class GradientMismatchError(KilnError, AssertionError):
-    """kiln's gradient and the finite-difference estimate disagree."""
+from kiln.frontend import pytree
+from kiln.errors import GradientMismatchError, user_facing
+from kiln.transforms import value_and_grad
 
 
 @dataclass

@@ -19,10 +19,11 @@ import sys
 
 import numpy as np
 
-from .errors import KilnError
-from .jit import CompiledFunction, compile
-from .specs import TensorSpec
-from . import pytree
+from kiln.errors import KilnError
+from kiln.version import __version__
+from kiln.jit import CompiledFunction, compile
+from kiln.frontend.specs import TensorSpec
+from kiln.frontend import pytree
 
 
 def load_function(target: str):
@@ -73,8 +74,8 @@ def cmd_dump(args) -> int:
 
 
 def cmd_tune(args) -> int:
-    from .tuner import tune_function, verify_records
-    from .tuning_db import TuningDB, host_fingerprint
+    from kiln.tools.tuner import tune_function, verify_records
+    from kiln.tools.tuning_db import TuningDB, host_fingerprint
 
     if args.threads:
         os.environ["KILN_NUM_THREADS"] = str(args.threads)
@@ -125,7 +126,7 @@ def cmd_profile(args) -> int:
 
 
 def cmd_bisect(args) -> int:
-    from .bisect import bisect, duration, estimate, shrink_specs
+    from kiln.tools.bisect import bisect, duration, estimate, shrink_specs
     compiled, specs = load_function(args.function)
 
     def say(line):
@@ -153,7 +154,7 @@ def cmd_bisect(args) -> int:
 
 
 def cmd_build(args) -> int:
-    from .build import build_library
+    from kiln.tools.build import build_library
 
     compiled, specs = load_function(args.function)
     if args.db:
@@ -168,7 +169,6 @@ def cmd_build(args) -> int:
 
 
 def main(argv=None) -> int:
-    from . import __version__
 
     parser = argparse.ArgumentParser(prog="kiln", description="kiln: an ahead-of-time tensor compiler for numpy")
     parser.add_argument("--version", action="version", version=f"kiln {__version__}")

@@ -22,17 +22,19 @@ import numpy as np
 
 from kiln.runtime import threads
 
-from .errors import KilnError
-from .llvm_codegen import STATUS, symbol_name
+from kiln.errors import KilnError
+from kiln.version import __version__
+from kiln.frontend.grad import GradFunction
+from kiln.jit import CompiledFunction
+from kiln.transforms import value_and_grad
+from kiln.codegen.llvm_emitter import symbol_name
+from kiln.codegen.status import STATUS
 
 C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "uint8_t"}
 
 
 def build_library(compiled, specs, out_dir: str, name: str | None = None, grad_argnums=None) -> dict:
     """Write lib<name>.so, <name>.h and README into `out_dir`; returns their paths."""
-    from .grad import GradFunction, value_and_grad
-    from .jit import CompiledFunction
-
     name = name or compiled.__name__
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise KilnError(f"--name must be a C identifier, got {name!r}")
@@ -105,7 +107,6 @@ def _shim(signature) -> str:
 
 
 def _header(name, signatures, compiled) -> str:
-    from . import __version__
     guard = f"KILN_{name.upper()}_H"
     lines = [f"/* {name}: built by kiln {__version__} from {compiled.fn.__qualname__}.", " *",
              " * Arrays are row-major and contiguous; bool is one byte (0 or 1) per element.",

@@ -18,8 +18,9 @@ import numpy as np
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
 
-from .errors import NonFiniteError, OutOfBoundsError
-from .llvm_codegen import OUT_OF_BOUNDS, access_sites
+from kiln.errors import NonFiniteError, OutOfBoundsError
+from kiln.codegen.llvm_emitter import access_sites
+from kiln.codegen.status import OUT_OF_BOUNDS
 
 
 def enabled(debug: bool | None) -> bool:

@@ -16,9 +16,9 @@ import numpy as np
 from kiln.dialects import tensor as T
 from kiln.dialects.types import SUPPORTED_DTYPES
 
-from . import traced_ops as ops
-from .errors import DTypeError, UnsupportedError
-from .tracing import user_location
+from kiln.frontend import traced_ops as ops
+from kiln.errors import DTypeError, UnsupportedError
+from kiln.frontend.tracing import NUMPY_PROTOCOL, user_location
 
 
 def _op(op_class, bool_op=None, **attributes):
@@ -405,3 +405,6 @@ def apply_function(func, args, kwargs):
                                user_location()) from None
     result = rule(*args, **kwargs)
     return ops.strong(result) if isinstance(result, ops.Tracer) else result
+
+
+NUMPY_PROTOCOL.update(ufunc=apply_ufunc, function=apply_function)

@@ -28,8 +28,8 @@ from kiln.dialects.affine import BIND
 from kiln.dialects.affine_expr import Binary, Const, Dim
 from kiln.dialects.types import MemRefType
 
-from .llvm_codegen import STATUS
-from .llvm_ops import accumulates
+from kiln.codegen.status import STATUS
+from kiln.codegen.llvm_ops import accumulates
 
 THREADS_PER_BLOCK = 256
 THREADS_PER_BLOCK_MAX = 1024
@@ -115,7 +115,7 @@ __device__ static inline int kiln_add(int a, int b) { return (int)((unsigned)a +
 __device__ static inline long long kiln_add(long long a, long long b) {
     return (long long)((unsigned long long)a + (unsigned long long)b); }
 /* Float + and - rounded on their own: nvcc fuses a * b + c into one FMA unless the add is
-   __fadd_rn; kiln fuses only accumulations (see kiln.llvm_ops.accumulates), as numpy does. */
+   __fadd_rn; kiln fuses only accumulations (see kiln.codegen.llvm_ops.accumulates), as numpy does. */
 #ifdef KILN_EMULATE
 #define kiln_fadd(a, b) ((a) + (b))
 #define kiln_fsub(a, b) ((a) - (b))

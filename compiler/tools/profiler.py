@@ -28,10 +28,12 @@ from kiln.dialects import memref as MR
 from kiln.dialects import tensor as T
 from kiln.dialects.types import MemRefType, VectorType
 from kiln.passes.memory_plan import is_kernel
+from kiln.passes.registry import run_passes
 from kiln.runtime.native import LoadedObject
 
-from . import llvm_codegen, llvm_target
-from .errors import KilnError
+from kiln.codegen import llvm_codegen, llvm_emitter
+from kiln.codegen import llvm_target
+from kiln.errors import KilnError
 
 _NOT_FLOPS = {"arith.constant", "arith.select", "arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp",
               "arith.fptosi", "arith.bitcast"}
@@ -168,7 +170,7 @@ def _compile_prefix(module, units, count: int, num_args: int):
     code = llvm_target.parse_and_verify(str(llvm_codegen.emit_module(copy, tm.triple, str(tm.target_data))))
     llvm_target.optimize(code)
     loaded = LoadedObject(llvm_target.emit_object(code))
-    return loaded, loaded.function(llvm_codegen.symbol_name(function.sym_name), num_args)
+    return loaded, loaded.function(llvm_emitter.symbol_name(function.sym_name), num_args)
 
 
 def _interleaved(calls, seconds: float) -> list:
@@ -235,7 +237,6 @@ def _tensor_ops(name: str, tensor_kernels) -> list:
 
 
 def _kernels_without_fusion(pipeline) -> int:
-    from kiln.passes.registry import run_passes
     passes = [p for p in pipeline.graph_passes if p != "fuse"]
     function = run_passes(pipeline.module("tensor").clone({}), passes).body.ops[0]
     return sum(1 for op in function.body.ops if is_kernel(op))

@@ -16,10 +16,10 @@ from kiln.dialects import builtin, verify
 from kiln.dialects import func as F
 from kiln.dialects.types import SUPPORTED_DTYPES, FunctionType, tensor_type
 
-from . import pytree
-from .errors import ArgumentError, DTypeError, KilnError
-from .specs import TensorSpec
-from .tracing import TraceContext, Tracer
+from kiln.frontend import pytree
+from kiln.errors import ArgumentError, DTypeError, KilnError
+from kiln.frontend.specs import TensorSpec
+from kiln.frontend.tracing import TraceContext, Tracer
 
 _INT64 = np.iinfo(np.int64)
 _INT32 = np.iinfo(np.int32)

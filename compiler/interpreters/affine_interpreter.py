@@ -21,7 +21,7 @@ from kiln.dialects import memref as MR
 from kiln.dialects import vector as V
 from kiln.dialects.diagnostics import KilnError
 
-from .errors import OutOfBoundsError
+from kiln.errors import OutOfBoundsError
 
 
 def run_affine(module, args) -> list:

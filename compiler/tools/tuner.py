@@ -21,15 +21,20 @@ import time
 import numpy as np
 
 from kiln.dialects import affine as A
+from kiln.dialects import parse_ir, print_ir
+from kiln.passes.kernels import extract, kernel_names, structural_hash
 from kiln.dialects.affine_expr import dims_of
-from kiln.passes.default_schedule import _root_chain, _vector_candidates, default_schedule
+from kiln.passes.default_schedule import root_chain, vector_candidates, default_schedule
 from kiln.passes.loop_transforms import ScheduleError
 from kiln.passes.schedule import Schedule, apply_schedule
 from kiln.runtime import threads
 from kiln.runtime.native import LoadedObject
 
-from . import llvm_codegen, llvm_target
-from .errors import KilnError
+from kiln.codegen import llvm_codegen, llvm_emitter
+from kiln.codegen import llvm_target
+from kiln.tools.tuning_db import host_fingerprint
+from kiln.errors import KilnError
+from kiln.version import __version__
 
 
 # -- the search space --------------------------------------------------------------------------
@@ -41,14 +46,14 @@ class SearchSpace:
         self.function = module.body.ops[-1]
         self.lanes = max(2, vector_bits // 32)
         nest = next(op for op in self.function.body.ops if isinstance(op, A.ForOp))
-        chain = _root_chain(nest)
+        chain = root_chain(nest)
         inner = [op for op in chain[-1].body.ops if isinstance(op, A.ForOp)] if chain else []
         self.matmul_like = len(chain) >= 2 and len(inner) == 1 and bool(inner[0].inits)
         self.rows = chain[-2].induction_variable.name_hint if self.matmul_like else None
         self.cols = chain[-1].induction_variable.name_hint if chain else None
         self.outer = nest.induction_variable.name_hint
         self.panel = _panel_name(chain[-1]) if self.matmul_like else None
-        self.candidates = [l.induction_variable.name_hint for l in _vector_candidates(nest)]
+        self.candidates = [l.induction_variable.name_hint for l in vector_candidates(nest)]
         self.parallel_choices = [True, False] if use_threads else [False]
         if self.matmul_like:
             self.domains = {"rows": [1, 2, 4, 6, 8, 12], "vectors": [1, 2, 3, 4],
@@ -202,7 +207,7 @@ class KernelBench:
         code = llvm_target.parse_and_verify(llvm_ir)
         llvm_target.optimize(code)
         loaded = LoadedObject(llvm_target.emit_object(code))
-        native = loaded.function(llvm_codegen.symbol_name("kernel"), len(self.initial))
+        native = loaded.function(llvm_emitter.symbol_name("kernel"), len(self.initial))
         return lambda arrays: native(arrays), loaded
 
     def outputs(self, run) -> list:
@@ -400,11 +405,6 @@ def progress_printer(stream=sys.stderr, label: str = ""):
 def tune_function(compiled, specs, db, trials: int, seed: int = 0, time_budget: float = None,
                   strategy: str = "evolution", out=sys.stderr) -> list:
     """Tune every kernel of `compiled` at `specs`, recording winners in `db` (saved after each)."""
-    from . import __version__
-    from .kernels import extract, kernel_names, structural_hash
-    from .tuning_db import host_fingerprint
-    from kiln.dialects import print_ir
-
     function = compiled.lower(*specs).module("affine").body.ops[-1]
     host = host_fingerprint()
     names = kernel_names(function)
@@ -444,9 +444,6 @@ def tune_function(compiled, specs, db, trials: int, seed: int = 0, time_budget: 
 
 def verify_records(db, out=sys.stdout) -> list:
     """Re-measure and re-check every record for this host; returns the stale ones' keys."""
-    from kiln.dialects import parse_ir
-    from .tuning_db import host_fingerprint
-
     stale = []
     for record in db.for_host(host_fingerprint()):
         try:

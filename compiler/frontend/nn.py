@@ -6,6 +6,9 @@ import numpy as np
 
 from kiln.dialects.tensor import conv2d_reference
 
+from kiln.frontend.traced_ops import conv2d as traced_conv2d
+from kiln.frontend.tracing import Tracer
+
 
 def relu(x):
     return np.maximum(x, 0)
@@ -30,10 +33,7 @@ def logsumexp(x, axis=None, keepdims=False):
 
 def conv2d(x, weight, stride=1, padding=0):
     """2-D convolution (cross-correlation), NCHW input, FCHW weight, zero padding."""
-    from .tracing import Tracer
-
     if isinstance(x, Tracer) or isinstance(weight, Tracer):
-        from .traced_ops import conv2d as traced_conv2d
         return traced_conv2d(x, weight, stride, padding)
     pair = (lambda v: (v, v) if np.ndim(v) == 0 else tuple(v))
     x, weight = np.asarray(x), np.asarray(weight)

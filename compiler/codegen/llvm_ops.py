@@ -13,8 +13,9 @@ from kiln.dialects import vector as V
 from kiln.dialects.ir import BlockArgument
 from kiln.dialects.types import VectorType, element_of
 
-from .llvm_math import expf, tanhf
-from .llvm_codegen import _HANDLERS, I1, I32, STATUS, FunctionEmitter, handles, scalar, suffix
+from kiln.codegen.llvm_math import expf, tanhf
+from kiln.codegen.llvm_emitter import HANDLERS, I1, I32, FunctionEmitter, handles, scalar, suffix
+from kiln.codegen.status import STATUS
 
 
 @handles(AR.ConstantOp)
@@ -62,8 +63,8 @@ def _accumulating(build):
     return handler
 
 
-_HANDLERS[AR.AddFOp] = _accumulating(lambda b, x, y, flags: b.fadd(x, y, flags=flags))
-_HANDLERS[AR.SubFOp] = _accumulating(lambda b, x, y, flags: b.fsub(x, y, flags=flags))
+HANDLERS[AR.AddFOp] = _accumulating(lambda b, x, y, flags: b.fadd(x, y, flags=flags))
+HANDLERS[AR.SubFOp] = _accumulating(lambda b, x, y, flags: b.fsub(x, y, flags=flags))
 for _cls, _build in {
     # A multiply fuses only into an add that allows it too (see accumulates).
     AR.MulFOp: lambda b, x, y: b.fmul(x, y, flags=_CONTRACT), AR.DivFOp: lambda b, x, y: b.fdiv(x, y),
@@ -71,7 +72,7 @@ for _cls, _build in {
     AR.MulIOp: lambda b, x, y: b.mul(x, y), AR.AndIOp: lambda b, x, y: b.and_(x, y),
     AR.OrIOp: lambda b, x, y: b.or_(x, y), AR.XOrIOp: lambda b, x, y: b.xor(x, y),
 }.items():
-    _HANDLERS[_cls] = _binary(_build)
+    HANDLERS[_cls] = _binary(_build)
 
 
 def _call_intrinsic(base, arity=1, extra=()):
@@ -93,7 +94,7 @@ def _f32_inline(emit, otherwise):
     return handler
 
 
-_HANDLERS.update({
+HANDLERS.update({
     AR.MaximumFOp: _call_intrinsic("maximum", 2), AR.MinimumFOp: _call_intrinsic("minimum", 2),
     AR.MaxSIOp: _call_intrinsic("smax", 2), AR.MinSIOp: _call_intrinsic("smin", 2),
     M.ExpOp: _f32_inline(expf, _call_intrinsic("exp")), M.LogOp: _call_intrinsic("log"),

@@ -1,11 +1,11 @@
-"""``kiln.grad`` and ``kiln.value_and_grad``: gradients as a graph transform.
+"""Gradients as a graph transform, at trace time.
 
 Inside a traced function (the usual case, ``kiln.compile(kiln.grad(loss))`` or
 a training step that calls ``kiln.value_and_grad``), the function is traced on
 its own, transformed by ``passes/autodiff.py``, and the result's ops are
 inlined into the enclosing trace: the ``tensor`` stage shows the forward and
-backward graph together, each op with the user's source line. Called directly
-on arrays, a gradient function compiles itself and runs natively.
+backward graph together, each op with the user's source line. Calling a gradient
+directly on arrays compiles it; that is the driver's job (``kiln.transforms``).
 """
 from __future__ import annotations
 
@@ -15,23 +15,18 @@ import numpy as np
 
 from kiln.passes.autodiff import value_and_grad as differentiate
 
-from . import pytree
-from .errors import ArgumentError, DTypeError, KilnError, user_facing
-from .frontend import leaf_spec, ssa_name, trace_flat
-from .tracing import Tracer, current_context, is_tracing
-
-
-def grad(fn, argnums=0):
-    """The gradient of scalar-valued `fn` with respect to the arguments `argnums` (an int or a tuple)."""
-    return GradFunction(fn, argnums, with_value=False)
-
-
-def value_and_grad(fn, argnums=0):
-    """Like `grad`, but the function returns ``(fn(*args), gradients)``."""
-    return GradFunction(fn, argnums, with_value=True)
+from kiln.frontend import pytree
+from kiln.errors import ArgumentError, DTypeError, KilnError, user_facing
+from kiln.frontend.specs import TensorSpec
+from kiln.frontend.trace import LeafSpec, leaf_spec, ssa_name, trace_flat
+from kiln.frontend.tracing import Tracer, current_context, is_tracing
 
 
 class GradFunction:
+    """`fn`'s gradient with respect to `argnums` (an int or a non-empty tuple of ints),
+    traced into the enclosing trace when called; with `with_value`, the call returns
+    ``(fn(*args), gradients)``."""
+
     def __init__(self, fn, argnums, with_value: bool):
         if isinstance(argnums, int) and not isinstance(argnums, bool):
             self.argnums, self.single = (argnums,), True
@@ -42,16 +37,13 @@ class GradFunction:
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.with_value = with_value
-        self._compiled = None
 
     @user_facing
     def __call__(self, *args, **kwargs):
-        if is_tracing():
-            return self._traced(args, kwargs)
-        if self._compiled is None:
-            from .jit import CompiledFunction
-            self._compiled = CompiledFunction(self)
-        return self._compiled(*args, **kwargs)
+        if not is_tracing():
+            raise KilnError(f"the gradient of {getattr(self.fn, '__name__', 'a function')} is traced inside a "
+                            "compiled function; call it through kiln.grad or kiln.compile")
+        return self._traced(args, kwargs)
 
     def _traced(self, args, kwargs):
         name = getattr(self.fn, "__name__", "function")
@@ -107,8 +99,6 @@ def inline(ctx, function, arguments) -> list:
 
 def _spec_of(path, leaf):
     if isinstance(leaf, Tracer):
-        from .frontend import LeafSpec
-        from .specs import TensorSpec
         return LeafSpec(TensorSpec(leaf.shape, leaf.dtype), leaf.weak)
     return leaf_spec(path, leaf)
 

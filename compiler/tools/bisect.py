@@ -30,13 +30,13 @@ from kiln.dialects import parse_ir, print_ir
 from kiln.passes.registry import run_passes
 from kiln.passes.schedule import apply_step
 
-from .affine_interpreter import run_affine
-from .errors import KilnError
-from .interpreter import run_function
-from .jit import CompiledFunction, compile
-from .kernels import restore_buffer_names
-from .specs import TensorSpec
-from . import pytree
+from kiln.interpreters.affine_interpreter import run_affine
+from kiln.errors import KilnError
+from kiln.interpreters.tensor_interpreter import run_function
+from kiln.jit import CompiledFunction, compile
+from kiln.passes.kernels import restore_buffer_names
+from kiln.frontend.specs import TensorSpec
+from kiln.frontend import pytree
 
 
 @dataclass

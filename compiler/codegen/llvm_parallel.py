@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from .llvm_codegen import I8, I32, I64, FunctionEmitter
+from kiln.dialects import affine as A
+from kiln.runtime import threads
+
+from kiln.codegen.llvm_emitter import I8, I32, I64, FunctionEmitter, handles
 
 _VOID_FN = ir.FunctionType(ir.VoidType(), [I8.as_pointer()])
 
@@ -66,9 +69,8 @@ def _to_slot(b: ir.IRBuilder, value):
     return b.zext(raw, I64) if raw.type.width < 64 else raw
 
 
+@handles(A.ParallelOp)
 def emit_parallel(e: FunctionEmitter, op) -> None:
-    from kiln.runtime import threads
-
     if not threads.available():
         _emit_serial(e, op)
         return

@@ -14,8 +14,8 @@ import numpy as np
 from kiln.dialects import tensor as T
 from kiln.dialects.types import SUPPORTED_DTYPES, tensor_type
 
-from .errors import DTypeError, OutOfBoundsError, ShapeError, UnsupportedError
-from .tracing import Tracer, current_context, user_location
+from kiln.errors import DTypeError, OutOfBoundsError, ShapeError, UnsupportedError
+from kiln.frontend.tracing import NUMPY_PROTOCOL, Tracer, current_context, user_location
 
 _DTYPE_NAMES = ", ".join(str(d) for d in SUPPORTED_DTYPES)
 
@@ -539,3 +539,6 @@ def conv2d(x, w, stride=1, padding=0) -> Tracer:
     x, w = lift(ctx, x, dtype), lift(ctx, w, dtype)
     pair = lambda v: (int(v), int(v)) if isinstance(v, (int, np.integer)) else tuple(int(e) for e in v)  # noqa: E731
     return ctx.emit(T.Conv2DOp, [x, w], {"stride": pair(stride), "padding": pair(padding)})
+
+
+NUMPY_PROTOCOL.update(getitem=getitem, astype=astype)

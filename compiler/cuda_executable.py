@@ -7,9 +7,11 @@ import numpy as np
 
 from kiln.runtime import cuda
 
-from .cuda_codegen import CUDA_ERROR_BASE, entry_name
-from .errors import ArgumentError, KilnError
-from .jit import _prepare_input, _status_error
+from kiln.codegen import nvcc
+
+from kiln.codegen.cuda_codegen import CUDA_ERROR_BASE, entry_name
+from kiln.errors import ArgumentError, KilnError
+from kiln.executable import prepare_input, status_error
 
 
 class CudaExecutable:
@@ -19,7 +21,7 @@ class CudaExecutable:
         self.input_specs = [(a.type.shape, a.type.dtype) for a in function.arguments]
         self.output_specs = [(t.shape, t.dtype) for t in function.function_type.results]
         try:
-            library = cuda.build(pipeline.cuda_source(), emulate)
+            library = nvcc.build(pipeline.cuda_source(), emulate)
         except cuda.CudaUnavailable as exc:
             raise KilnError(str(exc)) from None
         self._native = cuda.CudaFunction(library, entry_name(function.sym_name),
@@ -36,7 +38,7 @@ class CudaExecutable:
         except ValueError as exc:
             raise ArgumentError(str(exc)) from None
         on_device = any(p is not None for p in pointers)
-        inputs = [p if p is not None else _prepare_input(leaf, shape, dtype)
+        inputs = [p if p is not None else prepare_input(leaf, shape, dtype)
                   for p, leaf, (shape, dtype) in zip(pointers, leaves, self.input_specs)]
         if on_device:
             outputs = [cuda.DeviceArray(shape, dtype, self.emulate) for shape, dtype in self.output_specs]
@@ -48,7 +50,7 @@ class CudaExecutable:
         if status >= CUDA_ERROR_BASE:
             raise KilnError(f"the CUDA kernels failed: {cuda.error_string(status - CUDA_ERROR_BASE)}")
         if status:
-            raise _status_error(status)
+            raise status_error(status)
         if out_leaves is not None:
             for target, result in zip(out_leaves, outputs):
                 np.copyto(target, np.asarray(result))
@@ -64,6 +66,7 @@ def to_device(array, target: str = "cuda") -> cuda.DeviceArray:
     emulate = target == "cuda-emulate"
     if not emulate:
         try:
+            nvcc.check_compiler()
             cuda.check_gpu()
         except cuda.CudaUnavailable as exc:
             raise KilnError(str(exc)) from None

@@ -20,23 +20,18 @@ from kiln.dialects import Builder, Location, Value
 from kiln.dialects import tensor as T
 from kiln.dialects.types import tensor_type
 
-from .errors import KilnError, TracerBoolError, TracerConversionError, UnsupportedAttributeError
+from kiln.version import source_roots
+from kiln.errors import KilnError, TracerBoolError, TracerConversionError, UnsupportedAttributeError
 
 
-@functools.lru_cache(maxsize=None)  # computed once, on first use: kiln is fully imported by then
-def _package_dirs() -> tuple:
-    import kiln.dialects
-    import kiln.passes
-    import kiln.runtime
-
-    dirs = {os.path.dirname(m.__file__) for m in (sys.modules["kiln"], kiln.dialects, kiln.passes, kiln.runtime)}
-    dirs.add(os.path.dirname(np.__file__))
-    return tuple(os.path.join(d, "") for d in dirs)
+@functools.lru_cache(maxsize=None)
+def _skipped_dirs() -> tuple:
+    return source_roots() + (os.path.join(os.path.dirname(np.__file__), ""),)
 
 
 def user_location() -> Location | None:
     """The innermost stack frame outside kiln and numpy: the user's line."""
-    skipped = _package_dirs()
+    skipped = _skipped_dirs()
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
@@ -136,11 +131,16 @@ class TraceContext:
                         "an attribute or a closure?) and was used in another trace", user_location())
 
 
+# The numpy layer (numpy_api, traced_ops) is built on Tracer, so Tracer cannot import it: it
+# registers here how a Tracer answers numpy's protocols ("ufunc", "function") and its own
+# indexing and casting ("getitem", "astype"). Importing kiln.frontend registers them.
+NUMPY_PROTOCOL: dict = {}
+
+
 def _operator(ufunc, *inputs):
-    from .numpy_api import apply_ufunc
     if any(getattr(type(x), "__array_ufunc__", True) is None for x in inputs):
         return NotImplemented  # the other operand opts out of numpy's operators
-    return apply_ufunc(ufunc, "__call__", inputs, {}, operator=True)
+    return NUMPY_PROTOCOL["ufunc"](ufunc, "__call__", inputs, {}, operator=True)
 
 
 def _binary(ufunc):
@@ -231,12 +231,10 @@ class Tracer:
     __array_priority__ = 1000
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from .numpy_api import apply_ufunc
-        return apply_ufunc(ufunc, method, inputs, kwargs)
+        return NUMPY_PROTOCOL["ufunc"](ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        from .numpy_api import apply_function
-        return apply_function(func, args, kwargs)
+        return NUMPY_PROTOCOL["function"](func, args, kwargs)
 
     # -- things that need a concrete value --------------------------------------
     def __bool__(self):
@@ -296,8 +294,7 @@ class Tracer:
 
     # -- indexing and methods ------------------------------------------------------
     def __getitem__(self, key):
-        from .traced_ops import getitem
-        return getitem(self, key)
+        return NUMPY_PROTOCOL["getitem"](self, key)
 
     @property
     def T(self):
@@ -330,8 +327,7 @@ class Tracer:
         return np.reshape(self, _varargs(shape), order=order)
 
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
-        from .traced_ops import astype
-        return astype(self, dtype, casting)
+        return NUMPY_PROTOCOL["astype"](self, dtype, casting)
 
     def flatten(self, order="C"):
         return np.ravel(self, order)

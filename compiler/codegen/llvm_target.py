@@ -12,17 +12,16 @@ import functools
 
 import llvmlite.binding as llvm
 
+from kiln.runtime import native
 from kiln.runtime.native import LLVM_LOCK
 
 
 @functools.lru_cache(maxsize=None)
 def host_target_machine():
+    """The one target machine code generation shares (the loader makes its own of the same
+    definition, since each MCJIT engine takes ownership of one)."""
     with LLVM_LOCK:
-        llvm.initialize_native_target()
-        llvm.initialize_native_asmprinter()
-        target = llvm.Target.from_triple(llvm.get_process_triple())
-        return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=host_features(),
-                                            opt=3, reloc="pic", codemodel="default")
+        return native.host_target_machine()
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,6 @@
+"""`python -m kiln ...`: the same as the `kiln` command."""
+import sys
+
+from kiln.tools.cli import main
+
+sys.exit(main())

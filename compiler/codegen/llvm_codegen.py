@@ -1,0 +1,185 @@
+"""Emit LLVM IR (through ``llvmlite.ir``) for an affine-level module.
+
+Every ``func.func @f`` becomes ``i32 @kiln_f(ptr noalias %in..., ptr noalias %out...)``
+returning a status: 0, or one of STATUS's codes. Memrefs are bare pointers
+to row-major data (their static shapes give the strides); ``index`` is i64;
+``i1`` is stored in memory as one byte, like numpy's bool. Loops become the
+usual header/body/latch blocks with phis for induction variables and
+iter_args. Float ops carry no fast-math flags: results match numpy's
+elementwise semantics (reductions add in loop order).
+"""
+from __future__ import annotations
+
+import llvmlite.ir as ir
+
+from kiln.dialects import affine as A
+from kiln.dialects import func as F
+from kiln.dialects import memref as MR
+
+from kiln.codegen import llvm_ops, llvm_parallel  # noqa: F401  (they register the arith, math, vector and parallel handlers)
+from kiln.codegen.llvm_emitter import I1, I8, I32, I64, FunctionEmitter, access_sites, handles, scalar, stored
+from kiln.codegen.status import STATUS
+
+
+def emit_module(module, triple: str = "", data_layout: str = "", bounds_checks: bool = False) -> ir.Module:
+    """LLVM IR for an affine-level module; `bounds_checks` guards every load and store
+    (an access outside its buffer is skipped and reported through the status)."""
+    llvm_module = ir.Module(name="kiln")
+    llvm_module.triple = triple
+    llvm_module.data_layout = data_layout
+    globals_ = {}
+    for op in module.body.ops:
+        if isinstance(op, MR.GlobalOp):
+            globals_[op.sym_name] = _emit_global(llvm_module, op)
+    for op in module.body.ops:
+        if isinstance(op, F.FuncOp):
+            emitter = FunctionEmitter(llvm_module, globals_, op)
+            if bounds_checks:
+                emitter.sites = {id(site): k for k, site in enumerate(access_sites(op))}
+            emitter.emit()
+    return llvm_module
+
+
+def _emit_global(llvm_module, op):
+    data = op.initial_value.astype(op.initial_value.dtype.newbyteorder("<")).tobytes()
+    array_type = ir.ArrayType(I8, len(data))
+    variable = ir.GlobalVariable(llvm_module, array_type, name=op.sym_name)
+    variable.initializer = ir.Constant(array_type, bytearray(data))
+    variable.global_constant = True
+    variable.linkage = "private"
+    variable.align = MR.ALIGNMENT
+    return variable
+
+
+@handles(F.ReturnOp)
+def _return(e: FunctionEmitter, op):
+    e.b.ret(e.b.load(e.status))
+
+
+@handles(A.ForOp)
+def _for(e: FunctionEmitter, op):
+    upper = upper_bound(e, op)
+    before = e.b.block
+    header = e.function.append_basic_block("loop")
+    body = e.function.append_basic_block("body")
+    exit_ = e.function.append_basic_block("done")
+    e.b.branch(header)
+    e.b.position_at_end(header)
+    iv = e.b.phi(I64, name="iv")
+    iv.add_incoming(ir.Constant(I64, op.lower), before)
+    carried = []
+    for init in op.inits:
+        phi = e.b.phi(e.get(init).type)
+        phi.add_incoming(e.get(init), before)
+        carried.append(phi)
+    e.b.cbranch(e.b.icmp_signed("<", iv, upper), body, exit_)
+    e.b.position_at_end(body)
+    e.values[op.induction_variable] = iv
+    for arg, phi in zip(op.body.args[1:], carried):
+        e.values[arg] = phi
+    e.emit_block(op.body)  # its affine.yield records the next values in e.yielded
+    latch = e.b.block
+    iv.add_incoming(e.b.add(iv, ir.Constant(I64, op.step), flags=["nsw"]), latch)
+    for phi, value in zip(carried, e.yielded):
+        phi.add_incoming(value, latch)
+    e.b.branch(header)
+    e.b.position_at_end(exit_)
+    for result, phi in zip(op.results, carried):
+        e.values[result] = phi
+
+
+def upper_bound(e: FunctionEmitter, op):
+    """The loop's upper bound as an i64: a constant, or the minimum of its map's results."""
+    if op.constant_bounds:
+        return ir.Constant(I64, op.upper)
+    values = [e.index_value(expr, op.bound_operands) for expr in op.upper_map.results]
+    bound = values[0]
+    for value in values[1:]:
+        bound = e.b.select(e.b.icmp_signed("<", value, bound), value, bound)
+    return bound
+
+
+@handles(A.YieldOp)
+def _yield(e: FunctionEmitter, op):
+    e.yielded = [e.get(v) for v in op.operands]
+
+
+@handles(A.LoadOp)
+def _load(e: FunctionEmitter, op):
+    element = op.memref.type.element
+    llvm_type = stored(element)
+    value = e.guarded(op, 1, lambda: e.b.load(e.address(op), align=element.dtype.itemsize),
+                      ir.Constant(llvm_type, 0))
+    e.values[op.result] = e.b.trunc(value, I1) if element.name == "i1" else value
+
+
+@handles(A.StoreOp)
+def _store(e: FunctionEmitter, op):
+    value = e.get(op.operands[0])
+    if op.memref.type.element.name == "i1":
+        value = e.b.zext(value, I8)
+    e.guarded(op, 1, lambda: e.b.store(value, e.address(op), align=op.memref.type.element.dtype.itemsize))
+
+
+@handles(A.VectorLoadOp)
+def _vector_load(e: FunctionEmitter, op):
+    t = op.result.type
+    value = e.guarded(op, t.lanes, lambda: e.b.load(e.b.bitcast(e.address(op), stored(t).as_pointer()),
+                                                     align=t.element.dtype.itemsize),
+                      ir.Constant(stored(t), None))
+    e.values[op.result] = e.b.trunc(value, scalar(t)) if t.element.name == "i1" else value
+
+
+@handles(A.VectorStoreOp)
+def _vector_store(e: FunctionEmitter, op):
+    t = op.operands[0].type
+    value = e.get(op.operands[0])
+    if t.element.name == "i1":
+        value = e.b.zext(value, stored(t))
+    e.guarded(op, t.lanes, lambda: e.b.store(value, e.b.bitcast(e.address(op), stored(t).as_pointer()),
+                                             align=t.element.dtype.itemsize))
+
+
+@handles(MR.AllocOp)
+def _alloc(e: FunctionEmitter, op):
+    t = op.result.type
+    size = max(t.size * t.dtype.itemsize, 1)
+    size = -(-size // MR.ALIGNMENT) * MR.ALIGNMENT  # aligned_alloc wants a multiple of the alignment
+    aligned_alloc = e.declare("aligned_alloc", I8.as_pointer(), [I64, I64])
+    raw = e.b.call(aligned_alloc, [ir.Constant(I64, MR.ALIGNMENT), ir.Constant(I64, size)])
+    failed = e.b.icmp_unsigned("==", raw, ir.Constant(I8.as_pointer(), None))
+    with e.b.if_then(failed, likely=False):
+        free = e.declare("free", ir.VoidType(), [I8.as_pointer()])
+        for earlier in e.allocations:
+            e.b.call(free, [e.b.bitcast(earlier, I8.as_pointer())])
+        e.b.ret(ir.Constant(I32, STATUS["out of memory"]))
+    pointer = e.b.bitcast(raw, stored(t.element).as_pointer())
+    e.allocations.append(pointer)
+    e.values[op.result] = pointer
+
+
+@handles(MR.AllocaOp)
+def _alloca(e: FunctionEmitter, op):
+    # In the entry block, so a loop does not grow the stack on every iteration.
+    t = op.result.type
+    buffer = e.alloca_builder.alloca(stored(t.element), size=max(t.size, 1))
+    buffer.align = MR.ALIGNMENT
+    e.values[op.result] = buffer
+
+
+@handles(MR.DeallocOp)
+def _dealloc(e: FunctionEmitter, op):
+    free = e.declare("free", ir.VoidType(), [I8.as_pointer()])
+    e.b.call(free, [e.b.bitcast(e.get(op.memref), I8.as_pointer())])
+
+
+@handles(MR.ViewOp)
+def _view(e: FunctionEmitter, op):
+    byte = e.b.gep(e.b.bitcast(e.get(op.source), I8.as_pointer()), [e.get(op.byte_shift)], inbounds=True)
+    e.values[op.result] = e.b.bitcast(byte, stored(op.result.type.element).as_pointer())
+
+
+@handles(MR.GetGlobalOp)
+def _get_global(e: FunctionEmitter, op):
+    variable = e.globals[op.attributes["name"]]
+    e.values[op.result] = e.b.bitcast(variable, stored(op.result.type.element).as_pointer())

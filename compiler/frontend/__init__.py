@@ -1,0 +1,11 @@
+"""The front end: Python and numpy code in, a ``tensor``-stage ``func.func`` out.
+
+Read in this order: ``specs`` (argument descriptions such as ``kiln.f32[64, 784]``),
+``pytree`` (nested arguments flattened to leaves), ``tracing`` (the ``Tracer`` value and
+the per-thread trace state), ``traced_ops`` (one function per tensor op, with numpy's
+shape and dtype rules), ``numpy_api`` (numpy's ufuncs and functions mapped onto them),
+``trace`` (a Python function traced into IR), ``grad`` (reverse mode on the traced IR)
+and ``nn`` (the helpers numpy lacks).
+"""
+
+from kiln.frontend import numpy_api  # noqa: F401  (registers how a Tracer answers numpy's protocols)

@@ -1,0 +1,111 @@
+"""The import rules of the house, checked on the source so they stay true.
+
+Layers depend downward only: ``kiln.dialects`` <- ``kiln.passes`` <- ``kiln`` (the
+compiler) -> ``kiln.runtime``; the runtime knows no IR; code generators do not import the
+front end. No module imports another module's ``_private`` names, there are no import
+cycles, and imports inside functions are kept for what needs them (the command line
+loading a subcommand's heavy modules only when it runs), never to dodge a cycle.
+"""
+import ast
+import pathlib
+
+import networkx as nx
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGES = {"compiler": "kiln", "dialects": "kiln.dialects", "passes": "kiln.passes", "runtime": "kiln.runtime"}
+
+# What each layer may import from kiln (by module prefix). A module matches its longest prefix.
+ALLOWED = {
+    "kiln.dialects": ("kiln.dialects",),
+    "kiln.passes": ("kiln.dialects", "kiln.passes"),
+    "kiln.runtime": ("kiln.runtime",),
+    "kiln.interpreters": ("kiln.dialects", "kiln.interpreters", "kiln.errors"),
+    "kiln.frontend": ("kiln.dialects", "kiln.passes", "kiln.frontend", "kiln.errors", "kiln.version"),
+    "kiln.codegen": ("kiln.dialects", "kiln.passes", "kiln.codegen", "kiln.errors", "kiln.runtime"),
+}
+
+# Imports inside functions, each with the reason it is late. Nothing here may break a cycle.
+LATE_IMPORTS = {
+    # The command line starts fast: a subcommand's modules load when that subcommand runs.
+    ("kiln.tools.cli", "kiln.tools.tuner"), ("kiln.tools.cli", "kiln.tools.tuning_db"),
+    ("kiln.tools.cli", "kiln.tools.bisect"), ("kiln.tools.cli", "kiln.tools.build"),
+}
+
+
+def _modules():
+    for folder, package in PACKAGES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            yield ".".join([package, *parts]), path
+
+
+MODULES = dict(_modules())
+
+
+def _imports(name, path):
+    """(imported module, imported names, is_late) for every kiln import in `path`."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    late = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for n in ast.walk(f)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("kiln"):
+                    yield alias.name, (), id(node) in late
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            if not base.startswith("kiln"):
+                continue
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                if target in MODULES:  # `from kiln.codegen import llvm_target` imports a module
+                    yield target, (), id(node) in late
+                else:
+                    yield base, (alias.name,), id(node) in late
+
+
+EDGES = [(name, target, names, late) for name, path in MODULES.items() for target, names, late in _imports(name, path)]
+
+
+def _layer(module):
+    matches = [p for p in ALLOWED if module == p or module.startswith(p + ".")]
+    return max(matches, key=len) if matches else None
+
+
+def test_every_module_is_found():
+    assert {"kiln.jit", "kiln.frontend.tracing", "kiln.codegen.llvm_codegen", "kiln.dialects.ir"} <= set(MODULES)
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_layers_import_downward_only(layer):
+    wrong = [f"{source} imports {target}" for source, target, _, _ in EDGES
+             if _layer(source) == layer and not any(target == a or target.startswith(a + ".") for a in ALLOWED[layer])]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_private_names_cross_modules():
+    wrong = [f"{source} imports {name} from {target}" for source, target, names, _ in EDGES
+             for name in names if name.startswith("_") and not name.startswith("__")]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_late_imports_have_a_reason():
+    wrong = [f"{source} imports {target} inside a function" for source, target, _, late in EDGES
+             if late and (source, target) not in LATE_IMPORTS]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_import_cycles():
+    graph = nx.DiGraph()
+    graph.add_nodes_from(MODULES)
+    # A package's own __init__ runs before its modules, so an import of the package itself (`from kiln import
+    # __version__`) is an edge to it like any other; modules inside a package do not depend on its __init__.
+    graph.add_edges_from((s, t) for s, t, _, _ in EDGES if t in MODULES and s != t)
+    cycles = list(nx.simple_cycles(graph, length_bound=6))
+    assert not cycles, "\n".join(" -> ".join(c + [c[0]]) for c in cycles[:10])
