@@ -13,6 +13,7 @@ the ratio (above 1: this checkout is faster), and each side's error in float32 u
 against float64 ``math.fsum`` (from bench/reductions.py), so speed and accuracy of one
 build are read off one line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,35 +73,53 @@ def main():
     args = parser.parse_args()
     sys.path.insert(0, HERE)
     from run import configure_threads
+
     configure_threads(args.threads)
 
     with tempfile.TemporaryDirectory() as scratch:
         worktree = os.path.join(scratch, "other")
         subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", "-q", worktree, args.commit], check=True)
         try:
-            sides = {args.commit: package_tree(worktree, os.path.join(scratch, "other-import")),
-                     "this checkout": package_tree(ROOT, os.path.join(scratch, "this-import"))}
+            sides = {
+                args.commit: package_tree(worktree, os.path.join(scratch, "other-import")),
+                "this checkout": package_tree(ROOT, os.path.join(scratch, "this-import")),
+            }
             runs = {side: [] for side in sides}
             for k in range(args.rounds):
                 order = list(sides) if k % 2 == 0 else list(sides)[::-1]
                 for side in order:
-                    out = subprocess.run([sys.executable, "-c", CHILD, sides[side], HERE,
-                                          "quick" if args.quick else "full", str(args.calls)],
-                                         check=True, capture_output=True, text=True).stdout
+                    out = subprocess.run(
+                        [
+                            sys.executable,
+                            "-c",
+                            CHILD,
+                            sides[side],
+                            HERE,
+                            "quick" if args.quick else "full",
+                            str(args.calls),
+                        ],
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                    ).stdout
                     runs[side].append(json.loads(out.splitlines()[-1]))
                     print(f"round {k + 1}/{args.rounds}: {side} done", file=sys.stderr, flush=True)
         finally:
             subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", worktree], check=False)
 
     old, new = runs[args.commit], runs["this checkout"]
-    print(f"{args.rounds} rounds, {args.threads} threads; times are medians over rounds of the best of "
-          f"{args.calls} calls; errors in float32 ulps against math.fsum")
+    print(
+        f"{args.rounds} rounds, {args.threads} threads; times are medians over rounds of the best of "
+        f"{args.calls} calls; errors in float32 ulps against math.fsum"
+    )
     print(f"{'workload':<44} {args.commit[:12]:>12} {'this':>10} {'ratio':>6} {'err old':>9} {'err new':>9}")
     for title in new[0]:
         t_old = statistics.median(r[title][0] for r in old)
         t_new = statistics.median(r[title][0] for r in new)
-        print(f"{title:<44} {t_old * 1e3:10.2f}ms {t_new * 1e3:8.2f}ms {t_old / t_new:6.2f} "
-              f"{old[0][title][1]:9.2f} {new[0][title][1]:9.2f}")
+        print(
+            f"{title:<44} {t_old * 1e3:10.2f}ms {t_new * 1e3:8.2f}ms {t_old / t_new:6.2f} "
+            f"{old[0][title][1]:9.2f} {new[0][title][1]:9.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ device tensors, synchronized after every call. Each figure is the median of
 --repeats calls; ratios are against numpy (above 1: faster). Every kiln
 result is first checked against numpy.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,14 +29,38 @@ def workloads(quick: bool):
     m = 256 if quick else 1024
     rng = np.random.default_rng(0)
     f32 = np.float32
-    yield ("chain tanh(x*y+z)", lambda x, y, z: np.tanh(x * y + z), lambda t, x, y, z: t.tanh(x * y + z),
-           [rng.standard_normal(n).astype(f32) for _ in range(3)], 3 * n * 4 + n * 4, "GB/s")
-    yield ("softmax rows", kiln.softmax, lambda t, x: t.softmax(x, dim=-1),
-           [rng.standard_normal((rows, cols)).astype(f32)], 2 * rows * cols * 4, "GB/s")
-    yield (f"matmul {m}^3", lambda a, b: a @ b, lambda t, a, b: a @ b,
-           [rng.standard_normal((m, m)).astype(f32) for _ in range(2)], 2 * m ** 3, "GFLOP/s")
-    yield ("row centering", lambda x: x - x.mean(axis=1, keepdims=True), lambda t, x: x - x.mean(1, keepdims=True),
-           [rng.standard_normal((rows, cols)).astype(f32)], 2 * rows * cols * 4, "GB/s")
+    yield (
+        "chain tanh(x*y+z)",
+        lambda x, y, z: np.tanh(x * y + z),
+        lambda t, x, y, z: t.tanh(x * y + z),
+        [rng.standard_normal(n).astype(f32) for _ in range(3)],
+        3 * n * 4 + n * 4,
+        "GB/s",
+    )
+    yield (
+        "softmax rows",
+        kiln.softmax,
+        lambda t, x: t.softmax(x, dim=-1),
+        [rng.standard_normal((rows, cols)).astype(f32)],
+        2 * rows * cols * 4,
+        "GB/s",
+    )
+    yield (
+        f"matmul {m}^3",
+        lambda a, b: a @ b,
+        lambda t, a, b: a @ b,
+        [rng.standard_normal((m, m)).astype(f32) for _ in range(2)],
+        2 * m**3,
+        "GFLOP/s",
+    )
+    yield (
+        "row centering",
+        lambda x: x - x.mean(axis=1, keepdims=True),
+        lambda t, x: x - x.mean(1, keepdims=True),
+        [rng.standard_normal((rows, cols)).astype(f32)],
+        2 * rows * cols * 4,
+        "GB/s",
+    )
 
 
 def timed(call, sync, repeats: int) -> float:
@@ -54,8 +79,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--target", default="cuda", choices=["cuda", "cuda-emulate"],
-                        help="cuda-emulate checks this script on a machine without a GPU (its times mean nothing)")
+    parser.add_argument(
+        "--target",
+        default="cuda",
+        choices=["cuda", "cuda-emulate"],
+        help="cuda-emulate checks this script on a machine without a GPU (its times mean nothing)",
+    )
     args = parser.parse_args()
     if args.target == "cuda":
         try:
@@ -63,14 +92,16 @@ def main() -> int:
         except kiln.KilnError as exc:
             raise SystemExit(f"bench/cuda.py: {exc}")
     try:
-        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True).stdout.strip()
+        gpu = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True, text=True
+        ).stdout.strip()
     except FileNotFoundError:
         gpu = ""
     print(f"GPU: {gpu or 'unknown (no nvidia-smi)'}")
     peers = {}
     try:  # PyTorch on the GPU
         import torch
+
         if torch.cuda.is_available():
             peers["torch"] = (torch, lambda a: torch.from_numpy(a).cuda(), torch.cuda.synchronize)
     except ImportError:
@@ -80,8 +111,10 @@ def main() -> int:
         compiled = kiln.compile(fn, target=args.target)
         on_device = [kiln.to_device(a, args.target) for a in inputs]
         np.testing.assert_allclose(compiled(*on_device).numpy(), fn(*inputs), rtol=2e-3, atol=2e-3)
-        results = {"numpy (CPU)": timed(lambda: fn(*inputs), lambda: None, args.repeats),
-                   f"kiln {args.target}": timed(lambda: compiled(*on_device), lambda: None, args.repeats)}
+        results = {
+            "numpy (CPU)": timed(lambda: fn(*inputs), lambda: None, args.repeats),
+            f"kiln {args.target}": timed(lambda: compiled(*on_device), lambda: None, args.repeats),
+        }
         for peer, (module, to_device, sync) in peers.items():
             tensors = [to_device(a) for a in inputs]
             results[f"{peer} (GPU)"] = timed(lambda: peer_fn(module, *tensors), sync, args.repeats)

@@ -7,6 +7,7 @@ maximum, which orders -0.0 below 0.0 where numpy does not).
 Each figure is the best of --repeats calls into an out= array; the ratio is exact time over
 inexact time (above 1: exactness costs that much). Results are checked against numpy first.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,6 +21,7 @@ import kiln
 import kiln.codegen.llvm_ops as llvm_ops
 from kiln.dialects import arith, tensor
 from kiln.passes import scalar_rules
+
 
 def build(fn, args, exact: bool):
     """`fn` compiled as kiln does, or with the inexact rules put back while it compiles."""
@@ -54,20 +56,23 @@ def main():
     rng = np.random.default_rng(0)
     x = rng.standard_normal(options.size).astype(np.float32)
     a, b = (rng.standard_normal((256, 256)).astype(np.float32) for _ in range(2))
-    workloads = [("x * 1.5 + x * x + 0.25", lambda x: x * 1.5 + x * x + 0.25, (x,)),
-                 ("relu: np.maximum(x, 0.0)", lambda x: np.maximum(x, 0.0), (x,)),
-                 ("a @ b (fuses either way)", lambda a, b: a @ b, (a, b))]
+    workloads = [
+        ("x * 1.5 + x * x + 0.25", lambda x: x * 1.5 + x * x + 0.25, (x,)),
+        ("relu: np.maximum(x, 0.0)", lambda x: np.maximum(x, 0.0), (x,)),
+        ("a @ b (fuses either way)", lambda a, b: a @ b, (a, b)),
+    ]
     for name, fn, args in workloads:
         exact, inexact = build(fn, args, True), build(fn, args, False)
         expected = fn(*args)
         np.testing.assert_allclose(exact(*args), expected, rtol=1e-4, atol=1e-4)
         out = np.empty_like(expected)
         # the two alternate, so that a busy machine slows both alike
-        pairs = [(best(exact, args, out, options.repeats), best(inexact, args, out, options.repeats))
-                 for _ in range(3)]
+        pairs = [(best(exact, args, out, options.repeats), best(inexact, args, out, options.repeats)) for _ in range(3)]
         t_exact, t_inexact = min(p[0] for p in pairs), min(p[1] for p in pairs)
-        print(f"{name:28s} exact {t_exact * 1e6:9.1f} us   inexact {t_inexact * 1e6:9.1f} us   "
-              f"ratio {t_exact / t_inexact:.2f}")
+        print(
+            f"{name:28s} exact {t_exact * 1e6:9.1f} us   inexact {t_inexact * 1e6:9.1f} us   "
+            f"ratio {t_exact / t_inexact:.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The MLP training step the benchmarks time: 784-512-512-10, ReLU, softmax
 cross-entropy, SGD; as kiln code, as hand-written numpy, and in PyTorch."""
+
 import kiln
 
 
@@ -53,6 +54,7 @@ def make(np, batch):
             grads = torch.autograd.grad(value, list(tp.values()))
             with torch.no_grad():
                 return value, {k: v - float(lr) * g for (k, v), g in zip(tp.items(), grads)}
+
         return run
 
     return step, numpy_step, params, x, y, torch_step

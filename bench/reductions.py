@@ -9,6 +9,7 @@ faster than numpy). Accuracy is each result's largest error against a float64
 ``math.fsum`` of the same float32 inputs, in units of the float32 result's last
 place (ulp): numpy's pairwise summation stays within a few ulp at any length.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,6 +24,7 @@ from run import configure_threads, interleaved, peers  # noqa: E402
 def ulp_error(got, exact) -> float:
     """Largest |got - exact| in float32 ulps of the exact values."""
     import numpy as np
+
     got = np.asarray(got, np.float64).reshape(-1)
     exact = np.asarray(exact, np.float64).reshape(-1)
     spacing = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
@@ -40,18 +42,30 @@ def workloads(np, quick):
     tenth = np.full(n, 0.1, np.float32)
     yield f"mean of {n:,} copies of 0.1", lambda x: x.mean(), tenth, math.fsum(tenth.astype(np.float64)) / n
     x = rng.random(n, dtype=np.float32)
-    yield (f"sum of squares of {n:,} uniform", lambda x: (x * x).sum(), x,
-           math.fsum((x.astype(np.float64) * x) .astype(np.float32).astype(np.float64)))
+    yield (
+        f"sum of squares of {n:,} uniform",
+        lambda x: (x * x).sum(),
+        x,
+        math.fsum((x.astype(np.float64) * x).astype(np.float32).astype(np.float64)),
+    )
     x = (rng.standard_normal(n) + 10).astype(np.float32)
     wide = x.astype(np.float64)
     mean = math.fsum(wide) / n
     yield f"var of {n:,} normal(10, 1)", lambda x: x.var(), x, math.fsum((wide - mean) ** 2) / n
     rows = np.full((4, n // 4), 0.1, np.float32)
-    yield (f"row sums of (4, {n // 4:,}) copies of 0.1", lambda x: x.sum(axis=1), rows,
-           [math.fsum(r.astype(np.float64)) for r in rows])
+    yield (
+        f"row sums of (4, {n // 4:,}) copies of 0.1",
+        lambda x: x.sum(axis=1),
+        rows,
+        [math.fsum(r.astype(np.float64)) for r in rows],
+    )
     tall = rng.random((n // 8, 8), dtype=np.float32)
-    yield (f"column sums of ({n // 8:,}, 8) uniform", lambda x: x.sum(axis=0), tall,
-           [math.fsum(c.astype(np.float64)) for c in tall.T])
+    yield (
+        f"column sums of ({n // 8:,}, 8) uniform",
+        lambda x: x.sum(axis=0),
+        tall,
+        [math.fsum(c.astype(np.float64)) for c in tall.T],
+    )
 
 
 def main():
@@ -61,7 +75,9 @@ def main():
     args = parser.parse_args()
     configure_threads(args.threads)
     import numpy as np
+
     import kiln
+
     found, missing = peers()
     if missing:
         print(f"(not installed, not compared: {', '.join(m for m in missing if m != 'numexpr')})")
@@ -79,8 +95,10 @@ def main():
         times = interleaved(results)
         print(f"\n{title}")
         for name, seconds in times.items():
-            print(f"  {name:<8}{seconds * 1e3:>10.3f} ms {times['numpy'] / seconds:>8.2f}x numpy"
-                  f"   error {errors[name]:>10.2f} ulp")
+            print(
+                f"  {name:<8}{seconds * 1e3:>10.3f} ms {times['numpy'] / seconds:>8.2f}x numpy"
+                f"   error {errors[name]:>10.2f} ulp"
+            )
 
 
 if __name__ == "__main__":

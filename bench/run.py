@@ -12,6 +12,7 @@ is a median. Ratios are against numpy (above 1: faster than numpy). Some
 machines set OPENBLAS_CORETYPE to an older CPU, which slows numpy's BLAS:
 unset it (as above) to compare with numpy at its best.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def configure_threads(threads: int) -> None:
     """Before any numeric library loads: the same thread count for all."""
-    for name in ("KILN_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                 "NUMEXPR_NUM_THREADS"):
+    for name in (
+        "KILN_NUM_THREADS",
+        "OMP_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "NUMEXPR_NUM_THREADS",
+    ):
         os.environ[name] = str(threads)
     os.environ.setdefault("XLA_FLAGS", f"--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={threads}")
 
@@ -93,7 +99,7 @@ def bench_matmul(np, kiln, found, quick):
         if "torch" in found:
             ta, tb = found["torch"].from_numpy(a), found["torch"].from_numpy(b)
             impl["torch"] = lambda: ta @ tb
-        report(f"matmul {n}x{n}x{n} float32", interleaved(impl), "GFLOP/s", lambda s: 2 * n ** 3 / s / 1e9)
+        report(f"matmul {n}x{n}x{n} float32", interleaved(impl), "GFLOP/s", lambda s: 2 * n**3 / s / 1e9)
 
 
 def bench_chain(np, kiln, found, quick):
@@ -104,12 +110,16 @@ def bench_chain(np, kiln, found, quick):
 
     def chain(x, y, z):
         return np.maximum(x * y + z, 0) * 2 - x
+
     compiled = kiln.compile(chain)
     np.testing.assert_allclose(compiled(a, b, c), chain(a, b, c), rtol=1e-5, atol=1e-6)  # FMA rounding
-    impl = {"numpy": lambda: chain(a, b, c), "kiln (new output)": lambda: compiled(a, b, c),
-            "kiln (out=)": lambda: compiled(a, b, c, out=out),
-            "copy (bandwidth)": lambda: np.copyto(copy_target, a),
-            "np.empty + first touch": lambda: np.empty(n, np.float32).fill(0)}
+    impl = {
+        "numpy": lambda: chain(a, b, c),
+        "kiln (new output)": lambda: compiled(a, b, c),
+        "kiln (out=)": lambda: compiled(a, b, c, out=out),
+        "copy (bandwidth)": lambda: np.copyto(copy_target, a),
+        "np.empty + first touch": lambda: np.empty(n, np.float32).fill(0),
+    }
     if "numexpr" in found:
         ne = found["numexpr"]
         impl["numexpr (out=)"] = lambda: ne.evaluate("where(a*b + c > 0, a*b + c, 0) * 2 - a", out=out)
@@ -119,14 +129,15 @@ def bench_chain(np, kiln, found, quick):
         impl["torch"] = lambda: torch.clamp_min(ta * tb + tc, 0) * 2 - ta
     times = interleaved(impl)
     traffic = {"copy (bandwidth)": 2, "np.empty + first touch": 1}
-    report(f"fused chain maximum(a*b + c, 0) * 2 - a, {n} float32", times, "GB/s",
-           None)
+    report(f"fused chain maximum(a*b + c, 0) * 2 - a, {n} float32", times, "GB/s", None)
     for name, seconds in times.items():
         moved = traffic.get(name, 4) * n * 4
         print(f"  {name:<22}{moved / seconds / 1e9:>10.1f} GB/s effective")
     kernel = times["kiln (out=)"]
-    print(f"  kiln's kernel runs at {100 * (4 * n * 4 / kernel) / (2 * n * 4 / times['copy (bandwidth)']):.0f}% "
-          "of the copy bandwidth measured above")
+    print(
+        f"  kiln's kernel runs at {100 * (4 * n * 4 / kernel) / (2 * n * 4 / times['copy (bandwidth)']):.0f}% "
+        "of the copy bandwidth measured above"
+    )
 
 
 def bench_softmax(np, kiln, found, quick):
@@ -154,13 +165,18 @@ def bench_conv(np, kiln, found, quick):
         torch = found["torch"]
         tx, tw = torch.from_numpy(x), torch.from_numpy(w)
         impl["torch"] = lambda: torch.nn.functional.conv2d(tx, tw, padding=1)
-    report(f"conv2d NCHW {batch}x64x56x56, 64 3x3 filters, pad 1", interleaved(impl, rounds=5), "GFLOP/s",
-           lambda s: flops / s / 1e9)
+    report(
+        f"conv2d NCHW {batch}x64x56x56, 64 3x3 filters, pad 1",
+        interleaved(impl, rounds=5),
+        "GFLOP/s",
+        lambda s: flops / s / 1e9,
+    )
 
 
 def mlp_parts(np, batch):
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     import mlp_step
+
     return mlp_step.make(np, batch)
 
 
@@ -175,8 +191,12 @@ def bench_mlp(np, kiln, found, quick):
     if "torch" in found:
         impl["torch eager"] = torch_step(found["torch"])
     times = interleaved(impl, rounds=5)
-    report(f"MLP training step, batch {batch}, 784-512-512-10, ReLU, softmax cross-entropy, SGD", times,
-           "steps/s", lambda s: 1 / s)
+    report(
+        f"MLP training step, batch {batch}, 784-512-512-10, ReLU, softmax cross-entropy, SGD",
+        times,
+        "steps/s",
+        lambda s: 1 / s,
+    )
 
 
 COMPILE_SCRIPT = """
@@ -202,14 +222,23 @@ def bench_compile(np, kiln, found, quick):
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, KILN_CACHE_DIR=cache)
         for label in ("cold (empty cache)", "warm (cache filled)"):
-            out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                                 check=True).stdout.split()
-            print(f"  {label:<22}{float(out[0]) * 1e3:>10.1f} ms   from cache: {out[1]}, "
-                  f"import: {float(out[2]) * 1e3:.0f} ms")
+            out = subprocess.run(
+                [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+            ).stdout.split()
+            print(
+                f"  {label:<22}{float(out[0]) * 1e3:>10.1f} ms   from cache: {out[1]}, "
+                f"import: {float(out[2]) * 1e3:.0f} ms"
+            )
 
 
-WORKLOADS = {"matmul": bench_matmul, "chain": bench_chain, "softmax": bench_softmax, "conv": bench_conv,
-             "mlp": bench_mlp, "compile": bench_compile}
+WORKLOADS = {
+    "matmul": bench_matmul,
+    "chain": bench_chain,
+    "softmax": bench_softmax,
+    "conv": bench_conv,
+    "mlp": bench_mlp,
+    "compile": bench_compile,
+}
 
 
 def main():
@@ -232,8 +261,10 @@ def main():
     except (OSError, StopIteration):
         pass
     print(f"machine: {cpu}, {os.cpu_count()} cores; {args.threads} threads for every library")
-    print(f"numpy {np.__version__}, kiln {kiln.__version__}"
-          + "".join(f", {name} {module.__version__}" for name, module in found.items()))
+    print(
+        f"numpy {np.__version__}, kiln {kiln.__version__}"
+        + "".join(f", {name} {module.__version__}" for name, module in found.items())
+    )
     if missing:
         print(f"not installed, skipped: {', '.join(missing)}")
     chosen = [w for w in args.only.split(",") if w] or list(WORKLOADS)

@@ -3,6 +3,7 @@ schedule step at a time, GFLOP/s after each (median of interleaved runs).
 
     python bench/schedule_tutorial.py
 """
+
 import os
 import statistics
 import sys
@@ -19,16 +20,40 @@ STAGES = [
     ("split j by 32", [("split", "k0.j", 32)]),
     ("tile i, j by 32 x 64", [("tile", ["k0.i", "k0.j"], [32, 64])]),
     ("vectorize j (16 lanes)", [("vectorize", "k0.j", 16)]),
-    ("+ 8 rows jammed (unroll_jam i, reorder)", [("unroll_jam", "k0.i", 8), ("reorder", ["k0.j", "k0.i.u"]),
-                                                 ("vectorize", "k0.j", 16)]),
-    ("+ 2 vectors jammed", [("unroll_jam", "k0.i", 8), ("reorder", ["k0.j", "k0.i.u"]), ("vectorize", "k0.j", 16),
-                            ("unroll_jam", "k0.j", 2)]),
-    ("+ pack B panels (cache_read)", [("unroll_jam", "k0.i", 8), ("reorder", ["k0.j", "k0.i.u"]),
-                                      ("vectorize", "k0.j", 16), ("unroll_jam", "k0.j", 2),
-                                      ("cache_read", "k0.j.u", "b")]),
-    ("+ parallel (2 threads)", [("unroll_jam", "k0.i", 8), ("reorder", ["k0.j", "k0.i.u"]),
-                                ("vectorize", "k0.j", 16), ("unroll_jam", "k0.j", 2),
-                                ("cache_read", "k0.j.u", "b"), ("parallel", "k0.j.u")]),
+    (
+        "+ 8 rows jammed (unroll_jam i, reorder)",
+        [("unroll_jam", "k0.i", 8), ("reorder", ["k0.j", "k0.i.u"]), ("vectorize", "k0.j", 16)],
+    ),
+    (
+        "+ 2 vectors jammed",
+        [
+            ("unroll_jam", "k0.i", 8),
+            ("reorder", ["k0.j", "k0.i.u"]),
+            ("vectorize", "k0.j", 16),
+            ("unroll_jam", "k0.j", 2),
+        ],
+    ),
+    (
+        "+ pack B panels (cache_read)",
+        [
+            ("unroll_jam", "k0.i", 8),
+            ("reorder", ["k0.j", "k0.i.u"]),
+            ("vectorize", "k0.j", 16),
+            ("unroll_jam", "k0.j", 2),
+            ("cache_read", "k0.j.u", "b"),
+        ],
+    ),
+    (
+        "+ parallel (2 threads)",
+        [
+            ("unroll_jam", "k0.i", 8),
+            ("reorder", ["k0.j", "k0.i.u"]),
+            ("vectorize", "k0.j", 16),
+            ("unroll_jam", "k0.j", 2),
+            ("cache_read", "k0.j.u", "b"),
+            ("parallel", "k0.j.u"),
+        ],
+    ),
 ]
 
 
@@ -53,7 +78,7 @@ def main():
             timings[name].append((time.perf_counter() - start) / runs)
     for name, values in timings.items():
         seconds = statistics.median(values)
-        print(f"{name:<42}{seconds * 1e3:>10.2f} ms {2 * N ** 3 / seconds / 1e9:>8.1f} GFLOP/s")
+        print(f"{name:<42}{seconds * 1e3:>10.2f} ms {2 * N**3 / seconds / 1e9:>8.1f} GFLOP/s")
 
 
 if __name__ == "__main__":

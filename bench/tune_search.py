@@ -3,6 +3,7 @@ trials, several seeds; prints the best time each strategy found.
 
     python bench/tune_search.py [--trials 40] [--seeds 3]
 """
+
 import argparse
 import os
 import statistics

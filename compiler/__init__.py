@@ -1,34 +1,86 @@
 """kiln: an ahead-of-time tensor compiler for numpy code.
 
-    @kiln.compile
-    def predict(x, w, b):
-        return np.maximum(x @ w + b, 0)
+@kiln.compile
+def predict(x, w, b):
+    return np.maximum(x @ w + b, 0)
 
-    predict(x, w, b)                              # numpy in, numpy out
-    print(predict.lower(kiln.f32[64, 784], kiln.f32[784, 10], kiln.f32[10]).text("tensor"))
+predict(x, w, b)                              # numpy in, numpy out
+print(predict.lower(kiln.f32[64, 784], kiln.f32[784, 10], kiln.f32[10]).text("tensor"))
 """
-from kiln.errors import (ArgumentError, CudaUnavailable, DTypeError, GradientMismatchError, KilnError, LoadError,
-                         NonFiniteError, OutOfBoundsError, ParseError, ScheduleError, ShapeError, StageError,
-                         TracerBoolError, TracerConversionError, UnsupportedError, VerificationError)
-from kiln.transforms import grad, value_and_grad
-from kiln.tools.gradcheck import GradcheckReport, gradcheck
+
 from kiln.cuda_executable import to_device
-from kiln.jit import CompiledFunction, Lowered, compile
-from kiln.tools.profiler import Profile, profile
-from kiln.tools.bisect import BisectReport, bisect
+from kiln.errors import (
+    ArgumentError,
+    CudaUnavailable,
+    DTypeError,
+    GradientMismatchError,
+    KilnError,
+    LoadError,
+    NonFiniteError,
+    OutOfBoundsError,
+    ParseError,
+    ScheduleError,
+    ShapeError,
+    StageError,
+    TracerBoolError,
+    TracerConversionError,
+    UnsupportedError,
+    VerificationError,
+)
 from kiln.frontend.nn import conv2d, logsumexp, relu, sigmoid, softmax
 from kiln.frontend.specs import TensorSpec, bool_, f32, f64, i32, i64
+from kiln.jit import CompiledFunction, Lowered, compile
 from kiln.passes.schedule import Schedule
-from kiln.runtime.library import load
 from kiln.runtime.cuda import DeviceArray
-
+from kiln.runtime.library import load
+from kiln.tools.bisect import BisectReport, bisect
+from kiln.tools.gradcheck import GradcheckReport, gradcheck
+from kiln.tools.profiler import Profile, profile
+from kiln.transforms import grad, value_and_grad
 from kiln.version import __version__
 
 __all__ = [
-    "compile", "CompiledFunction", "Lowered", "grad", "value_and_grad", "gradcheck", "GradcheckReport", "GradientMismatchError", "TensorSpec", "f32", "f64", "i32", "i64", "bool_",
-    "relu", "sigmoid", "softmax", "logsumexp", "conv2d",
-    "KilnError", "ShapeError", "DTypeError", "VerificationError", "ParseError", "TracerBoolError",
-    "TracerConversionError", "UnsupportedError", "OutOfBoundsError", "ArgumentError", "StageError", "__version__",
+    "compile",
+    "CompiledFunction",
+    "Lowered",
+    "grad",
+    "value_and_grad",
+    "gradcheck",
+    "GradcheckReport",
+    "GradientMismatchError",
+    "TensorSpec",
+    "f32",
+    "f64",
+    "i32",
+    "i64",
+    "bool_",
+    "relu",
+    "sigmoid",
+    "softmax",
+    "logsumexp",
+    "conv2d",
+    "KilnError",
+    "ShapeError",
+    "DTypeError",
+    "VerificationError",
+    "ParseError",
+    "TracerBoolError",
+    "TracerConversionError",
+    "UnsupportedError",
+    "OutOfBoundsError",
+    "ArgumentError",
+    "StageError",
+    "__version__",
     "NonFiniteError",
-    "Schedule", "ScheduleError", "load", "LoadError", "CudaUnavailable", "to_device", "DeviceArray", "profile", "Profile", "bisect", "BisectReport",
+    "Schedule",
+    "ScheduleError",
+    "load",
+    "LoadError",
+    "CudaUnavailable",
+    "to_device",
+    "DeviceArray",
+    "profile",
+    "Profile",
+    "bisect",
+    "BisectReport",
 ]

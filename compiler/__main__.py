@@ -1,4 +1,5 @@
 """`python -m kiln ...`: the same as the `kiln` command."""
+
 import sys
 
 from kiln.tools.cli import main

@@ -1,17 +1,16 @@
 """Running a compiled function through the CUDA backend (or its CPU emulation)."""
+
 from __future__ import annotations
 
 import time
 
 import numpy as np
 
-from kiln.runtime import cuda
-
 from kiln.codegen import nvcc
-
 from kiln.codegen.cuda_codegen import CUDA_ERROR_BASE, entry_name
 from kiln.errors import ArgumentError, KilnError
 from kiln.executable import prepare_input, status_error
+from kiln.runtime import cuda
 
 
 class CudaExecutable:
@@ -24,8 +23,9 @@ class CudaExecutable:
             library = nvcc.build(pipeline.cuda_source(), emulate)
         except cuda.CudaUnavailable as exc:
             raise KilnError(str(exc)) from None
-        self._native = cuda.CudaFunction(library, entry_name(function.sym_name),
-                                         len(self.input_specs) + len(self.output_specs), emulate)
+        self._native = cuda.CudaFunction(
+            library, entry_name(function.sym_name), len(self.input_specs) + len(self.output_specs), emulate
+        )
         self.emulate = emulate
         self.from_cache = False
         self.seconds = time.perf_counter() - started
@@ -34,12 +34,16 @@ class CudaExecutable:
         """Host arrays are copied in and out; device arrays are used in place, and then the
         results stay on the device too (as DeviceArrays)."""
         try:
-            pointers = [cuda.device_pointer(leaf, shape, dtype) for leaf, (shape, dtype) in zip(leaves, self.input_specs)]
+            pointers = [
+                cuda.device_pointer(leaf, shape, dtype) for leaf, (shape, dtype) in zip(leaves, self.input_specs)
+            ]
         except ValueError as exc:
             raise ArgumentError(str(exc)) from None
         on_device = any(p is not None for p in pointers)
-        inputs = [p if p is not None else prepare_input(leaf, shape, dtype)
-                  for p, leaf, (shape, dtype) in zip(pointers, leaves, self.input_specs)]
+        inputs = [
+            p if p is not None else prepare_input(leaf, shape, dtype)
+            for p, leaf, (shape, dtype) in zip(pointers, leaves, self.input_specs)
+        ]
         if on_device:
             outputs = [cuda.DeviceArray(shape, dtype, self.emulate) for shape, dtype in self.output_specs]
             addresses = [o.pointer for o in outputs]

@@ -10,6 +10,7 @@ frames (as JAX filters its tracebacks): the user sees their call and the line of
 their function that caused the error. ``KILN_TRACEBACK_FILTERING=off`` keeps
 every frame, for debugging kiln itself.
 """
+
 import functools
 import os
 import types
@@ -22,8 +23,16 @@ from kiln.version import source_roots
 
 # Users meet these as kiln.errors.ShapeError (the name a traceback prints), wherever the
 # lower layer that raises them defines them.
-for _cls in (KilnError, ShapeError, DTypeError, VerificationError, ParseError, ScheduleError, LoadError,
-             CudaUnavailable):
+for _cls in (
+    KilnError,
+    ShapeError,
+    DTypeError,
+    VerificationError,
+    ParseError,
+    ScheduleError,
+    LoadError,
+    CudaUnavailable,
+):
     _cls.__module__ = __name__
 del _cls
 
@@ -69,10 +78,25 @@ class GradientMismatchError(KilnError, AssertionError):
     """kiln.gradcheck: kiln's gradient and the finite-difference estimate disagree."""
 
 
-__all__ = ["KilnError", "ShapeError", "DTypeError", "VerificationError", "ParseError", "TracerBoolError",
-           "TracerConversionError", "UnsupportedError", "UnsupportedAttributeError", "OutOfBoundsError",
-           "ArgumentError", "StageError", "NonFiniteError", "GradientMismatchError", "ScheduleError", "LoadError",
-           "CudaUnavailable"]
+__all__ = [
+    "KilnError",
+    "ShapeError",
+    "DTypeError",
+    "VerificationError",
+    "ParseError",
+    "TracerBoolError",
+    "TracerConversionError",
+    "UnsupportedError",
+    "UnsupportedAttributeError",
+    "OutOfBoundsError",
+    "ArgumentError",
+    "StageError",
+    "NonFiniteError",
+    "GradientMismatchError",
+    "ScheduleError",
+    "LoadError",
+    "CudaUnavailable",
+]
 
 
 def filter_traceback(tb):
@@ -91,6 +115,7 @@ def filter_traceback(tb):
 
 def user_facing(fn):
     """Decorate a public entry point: a KilnError leaves it with kiln's frames filtered out."""
+
     @functools.wraps(fn)
     def entry(*args, **kwargs):
         __tracebackhide__ = True  # noqa: F841 (pytest hides this frame too)
@@ -100,4 +125,5 @@ def user_facing(fn):
             if os.environ.get("KILN_TRACEBACK_FILTERING", "on").lower() in ("off", "0", "false", "no"):
                 raise
             raise exc.with_traceback(filter_traceback(exc.__traceback__))
+
     return entry

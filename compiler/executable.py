@@ -6,6 +6,7 @@ it is not), its shape must be the compiled one, and an ``out=`` target is writte
 place only when it is contiguous, aligned, writable and overlaps no other argument.
 The status a compiled function returns becomes a Python exception here.
 """
+
 from __future__ import annotations
 
 import time
@@ -13,17 +14,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kiln.runtime import threads
-from kiln.runtime.native import LoadedObject
-
 from kiln.codegen.llvm_emitter import symbol_name
 from kiln.codegen.status import OUT_OF_BOUNDS, STATUS
 from kiln.errors import ArgumentError, KilnError
+from kiln.runtime import threads
+from kiln.runtime.native import LoadedObject
 
 
 @dataclass(frozen=True)
 class Compilation:
     """How one signature's native code was obtained."""
+
     signature: str
     from_cache: bool
     seconds: float
@@ -39,8 +40,9 @@ class Executable:
         function = traced.function
         self.input_specs = [(a.type.shape, a.type.dtype) for a in function.arguments]
         self.output_specs = [(t.shape, t.dtype) for t in function.function_type.results]
-        self._native = self._object.function(symbol_name(function.sym_name),
-                                             len(self.input_specs) + len(self.output_specs))
+        self._native = self._object.function(
+            symbol_name(function.sym_name), len(self.input_specs) + len(self.output_specs)
+        )
         self.seconds = time.perf_counter() - started
 
     def run(self, leaves, out_leaves=None) -> list:
@@ -76,8 +78,12 @@ def prepare_input(leaf, shape, dtype) -> np.ndarray:
 
 def writable_in_place(target: np.ndarray, others) -> bool:
     flags = target.flags
-    return flags.c_contiguous and flags.aligned and flags.writeable and \
-        not any(np.may_share_memory(target, other) for other in others)
+    return (
+        flags.c_contiguous
+        and flags.aligned
+        and flags.writeable
+        and not any(np.may_share_memory(target, other) for other in others)
+    )
 
 
 class OutOfBoundsStatus(Exception):

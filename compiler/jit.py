@@ -7,6 +7,7 @@ traced ``tensor`` function in the reference interpreter instead. A compiled
 function may be called from several threads at once: a signature that two of
 them need is traced and compiled by one while the other waits.
 """
+
 from __future__ import annotations
 
 import functools
@@ -17,23 +18,20 @@ import threading
 
 import numpy as np
 
-from kiln.runtime.cuda import CudaUnavailable, check_gpu
-
 from kiln.codegen import nvcc
-
-from kiln.frontend import pytree
-from kiln.errors import ArgumentError, KilnError, StageError, user_facing
-from kiln.frontend.trace import bind, leaf_spec, trace
-from kiln.interpreters.tensor_interpreter import run_function
-from kiln.tools import debug as debug_mode
 from kiln.cuda_executable import CudaExecutable
+from kiln.errors import ArgumentError, KilnError, StageError, user_facing
 from kiln.executable import Compilation, Executable, OutOfBoundsStatus
-from kiln.tools.profiler import profile
-from kiln.pipeline import GRAPH_PASSES, REMAT_PASSES, STAGES, Pipeline
-from kiln.passes.schedule import Schedule
-
+from kiln.frontend import pytree
 from kiln.frontend.specs import TensorSpec
+from kiln.frontend.trace import bind, leaf_spec, trace
 from kiln.frontend.tracing import Tracer
+from kiln.interpreters.tensor_interpreter import run_function
+from kiln.passes.schedule import Schedule
+from kiln.pipeline import GRAPH_PASSES, REMAT_PASSES, STAGES, Pipeline
+from kiln.runtime.cuda import CudaUnavailable, check_gpu
+from kiln.tools import debug as debug_mode
+from kiln.tools.profiler import profile
 
 TARGETS = ("cpu", "interpret", "cuda", "cuda-emulate")
 
@@ -77,8 +75,17 @@ class Lowered:
 
 
 class CompiledFunction:
-    def __init__(self, fn, target: str = "cpu", static_argnames=(), optimize: bool = True, remat: bool = False,
-                 schedule=None, tuning_db=None, debug=None):
+    def __init__(
+        self,
+        fn,
+        target: str = "cpu",
+        static_argnames=(),
+        optimize: bool = True,
+        remat: bool = False,
+        schedule=None,
+        tuning_db=None,
+        debug=None,
+    ):
         if target not in TARGETS:
             raise KilnError(f"unknown target {target!r}; this version of kiln compiles for: {', '.join(TARGETS)}")
         if target == "cuda":
@@ -103,7 +110,7 @@ class CompiledFunction:
         self._traces: dict = {}
         self._executables: dict = {}
         self._signature_locks: dict = {}  # key -> the lock held while tracing or compiling that signature
-        self._lock = threading.Lock()     # guards _signature_locks
+        self._lock = threading.Lock()  # guards _signature_locks
 
     def _once(self, table: dict, key, build):
         """table[key], built by the first thread that needs it; others wait for that one."""
@@ -122,9 +129,14 @@ class CompiledFunction:
         if any(isinstance(leaf, Tracer) for leaf in leaves):
             return call, None  # called from inside another trace
         # The dispatch key is cheap for arrays (the common case); everything else goes through leaf_spec.
-        key = (call.treedef, call.static, tuple(
-            (leaf.shape, leaf.dtype) if type(leaf) is np.ndarray else self._leaf_key(path, leaf, allow_specs)
-            for path, leaf in zip(call.paths, leaves)))
+        key = (
+            call.treedef,
+            call.static,
+            tuple(
+                (leaf.shape, leaf.dtype) if type(leaf) is np.ndarray else self._leaf_key(path, leaf, allow_specs)
+                for path, leaf in zip(call.paths, leaves)
+            ),
+        )
         self._once(self._traces, key, lambda: self._trace(call))
         return call, key
 
@@ -132,16 +144,16 @@ class CompiledFunction:
         specs = [leaf_spec(path, leaf) for path, leaf in zip(call.paths, call.leaves)]
         traced = trace(self.fn, call, specs)
         passes = (REMAT_PASSES if self.remat else GRAPH_PASSES) if self.optimize else ()
-        pipeline = Pipeline(self.fn.__name__, traced.module, passes, self.schedule, self.tuning_db, self.target,
-                            self.debug)
+        pipeline = Pipeline(
+            self.fn.__name__, traced.module, passes, self.schedule, self.tuning_db, self.target, self.debug
+        )
         _dump(pipeline, self.stages)
         return traced, pipeline
 
     @staticmethod
     def _leaf_key(path, leaf, allow_specs):
         if isinstance(leaf, TensorSpec) and not allow_specs:
-            raise ArgumentError(f"argument '{path}' is a spec ({leaf!r}); specs are for .lower(), "
-                                "calls need arrays")
+            raise ArgumentError(f"argument '{path}' is a spec ({leaf!r}); specs are for .lower(), calls need arrays")
         spec = leaf_spec(path, leaf)
         return spec.spec.shape, spec.spec.dtype, spec.weak, spec.wide
 
@@ -202,7 +214,9 @@ class CompiledFunction:
                 debug_mode.check_finite(traced.function, [np.asarray(leaf) for leaf in call.leaves])
         if out is not None:
             return out
-        return pytree.unflatten(traced.out_treedef, [r[()] if isinstance(r, np.ndarray) and r.ndim == 0 else r for r in results])
+        return pytree.unflatten(
+            traced.out_treedef, [r[()] if isinstance(r, np.ndarray) and r.ndim == 0 else r for r in results]
+        )
 
     def profile(self, *args, seconds: float = 2.0, **kwargs):
         """Per-kernel time, bytes and FLOPs on these arguments: see kiln.profile."""
@@ -220,8 +234,9 @@ def _check_out(out, traced) -> list:
         if not isinstance(target, np.ndarray):
             raise ArgumentError(f"out= leaf #{i} is a {type(target).__name__}, not a numpy array")
         if target.shape != t.shape or target.dtype != t.dtype:
-            raise ArgumentError(f"out= leaf #{i} is {target.dtype}{list(target.shape)}, "
-                                f"the result is {t.dtype}{list(t.shape)}")
+            raise ArgumentError(
+                f"out= leaf #{i} is {target.dtype}{list(target.shape)}, the result is {t.dtype}{list(t.shape)}"
+            )
         if not target.flags.writeable:
             raise ArgumentError(f"out= leaf #{i} is read-only")
     # Two results written into one memory cannot both be delivered: which survives would
@@ -255,8 +270,17 @@ def _as_schedule(schedule):
     raise ArgumentError(f"schedule= takes a kiln.Schedule, a list of steps or YAML, not {type(schedule).__name__}")
 
 
-def compile(fn=None, *, target: str = "cpu", static_argnames=(), optimize: bool = True, remat: bool = False,
-            schedule=None, tuning_db=None, debug=None):
+def compile(
+    fn=None,
+    *,
+    target: str = "cpu",
+    static_argnames=(),
+    optimize: bool = True,
+    remat: bool = False,
+    schedule=None,
+    tuning_db=None,
+    debug=None,
+):
     """Compile a numpy function: ``@kiln.compile`` or ``kiln.compile(fn, target="cpu")``.
 
     `target` is ``"cpu"`` (native code for this machine), ``"interpret"``

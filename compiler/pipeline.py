@@ -6,6 +6,7 @@ Object code is keyed by a hash of the traced tensor IR, the compile
 options, the host CPU and kiln's version, so a second process finds it on disk
 and skips every later stage.
 """
+
 from __future__ import annotations
 
 import functools
@@ -14,24 +15,22 @@ import os
 import threading
 import warnings
 
+from kiln.codegen import llvm_codegen, llvm_target
+from kiln.codegen.cuda_codegen import emit_cuda
 from kiln.dialects import print_ir, verify
-from kiln.passes import canonicalize, cse, dce, fusion, memory_plan, remat  # noqa: F401  (register the passes)
-from kiln.passes.lower_tensor_to_affine import lower_tensor_to_affine  # noqa: F401
-from kiln.passes.default_schedule import default_schedule
-from kiln.passes.registry import run_passes
-from kiln.passes.loop_transforms import ScheduleError
 from kiln.dialects.affine import BIND
+from kiln.passes import canonicalize, cse, dce, fusion, memory_plan, remat  # noqa: F401  (register the passes)
+from kiln.passes.default_schedule import default_schedule
+from kiln.passes.kernels import absolute_steps, extract, kernel_names, structural_hash
+from kiln.passes.loop_transforms import ScheduleError
+from kiln.passes.lower_tensor_to_affine import lower_tensor_to_affine  # noqa: F401
+from kiln.passes.memory_plan import is_kernel, read_plan
+from kiln.passes.registry import run_passes
 from kiln.passes.schedule import GPU_PRIMITIVES, Schedule, apply_schedule, apply_step
 from kiln.runtime import threads
 from kiln.runtime.cache import DiskCache
 from kiln.runtime.native import LLVM_LOCK
-
-from kiln.codegen import llvm_codegen
-from kiln.codegen import llvm_target
-from kiln.passes.kernels import absolute_steps, extract, kernel_names, structural_hash
 from kiln.tools.tuning_db import TuningDB, host_fingerprint
-from kiln.codegen.cuda_codegen import emit_cuda
-from kiln.passes.memory_plan import is_kernel, read_plan
 from kiln.version import __version__, source_roots
 
 STAGES = ("tensor", "optimized", "affine", "scheduled", "llvm")
@@ -60,14 +59,22 @@ class Pipeline:
     """One traced function's stages, each computed once on first use. Threads may share a
     pipeline: each stage is computed under the pipeline's lock, so it is computed once."""
 
-    def __init__(self, name: str, tensor_module, graph_passes=GRAPH_PASSES, schedule=None, tuning_db=None,
-                 target: str = "cpu", debug: bool = False):
+    def __init__(
+        self,
+        name: str,
+        tensor_module,
+        graph_passes=GRAPH_PASSES,
+        schedule=None,
+        tuning_db=None,
+        target: str = "cpu",
+        debug: bool = False,
+    ):
         self.name = name
         self.target = target
         self.debug = debug  # bounds-checked loads and stores
         self.graph_passes = tuple(graph_passes)
         self.requested_schedule = schedule  # None: the default schedule
-        self.tuning_db_path = tuning_db     # None: the default database, if there is one; False: none
+        self.tuning_db_path = tuning_db  # None: the default database, if there is one; False: none
         self.schedule = None
         self.tuned_kernels = []
         self._modules = {"tensor": tensor_module}
@@ -109,16 +116,18 @@ class Pipeline:
             self.schedule = self.requested_schedule or Schedule()
             for step in self.schedule.steps:
                 if step[0] not in GPU_PRIMITIVES:
-                    raise ScheduleError(f"{step[0]} is a CPU schedule step; the CUDA backend runs "
-                                        f"{', '.join(GPU_PRIMITIVES)}")
+                    raise ScheduleError(
+                        f"{step[0]} is a CPU schedule step; the CUDA backend runs {', '.join(GPU_PRIMITIVES)}"
+                    )
             apply_schedule(module, self.schedule, verify_each=self.debug)
         elif self.requested_schedule is None:
             self.schedule = Schedule()
             db = self.tuning_db()
             if db is not None:
                 self._apply_tuned(function, db)
-            steps = default_schedule(function, llvm_target.vector_bits(), threads.available(),
-                                     skip=set(self.tuned_kernels))
+            steps = default_schedule(
+                function, llvm_target.vector_bits(), threads.available(), skip=set(self.tuned_kernels)
+            )
             for step in steps.steps:
                 self.schedule.add(*step)
         else:
@@ -126,8 +135,10 @@ class Pipeline:
             apply_schedule(module, self.schedule, verify_each=self.debug)
             bound = [op for op in function.walk() if BIND in op.attributes]
             if bound:
-                raise ScheduleError(f"bind is a GPU schedule step ({bound[0].induction_variable.name_hint} is bound "
-                                    f"to {bound[0].attributes[BIND]}); compile with target='cuda' to use it")
+                raise ScheduleError(
+                    f"bind is a GPU schedule step ({bound[0].induction_variable.name_hint} is bound "
+                    f"to {bound[0].attributes[BIND]}); compile with target='cuda' to use it"
+                )
         verify(module)
         return module
 
@@ -144,8 +155,12 @@ class Pipeline:
                 for step in steps:
                     apply_step(trial, step)
             except ScheduleError as exc:
-                warnings.warn(f"kiln: the tuning record for kernel {kernel} of {self.name} no longer applies "
-                              f"({exc}); using the default schedule", RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"kiln: the tuning record for kernel {kernel} of {self.name} no longer applies "
+                    f"({exc}); using the default schedule",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
                 continue
             for step in absolute_steps(record["steps"], kernel, function):
                 apply_step(function, step)
@@ -222,8 +237,10 @@ class Pipeline:
         stage is a deterministic function of these, so a second process that finds the key
         skips optimization, lowering, scheduling and LLVM altogether."""
         db = self.tuning_db()
-        options = (f"passes={','.join(self.graph_passes)} schedule={self.requested_schedule!r} "
-                   f"tuning={db.digest() if db else None} debug={self.debug}")
+        options = (
+            f"passes={','.join(self.graph_passes)} schedule={self.requested_schedule!r} "
+            f"tuning={db.digest() if db else None} debug={self.debug}"
+        )
         host = f"{llvm_target.host_fingerprint()} threads={threads.available()}"
         traced = print_ir(self.module("tensor"), locations=False)
         return hashlib.sha256(f"{kiln_digest()}\n{host}\n{options}\n{traced}".encode()).hexdigest()

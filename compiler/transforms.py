@@ -9,6 +9,7 @@ on first call, and runs natively; concurrent first calls compile it once.
     >>> dloss(np.ones(3), np.eye(3))
     array([2., 2., 2.])
 """
+
 from __future__ import annotations
 
 import threading

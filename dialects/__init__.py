@@ -1,5 +1,6 @@
 """kiln's IR: the core (ops, values, blocks, regions, types), printer, parser,
 verifier, and one module per dialect. Nothing here imports the rest of kiln."""
+
 from . import affine, arith, builtin, func, math, memref, tensor, vector
 from .builder import Builder
 from .diagnostics import DTypeError, KilnError, ParseError, ShapeError, VerificationError
@@ -11,8 +12,35 @@ from .types import FunctionType, ScalarType, TensorType, Type, scalar_type_of, t
 from .verifier import verify
 
 __all__ = [
-    "affine", "arith", "builtin", "func", "math", "memref", "tensor", "vector", "Builder", "DTypeError", "KilnError", "ParseError", "ShapeError",
-    "VerificationError", "OP_REGISTRY", "Block", "BlockArgument", "Operation", "OpResult", "Region", "Value",
-    "Location", "parse_ir", "print_ir", "FunctionType", "ScalarType", "TensorType", "Type", "scalar_type_of",
-    "tensor_type", "verify",
+    "affine",
+    "arith",
+    "builtin",
+    "func",
+    "math",
+    "memref",
+    "tensor",
+    "vector",
+    "Builder",
+    "DTypeError",
+    "KilnError",
+    "ParseError",
+    "ShapeError",
+    "VerificationError",
+    "OP_REGISTRY",
+    "Block",
+    "BlockArgument",
+    "Operation",
+    "OpResult",
+    "Region",
+    "Value",
+    "Location",
+    "parse_ir",
+    "print_ir",
+    "FunctionType",
+    "ScalarType",
+    "TensorType",
+    "Type",
+    "scalar_type_of",
+    "tensor_type",
+    "verify",
 ]

@@ -10,12 +10,12 @@
 Loop bounds are constants for now; index expressions are AffineExprs over
 the access's index operands (loop induction variables).
 """
+
 from __future__ import annotations
 
 from .affine_expr import AffineMap, Const, Dim
 from .ir import Block, Operation, Region
 from .types import MemRefType, VectorType, index
-
 
 BIND = "kiln.bind"  # a GPU schedule's hardware index for a loop: "blockIdx.x", "threadIdx.y", ...
 GPU_AXES = tuple(f"{kind}.{axis}" for kind in ("blockIdx", "threadIdx") for axis in "xyz")
@@ -30,6 +30,7 @@ class ForOp(Operation):
 
     Operands: the upper bound's operands (``bound_count`` of them), then the iter_args inits.
     """
+
     name = "affine.for"
     operand_names = ("operands*",)
     attribute_names = ("lower", "upper", "step")
@@ -43,8 +44,7 @@ class ForOp(Operation):
         if not isinstance(upper, int):
             attributes["upper_map"] = AffineMap(len(bound_operands), tuple(upper))
             attributes["bound_count"] = len(bound_operands)
-        return cls(list(bound_operands) + list(inits), attributes, [v.type for v in inits],
-                   [Region([body])], loc=loc)
+        return cls(list(bound_operands) + list(inits), attributes, [v.type for v in inits], [Region([body])], loc=loc)
 
     @property
     def body(self) -> Block:
@@ -56,11 +56,11 @@ class ForOp(Operation):
 
     @property
     def bound_operands(self) -> list:
-        return self.operands[:self.attributes.get("bound_count", 0)]
+        return self.operands[: self.attributes.get("bound_count", 0)]
 
     @property
     def inits(self) -> list:
-        return self.operands[self.attributes.get("bound_count", 0):]
+        return self.operands[self.attributes.get("bound_count", 0) :]
 
     @property
     def upper_map(self):
@@ -105,8 +105,9 @@ class ForOp(Operation):
         if self.step != 1:
             printer.write(f" step {self.step}")
         if self.inits:
-            pairs = ", ".join(f"{printer.define(a)} = {printer.name_of(v)}"
-                              for a, v in zip(self.body.args[1:], self.inits))
+            pairs = ", ".join(
+                f"{printer.define(a)} = {printer.name_of(v)}" for a, v in zip(self.body.args[1:], self.inits)
+            )
             printer.write(f" iter_args({pairs}) -> ({', '.join(str(v.type) for v in self.inits)})")
         printer.write(" ")
         print_body(printer, self.body)
@@ -131,11 +132,13 @@ class ForOp(Operation):
         step = parser.parse_int() if parser.accept("step") else 1
         args, inits, types = [(iv, index)], [], []
         if parser.accept("iter_args("):
+
             def pair():
                 name = parser.parse_argument_name()
                 parser.expect("=")
                 inits.append(parser.parse_value())
                 return name
+
             names = parser.comma_list(pair, ")")
             parser.expect("->")
             types = parser.parse_type_list()
@@ -157,8 +160,9 @@ class ForOp(Operation):
 class ParallelOp(Operation):
     """``affine.parallel``: iterations that may run at once, on several threads::
 
-        affine.parallel (%i) = (0) to (64) { ... }
+    affine.parallel (%i) = (0) to (64) { ... }
     """
+
     name = "affine.parallel"
     attribute_names = ("upper",)
     num_regions = 1
@@ -242,6 +246,7 @@ class YieldOp(Operation):
 
 class _Access(Operation):
     """Shared by load and store: a memref operand indexed by an affine map of index operands."""
+
     operand_names = ("operands*",)  # [value,] memref, indices...
     attribute_names = ("map",)
     memref_position = 0
@@ -252,7 +257,7 @@ class _Access(Operation):
 
     @property
     def indices(self):
-        return self.operands[self.memref_position + 1:]
+        return self.operands[self.memref_position + 1 :]
 
     def check_access(self):
         t, m = self.memref.type, self.attributes.get("map")
@@ -315,8 +320,9 @@ class StoreOp(_Access):
         return []
 
     def print_custom(self, printer):
-        printer.write(f"affine.store {printer.name_of(self.operands[0])}, {self.subscript(printer)} : "
-                      f"{self.memref.type}")
+        printer.write(
+            f"affine.store {printer.name_of(self.operands[0])}, {self.subscript(printer)} : {self.memref.type}"
+        )
 
     @classmethod
     def parse_custom(cls, parser, num_results):
@@ -331,6 +337,7 @@ class StoreOp(_Access):
 class VectorLoadOp(_Access):
     """``affine.vector_load %A[%i, %j] : memref<8x64xf32>, vector<16xf32>``: consecutive
     elements along the last dimension, starting at the index."""
+
     name = "affine.vector_load"
 
     def verify(self):
@@ -363,8 +370,10 @@ class VectorStoreOp(_Access):
         return []
 
     def print_custom(self, printer):
-        printer.write(f"affine.vector_store {printer.name_of(self.operands[0])}, {self.subscript(printer)} : "
-                      f"{self.memref.type}, {self.operands[0].type}")
+        printer.write(
+            f"affine.vector_store {printer.name_of(self.operands[0])}, {self.subscript(printer)} : "
+            f"{self.memref.type}, {self.operands[0].type}"
+        )
 
     @classmethod
     def parse_custom(cls, parser, num_results):

@@ -7,6 +7,7 @@ constant. The constructors simplify as they build (``d0 * 1`` is ``d0``,
 readable: reading a ``4x6`` buffer as ``6x4`` gives
 ``(d0 * 4 + d1) floordiv 6`` and ``(d0 * 4 + d1) mod 6``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -90,8 +91,13 @@ class Binary(AffineExpr):
     __str__ = AffineExpr.__str__
 
 
-_FOLD = {"+": lambda a, b: a + b, "*": lambda a, b: a * b, "floordiv": lambda a, b: a // b,
-         "ceildiv": lambda a, b: -(-a // b), "mod": lambda a, b: a % b}
+_FOLD = {
+    "+": lambda a, b: a + b,
+    "*": lambda a, b: a * b,
+    "floordiv": lambda a, b: a // b,
+    "ceildiv": lambda a, b: -(-a // b),
+    "mod": lambda a, b: a % b,
+}
 
 
 def as_expr(value) -> AffineExpr:
@@ -165,8 +171,13 @@ def _render(expr, names, parent: int) -> str:
     left = _render(expr.lhs, names, mine - 1 if expr.kind == "+" else mine)
     if expr.kind == "+" and isinstance(expr.rhs, Const) and expr.rhs.value < 0:
         text = f"{left} - {-expr.rhs.value}"
-    elif expr.kind == "+" and isinstance(expr.rhs, Binary) and expr.rhs.kind == "*" \
-            and isinstance(expr.rhs.rhs, Const) and expr.rhs.rhs.value < 0:
+    elif (
+        expr.kind == "+"
+        and isinstance(expr.rhs, Binary)
+        and expr.rhs.kind == "*"
+        and isinstance(expr.rhs.rhs, Const)
+        and expr.rhs.rhs.value < 0
+    ):
         text = f"{left} - {_render(mul(expr.rhs.lhs, Const(-expr.rhs.rhs.value)), names, mine)}"
     else:
         text = f"{left} {expr.kind} {_render(expr.rhs, names, mine)}"
@@ -176,6 +187,7 @@ def _render(expr, names, parent: int) -> str:
 @dataclass(frozen=True)
 class AffineMap:
     """``affine_map<(d0, d1) -> (d0 + 1, d1)>``: results as expressions of `num_dims` dims."""
+
     num_dims: int
     results: tuple
 

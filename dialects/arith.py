@@ -1,10 +1,11 @@
 """The ``arith`` dialect: scalar arithmetic, as in upstream MLIR.
 
-    %c = arith.constant 1.0 : f32
-    %s = arith.addf %a, %c : f32
-    %p = arith.cmpf olt, %a, %b : f32
-    %w = arith.extf %a : f32 to f64
+%c = arith.constant 1.0 : f32
+%s = arith.addf %a, %c : f32
+%p = arith.cmpf olt, %a, %b : f32
+%w = arith.extf %a : f32 to f64
 """
+
 from __future__ import annotations
 
 import math
@@ -68,6 +69,7 @@ class ConstantOp(Operation):
 
 class _Same(Operation):
     """Operands and result of one scalar type, printed ``arith.addf %a, %b : f32``."""
+
     allowed: ClassVar[tuple] = FLOATS
 
     def infer_result_types(self):
@@ -82,8 +84,11 @@ class _Same(Operation):
 
 def same_typed_op(class_name, op_name, arity, allowed, doc):
     names = ("lhs", "rhs") if arity == 2 else ("operand",)
-    return type(class_name, (_Same,), {"name": op_name, "operand_names": names, "allowed": allowed,
-                                       "__doc__": doc, "__module__": __name__})
+    return type(
+        class_name,
+        (_Same,),
+        {"name": op_name, "operand_names": names, "allowed": allowed, "__doc__": doc, "__module__": __name__},
+    )
 
 
 AddFOp = same_typed_op("AddFOp", "arith.addf", 2, FLOATS, "float addition")
@@ -137,6 +142,7 @@ class _Compare(Operation):
 
 class CmpFOp(_Compare):
     """Float comparison; ordered predicates are false with NaN, ``une`` is true (as numpy's !=)."""
+
     name = "arith.cmpf"
     predicates = FLOAT_PREDICATES
     allowed = FLOATS
@@ -174,6 +180,7 @@ class SelectOp(Operation):
 
 class _Cast(Operation):
     """``arith.extf %a : f32 to f64``; the pair of types must be one the cast converts."""
+
     operand_names = ("operand",)
     sources: ClassVar[tuple]
     targets: ClassVar[tuple]
@@ -207,8 +214,11 @@ def _bits(t: ScalarType) -> int:
 
 
 def _cast(class_name, op_name, sources, targets, widening=None):
-    return type(class_name, (_Cast,), {"name": op_name, "sources": sources, "targets": targets,
-                                       "widening": widening, "__module__": __name__})
+    return type(
+        class_name,
+        (_Cast,),
+        {"name": op_name, "sources": sources, "targets": targets, "widening": widening, "__module__": __name__},
+    )
 
 
 _INTS = (i1, SCALAR_TYPES["i32"], SCALAR_TYPES["i64"])
@@ -239,7 +249,6 @@ def float_to_int(x, dtype) -> np.ndarray:
         inside = (x > -bound) & (x < bound)
         result = np.where(inside, x, 0).astype(dtype)
     return np.where(inside, result, np.iinfo(dtype).min).astype(dtype)
-
 
 
 _HEX = re.compile(r"0x[0-9A-Fa-f]+")

@@ -3,6 +3,7 @@
 The builder verifies each op as it is created, so a bad op fails where it was
 built (for traced ops: at the user's line) rather than later in a pass.
 """
+
 from __future__ import annotations
 
 from .ir import Block, Operation

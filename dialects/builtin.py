@@ -1,4 +1,5 @@
 """``builtin.module``: the top-level container of functions."""
+
 from __future__ import annotations
 
 from .ir import Block, Operation, Region

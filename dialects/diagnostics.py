@@ -6,6 +6,7 @@ then reads like a compiler diagnostic::
     model.py:12: shapes (3, 4) and (5,) do not broadcast
         y = x + b
 """
+
 from __future__ import annotations
 
 import linecache

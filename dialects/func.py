@@ -1,10 +1,11 @@
 """The ``func`` dialect: functions and returns, as in upstream MLIR.
 
-    func.func @scale(%x: tensor<4xf32>) -> tensor<4xf32> {
-      %0 = tensor.add %x, %x : tensor<4xf32>
-      func.return %0 : tensor<4xf32>
-    }
+func.func @scale(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = kiln.add %x, %x : tensor<4xf32>
+  func.return %0 : tensor<4xf32>
+}
 """
+
 from __future__ import annotations
 
 from .ir import Block, Operation, Region
@@ -85,7 +86,8 @@ class ReturnOp(Operation):
             if got != expected:
                 raise self.error(
                     f"func.return gives ({', '.join(map(str, got))}) but @{func.sym_name} "
-                    f"returns ({', '.join(map(str, expected))})")
+                    f"returns ({', '.join(map(str, expected))})"
+                )
 
     def print_custom(self, printer) -> None:
         printer.write("func.return")

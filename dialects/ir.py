@@ -4,7 +4,7 @@ An operation has a dialect-qualified name, SSA operands, typed results,
 attributes and regions. Each op class declares what it takes at the top::
 
     class MatmulOp(Operation):
-        name = "tensor.matmul"
+        name = "kiln.matmul"
         operand_names = ("lhs", "rhs")       # op.lhs, op.rhs
         attribute_names = ()                  # op.<attr> for each
 
@@ -15,6 +15,7 @@ An operand name ending in ``*`` is variadic (it takes all remaining operands).
 Attributes are plain Python values (bool, int, float, str, tuples, types,
 numpy arrays); the location is a note kept apart from them.
 """
+
 from __future__ import annotations
 
 from typing import ClassVar
@@ -95,7 +96,7 @@ class Operation:
     operand_names: ClassVar[tuple] = ()
     attribute_names: ClassVar[tuple] = ()
     num_regions: ClassVar[int] = 0
-    # Ops whose regions cannot see values defined outside them (func.func, tensor.fused).
+    # Ops whose regions cannot see values defined outside them (func.func, kiln.fused).
     isolated_from_above: ClassVar[bool] = False
     # Ops inside which printed SSA numbering starts again from %0 (functions, modules).
     restarts_numbering: ClassVar[bool] = False
@@ -138,7 +139,7 @@ class Operation:
         if key in names:
             return self.operands[names.index(key)]
         if key + "*" in names:
-            return self.operands[names.index(key + "*"):]
+            return self.operands[names.index(key + "*") :]
         raise AttributeError(f"{cls.__name__} has no attribute {key!r}")
 
     @property
@@ -239,8 +240,13 @@ class Operation:
                 for op in block.ops:
                     new_block.append(op.clone(mapping))
             regions.append(new_region)
-        copy = type(self)([mapping.get(v, v) for v in self.operands], dict(self.attributes),
-                          [r.type for r in self.results], regions, loc=self.loc)
+        copy = type(self)(
+            [mapping.get(v, v) for v in self.operands],
+            dict(self.attributes),
+            [r.type for r in self.results],
+            regions,
+            loc=self.loc,
+        )
         for old, new in zip(self.results, copy.results):
             new.name_hint = old.name_hint
             mapping[old] = new

@@ -3,6 +3,7 @@
 Locations are notes, not semantics: they are printed (MLIR ``loc(...)``) and
 used in error messages, but never take part in comparing or hashing ops.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

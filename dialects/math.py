@@ -1,8 +1,9 @@
 """The ``math`` dialect: transcendental and power functions, as in upstream MLIR.
 
-    %e = math.exp %x : f32
-    %p = math.ipowi %a, %b : i32
+%e = math.exp %x : f32
+%p = math.ipowi %a, %b : i32
 """
+
 from __future__ import annotations
 
 from .arith import FLOATS, same_typed_op

@@ -1,10 +1,11 @@
 """The ``memref`` dialect: buffers, as in upstream MLIR.
 
-    memref.global "private" constant @cst_0 : memref<3xf32> = dense<[1.0, 2.0, 3.0]>
-    %0 = memref.get_global @cst_0 : memref<3xf32>
-    %1 = memref.alloc() {alignment = 64 : i64} : memref<4x8xf32>
-    memref.dealloc %1 : memref<4x8xf32>
+memref.global "private" constant @cst_0 : memref<3xf32> = dense<[1.0, 2.0, 3.0]>
+%0 = memref.get_global @cst_0 : memref<3xf32>
+%1 = memref.alloc() {alignment = 64 : i64} : memref<4x8xf32>
+memref.dealloc %1 : memref<4x8xf32>
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,11 +39,13 @@ class _Allocation(Operation):
 
 class AllocOp(_Allocation):
     """A buffer on the heap, freed by memref.dealloc."""
+
     name = "memref.alloc"
 
 
 class AllocaOp(_Allocation):
     """A small buffer on the stack of the running function (or thread): a packed tile."""
+
     name = "memref.alloca"
 
 
@@ -66,6 +69,7 @@ class DeallocOp(Operation):
 
 class GlobalOp(Operation):
     """A constant buffer at module level (captured arrays, literals)."""
+
     name = "memref.global"
     attribute_names = ("sym_name", "type", "initial_value")
 
@@ -75,8 +79,12 @@ class GlobalOp(Operation):
     def verify(self):
         super().verify()
         value, t = self.initial_value, self.type
-        if not isinstance(t, MemRefType) or not isinstance(value, np.ndarray) or value.shape != t.shape \
-                or scalar_type_of(value.dtype) != t.element:
+        if (
+            not isinstance(t, MemRefType)
+            or not isinstance(value, np.ndarray)
+            or value.shape != t.shape
+            or scalar_type_of(value.dtype) != t.element
+        ):
             raise self.error(f"memref.global @{self.sym_name}: its value does not match {t}")
 
     def print_custom(self, printer):
@@ -112,6 +120,7 @@ class GetGlobalOp(Operation):
 
 class ViewOp(Operation):
     """A typed buffer at a byte offset of an ``i8`` arena (memory planning's placements)."""
+
     name = "memref.view"
     operand_names = ("source", "byte_shift")
 
@@ -124,8 +133,10 @@ class ViewOp(Operation):
             raise self.error("memref.view makes a memref")
 
     def print_custom(self, printer):
-        printer.write(f"memref.view {printer.name_of(self.source)}[{printer.name_of(self.byte_shift)}][] : "
-                      f"{self.source.type} to {self.result.type}")
+        printer.write(
+            f"memref.view {printer.name_of(self.source)}[{printer.name_of(self.byte_shift)}][] : "
+            f"{self.source.type} to {self.result.type}"
+        )
 
     @classmethod
     def parse_custom(cls, parser, num_results):

@@ -4,17 +4,18 @@ A small recursive-descent parser working directly on characters: MLIR's type
 syntax (``tensor<4x8xf32>``) is context sensitive, so regular expressions at
 the current position serve better than a separate token stream.
 """
+
 from __future__ import annotations
 
 import re
 
 import numpy as np
 
+from . import affine_expr as ax
 from .builtin import ModuleOp
 from .diagnostics import ParseError
 from .ir import OP_REGISTRY, Block, Operation, Region, Value
 from .location import Location
-from . import affine_expr as ax
 from .types import SCALAR_TYPES, FunctionType, MemRefType, TensorType, VectorType
 
 _WS = re.compile(r"(\s|//[^\n]*)*")
@@ -70,7 +71,7 @@ class Parser:
     def fail(self, message: str):
         line = self.text.count("\n", 0, self.pos) + 1
         col = self.pos - (self.text.rfind("\n", 0, self.pos) + 1)
-        found = self.text[self.pos:self.pos + 20].split("\n")[0]
+        found = self.text[self.pos : self.pos + 20].split("\n")[0]
         raise ParseError(f"{self.filename}:{line}:{col + 1}: {message} (found '{found}')")
 
     def comma_list(self, item, close: str) -> list:
@@ -391,11 +392,13 @@ class Parser:
     def parse_op(self) -> Operation:
         names = []
         if self.peek("%"):
+
             def result_def():
                 m = self.match(_RESULT_ID)
                 if not m:
                     self.fail("expected a result name")
                 return "%" + m.group(1), int(m.group(2)[1:]) if m.group(2) else 1
+
             names.append(result_def())
             while self.accept(","):
                 names.append(result_def())

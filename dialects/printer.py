@@ -3,13 +3,14 @@
 Ops print in their custom form when they have one and in a uniform
 "declarative" form otherwise::
 
-    %2 = tensor.add %0, %1 : tensor<4x8xf32>
-    %3 = tensor.reduce_sum %2 {axes = array<i64: 1>, keepdims = false} : (tensor<4x8xf32>) -> tensor<4xf32>
+    %2 = kiln.add %0, %1 : tensor<4x8xf32>
+    %3 = kiln.reduce_sum %2 {axes = array<i64: 1>, keepdims = false} : (tensor<4x8xf32>) -> tensor<4xf32>
 
 ``generic=True`` prints every op in MLIR's generic form instead, which always
-works (``"tensor.add"(%0, %1) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>``).
+works (``"kiln.add"(%0, %1) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>``).
 The parser reads back both.
 """
+
 from __future__ import annotations
 
 import re

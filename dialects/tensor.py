@@ -1,20 +1,26 @@
-"""The ``tensor`` dialect: value-semantics array ops, no loops.
+"""The ``kiln`` dialect: kiln's tensor-level ops, value semantics, no loops.
+
+The ops of the ``tensor`` stage. They are kiln's own, so they carry kiln's name: MLIR's
+registered ``tensor`` dialect has ops of the same names with other meanings (its
+``tensor.cast`` changes shapes; kiln's element-type conversion is ``kiln.convert``).
+``mlir-opt --allow-unregistered-dialect`` reads this stage in its generic printed form.
 
 Each op declares its operands and attributes, infers its result type with
 numpy's rules, verifies what the declaration cannot say, and carries its numpy
 reference semantics in ``evaluate`` (the interpreter and the tests' oracle).
 
 No op broadcasts or promotes implicitly: elementwise operands have one type,
-and the tracer inserts ``tensor.broadcast_to`` and ``tensor.cast`` to make
+and the tracer inserts ``kiln.broadcast_to`` and ``kiln.convert`` to make
 numpy's broadcasting and promotion explicit (this keeps autodiff and fusion
 simple). A traced ``x * 2.0 + b`` with ``x: f32[4, 8]`` and ``b: f32[8]``::
 
-    %0 = tensor.constant dense<2.0> : tensor<f32>
-    %1 = tensor.broadcast_to %0 : (tensor<f32>) -> tensor<4x8xf32>
-    %2 = tensor.mul %x, %1 : tensor<4x8xf32>
-    %3 = tensor.broadcast_to %b : (tensor<8xf32>) -> tensor<4x8xf32>
-    %4 = tensor.add %2, %3 : tensor<4x8xf32>
+    %0 = kiln.constant dense<2.0> : tensor<f32>
+    %1 = kiln.broadcast_to %0 : (tensor<f32>) -> tensor<4x8xf32>
+    %2 = kiln.mul %x, %1 : tensor<4x8xf32>
+    %3 = kiln.broadcast_to %b : (tensor<8xf32>) -> tensor<4x8xf32>
+    %4 = kiln.add %2, %3 : tensor<4x8xf32>
 """
+
 from __future__ import annotations
 
 from typing import Callable, ClassVar
@@ -73,11 +79,15 @@ class ElementwiseOp(TensorOp):
         first = types[0]
         for t in types[1:]:
             if t.shape != first.shape:
-                raise self.error(f"{self.name} operands have different shapes {first.shape} and {t.shape} "
-                                 "(broadcasting must be explicit)", ShapeError)
+                raise self.error(
+                    f"{self.name} operands have different shapes {first.shape} and {t.shape} "
+                    "(broadcasting must be explicit)",
+                    ShapeError,
+                )
             if t.element != first.element:
-                raise self.error(f"{self.name} operands have different element types "
-                                 f"{first.element} and {t.element}", DTypeError)
+                raise self.error(
+                    f"{self.name} operands have different element types {first.element} and {t.element}", DTypeError
+                )
         self.check_element(first, self.allowed)
         return [self.result_type(first)]
 
@@ -89,49 +99,65 @@ class ElementwiseOp(TensorOp):
 
 
 def _elementwise(class_name, op_name, operands, numpy_fn, allowed=NUMERIC):
-    cls = type(class_name, (ElementwiseOp,), {
-        "name": op_name, "operand_names": operands, "allowed": allowed,
-        "numpy_fn": staticmethod(numpy_fn), "__doc__": f"``{op_name}``: elementwise numpy.{numpy_fn.__name__}.",
-        "__module__": __name__})
+    cls = type(
+        class_name,
+        (ElementwiseOp,),
+        {
+            "name": op_name,
+            "operand_names": operands,
+            "allowed": allowed,
+            "numpy_fn": staticmethod(numpy_fn),
+            "__doc__": f"``{op_name}``: elementwise numpy.{numpy_fn.__name__}.",
+            "__module__": __name__,
+        },
+    )
     return cls
 
 
 _BINARY = ("lhs", "rhs")
 _UNARY = ("operand",)
-AddOp = _elementwise("AddOp", "tensor.add", _BINARY, np.add)
-SubOp = _elementwise("SubOp", "tensor.sub", _BINARY, np.subtract)
-MulOp = _elementwise("MulOp", "tensor.mul", _BINARY, np.multiply)
-DivOp = _elementwise("DivOp", "tensor.div", _BINARY, np.true_divide, FLOAT)
-MaximumOp = _elementwise("MaximumOp", "tensor.maximum", _BINARY, np.maximum)
-MinimumOp = _elementwise("MinimumOp", "tensor.minimum", _BINARY, np.minimum)
-PowOp = _elementwise("PowOp", "tensor.pow", _BINARY, np.power)
-AndOp = _elementwise("AndOp", "tensor.and", _BINARY, np.logical_and, (i1,))
-OrOp = _elementwise("OrOp", "tensor.or", _BINARY, np.logical_or, (i1,))
-NegOp = _elementwise("NegOp", "tensor.neg", _UNARY, np.negative)
-AbsOp = _elementwise("AbsOp", "tensor.abs", _UNARY, np.absolute)
-ExpOp = _elementwise("ExpOp", "tensor.exp", _UNARY, np.exp, FLOAT)
-LogOp = _elementwise("LogOp", "tensor.log", _UNARY, np.log, FLOAT)
-SqrtOp = _elementwise("SqrtOp", "tensor.sqrt", _UNARY, np.sqrt, FLOAT)
-TanhOp = _elementwise("TanhOp", "tensor.tanh", _UNARY, np.tanh, FLOAT)
-SinOp = _elementwise("SinOp", "tensor.sin", _UNARY, np.sin, FLOAT)
-CosOp = _elementwise("CosOp", "tensor.cos", _UNARY, np.cos, FLOAT)
-NotOp = _elementwise("NotOp", "tensor.not", _UNARY, np.logical_not, (i1,))
+AddOp = _elementwise("AddOp", "kiln.add", _BINARY, np.add)
+SubOp = _elementwise("SubOp", "kiln.sub", _BINARY, np.subtract)
+MulOp = _elementwise("MulOp", "kiln.mul", _BINARY, np.multiply)
+DivOp = _elementwise("DivOp", "kiln.div", _BINARY, np.true_divide, FLOAT)
+MaximumOp = _elementwise("MaximumOp", "kiln.maximum", _BINARY, np.maximum)
+MinimumOp = _elementwise("MinimumOp", "kiln.minimum", _BINARY, np.minimum)
+PowOp = _elementwise("PowOp", "kiln.pow", _BINARY, np.power)
+AndOp = _elementwise("AndOp", "kiln.and", _BINARY, np.logical_and, (i1,))
+OrOp = _elementwise("OrOp", "kiln.or", _BINARY, np.logical_or, (i1,))
+NegOp = _elementwise("NegOp", "kiln.neg", _UNARY, np.negative)
+AbsOp = _elementwise("AbsOp", "kiln.abs", _UNARY, np.absolute)
+ExpOp = _elementwise("ExpOp", "kiln.exp", _UNARY, np.exp, FLOAT)
+LogOp = _elementwise("LogOp", "kiln.log", _UNARY, np.log, FLOAT)
+SqrtOp = _elementwise("SqrtOp", "kiln.sqrt", _UNARY, np.sqrt, FLOAT)
+TanhOp = _elementwise("TanhOp", "kiln.tanh", _UNARY, np.tanh, FLOAT)
+SinOp = _elementwise("SinOp", "kiln.sin", _UNARY, np.sin, FLOAT)
+CosOp = _elementwise("CosOp", "kiln.cos", _UNARY, np.cos, FLOAT)
+NotOp = _elementwise("NotOp", "kiln.not", _UNARY, np.logical_not, (i1,))
 
-COMPARISONS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less,
-               "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal}
+COMPARISONS = {
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+}
 
 
 class CmpOp(ElementwiseOp):
-    """``tensor.cmp``: elementwise comparison; `predicate` is eq, ne, lt, le, gt or ge."""
-    name = "tensor.cmp"
+    """``kiln.cmp``: elementwise comparison; `predicate` is eq, ne, lt, le, gt or ge."""
+
+    name = "kiln.cmp"
     operand_names = _BINARY
     attribute_names = ("predicate",)
     allowed = ALL
 
     def result_type(self, operand):
         if self.attributes.get("predicate") not in COMPARISONS:
-            raise self.error(f"tensor.cmp predicate must be one of {', '.join(COMPARISONS)}, "
-                             f"got {self.attributes.get('predicate')!r}")
+            raise self.error(
+                f"kiln.cmp predicate must be one of {', '.join(COMPARISONS)}, got {self.attributes.get('predicate')!r}"
+            )
         return operand.with_element(i1)
 
     def evaluate(self, lhs, rhs):
@@ -139,34 +165,36 @@ class CmpOp(ElementwiseOp):
 
 
 class SelectOp(TensorOp):
-    """``tensor.select``: np.where(condition, true_value, false_value), all of one shape."""
-    name = "tensor.select"
+    """``kiln.select``: np.where(condition, true_value, false_value), all of one shape."""
+
+    name = "kiln.select"
     operand_names = ("condition", "true_value", "false_value")
 
     def infer_result_types(self):
         cond, a, b = (self.tensor_operand(i) for i in range(3))
         if cond.element != i1:
-            raise self.error(f"tensor.select condition must be i1, got {cond.element}", DTypeError)
+            raise self.error(f"kiln.select condition must be i1, got {cond.element}", DTypeError)
         if not cond.shape == a.shape == b.shape:
-            raise self.error(f"tensor.select operands have shapes {cond.shape}, {a.shape}, {b.shape}", ShapeError)
+            raise self.error(f"kiln.select operands have shapes {cond.shape}, {a.shape}, {b.shape}", ShapeError)
         if a.element != b.element:
-            raise self.error(f"tensor.select values have types {a.element} and {b.element}", DTypeError)
+            raise self.error(f"kiln.select values have types {a.element} and {b.element}", DTypeError)
         return [a]
 
     def evaluate(self, cond, a, b):
         return np.where(cond, a, b)
 
 
-class CastOp(TensorOp):
-    """``tensor.cast``: numpy's astype to the result's element type (same shape)."""
-    name = "tensor.cast"
+class ConvertOp(TensorOp):
+    """``kiln.convert``: numpy's astype to the result's element type (same shape)."""
+
+    name = "kiln.convert"
     operand_names = _UNARY
 
     def verify(self):
         super().verify()
         src, dst = self.tensor_operand(0), self.result.type
         if not isinstance(dst, TensorType) or dst.shape != src.shape:
-            raise self.error(f"tensor.cast must keep the shape: {src} -> {dst}", ShapeError)
+            raise self.error(f"kiln.convert must keep the shape: {src} -> {dst}", ShapeError)
         self.check_element(src, ALL)
         self.check_element(dst, ALL)
 
@@ -178,24 +206,25 @@ class CastOp(TensorOp):
 
 
 class ConstantOp(TensorOp):
-    """``tensor.constant``: a dense array known at compile time."""
-    name = "tensor.constant"
+    """``kiln.constant``: a dense array known at compile time."""
+
+    name = "kiln.constant"
     attribute_names = ("value",)
 
     def infer_result_types(self):
         value = self.attributes.get("value")
         if not isinstance(value, np.ndarray):
-            raise self.error("tensor.constant value must be a numpy array")
+            raise self.error("kiln.constant value must be a numpy array")
         try:
             return [tensor_type(value.shape, value.dtype)]
         except KeyError:
-            raise self.error(f"tensor.constant of unsupported dtype {value.dtype}", DTypeError) from None
+            raise self.error(f"kiln.constant of unsupported dtype {value.dtype}", DTypeError) from None
 
     def evaluate(self):
         return self.value
 
     def print_custom(self, printer):
-        printer.write(f"tensor.constant {format_dense(self.value)}")
+        printer.write(f"kiln.constant {format_dense(self.value)}")
 
     @classmethod
     def parse_custom(cls, parser, num_results):
@@ -215,8 +244,9 @@ class ReduceOp(TensorOp):
         self.check_element(t, self.allowed)
         axes = self.int_tuple("axes")
         if list(axes) != sorted(set(axes)) or any(not 0 <= a < t.rank for a in axes):
-            raise self.error(f"{self.name} axes {axes} must be sorted, unique and in range for rank {t.rank}",
-                             ShapeError)
+            raise self.error(
+                f"{self.name} axes {axes} must be sorted, unique and in range for rank {t.rank}", ShapeError
+            )
         if not isinstance(self.attributes.get("keepdims"), bool):
             raise self.error(f"{self.name} keepdims must be a bool")
         if self.numpy_fn is not np.sum and any(t.shape[a] == 0 for a in axes):
@@ -232,8 +262,9 @@ class ReduceOp(TensorOp):
 
 
 class ReduceSumOp(ReduceOp):
-    """``tensor.reduce_sum`` over `axes`; the element type is kept (the tracer widens first, as numpy does)."""
-    name = "tensor.reduce_sum"
+    """``kiln.reduce_sum`` over `axes`; the element type is kept (the tracer widens first, as numpy does)."""
+
+    name = "kiln.reduce_sum"
     numpy_fn = staticmethod(np.sum)
 
 
@@ -242,6 +273,7 @@ def _ieee_at_zeros(numpy_fn, sign: float):
     the answer does not depend on the order of evaluation, and every schedule and target
     gives it. numpy's does: its float maximum picks the later of two equal values, so
     np.max([0.0, -0.0]) is -0.0 but np.max([-0.0, 0.0]) is 0.0."""
+
     def reduce(x, axis, keepdims):
         result = np.asarray(numpy_fn(x, axis=axis, keepdims=keepdims))
         if x.dtype.kind != "f":
@@ -249,40 +281,46 @@ def _ieee_at_zeros(numpy_fn, sign: float):
         zero = x.dtype.type(sign)
         present = np.any((x == 0) & (np.signbit(x) == np.signbit(zero)), axis=axis, keepdims=keepdims)
         return np.where((result == 0) & present, zero, result)
+
     return reduce
 
 
 class ReduceMaxOp(ReduceOp):
-    """``tensor.reduce_max`` over `axes`: NaN if any element is, and 0.0 over -0.0."""
-    name = "tensor.reduce_max"
+    """``kiln.reduce_max`` over `axes`: NaN if any element is, and 0.0 over -0.0."""
+
+    name = "kiln.reduce_max"
     allowed = ALL
     numpy_fn = staticmethod(_ieee_at_zeros(np.max, 0.0))
 
 
 class ReduceMinOp(ReduceOp):
-    """``tensor.reduce_min`` over `axes`: NaN if any element is, and -0.0 over 0.0."""
-    name = "tensor.reduce_min"
+    """``kiln.reduce_min`` over `axes`: NaN if any element is, and -0.0 over 0.0."""
+
+    name = "kiln.reduce_min"
     allowed = ALL
     numpy_fn = staticmethod(_ieee_at_zeros(np.min, -0.0))
 
 
 # -- linear algebra ----------------------------------------------------------
 class MatmulOp(TensorOp):
-    """``tensor.matmul``: [..., M, K] x [..., K, N] -> [..., M, N]; batch dims equal (broadcast is explicit)."""
-    name = "tensor.matmul"
+    """``kiln.matmul``: [..., M, K] x [..., K, N] -> [..., M, N]; batch dims equal (broadcast is explicit)."""
+
+    name = "kiln.matmul"
     operand_names = _BINARY
 
     def infer_result_types(self):
         a, b = self.tensor_operand(0), self.tensor_operand(1)
         if a.rank < 2 or a.rank != b.rank:
-            raise self.error(f"tensor.matmul needs operands of one rank >= 2, got {a} and {b}", ShapeError)
+            raise self.error(f"kiln.matmul needs operands of one rank >= 2, got {a} and {b}", ShapeError)
         if a.shape[:-2] != b.shape[:-2]:
-            raise self.error(f"tensor.matmul batch dimensions differ: {a.shape[:-2]} and {b.shape[:-2]}", ShapeError)
+            raise self.error(f"kiln.matmul batch dimensions differ: {a.shape[:-2]} and {b.shape[:-2]}", ShapeError)
         if a.shape[-1] != b.shape[-2]:
-            raise self.error(f"matmul: contracted dimensions differ: {a.shape} @ {b.shape} "
-                             f"({a.shape[-1]} != {b.shape[-2]})", ShapeError)
+            raise self.error(
+                f"matmul: contracted dimensions differ: {a.shape} @ {b.shape} ({a.shape[-1]} != {b.shape[-2]})",
+                ShapeError,
+            )
         if a.element != b.element:
-            raise self.error(f"tensor.matmul operands have types {a.element} and {b.element}", DTypeError)
+            raise self.error(f"kiln.matmul operands have types {a.element} and {b.element}", DTypeError)
         self.check_element(a, ALL)  # bool: numpy's OR of ANDs
         return [a.with_shape(a.shape[:-1] + b.shape[-1:])]
 
@@ -291,8 +329,9 @@ class MatmulOp(TensorOp):
 
 
 class Conv2DOp(TensorOp):
-    """``tensor.conv2d``: NCHW input, FCHW weight, symmetric zero padding, no bias."""
-    name = "tensor.conv2d"
+    """``kiln.conv2d``: NCHW input, FCHW weight, symmetric zero padding, no bias."""
+
+    name = "kiln.conv2d"
     operand_names = ("input", "weight")
     attribute_names = ("stride", "padding")
 
@@ -310,8 +349,7 @@ class Conv2DOp(TensorOp):
             raise self.error(f"conv2d needs stride >= 1 and padding >= 0, got {stride} and {padding}", ShapeError)
         out = [(x.shape[2 + i] + 2 * padding[i] - w.shape[2 + i]) // stride[i] + 1 for i in range(2)]
         if min(out) < 1:
-            raise self.error(f"conv2d: a {w.shape[2:]} kernel does not fit the padded {x.shape[2:]} input",
-                             ShapeError)
+            raise self.error(f"conv2d: a {w.shape[2:]} kernel does not fit the padded {x.shape[2:]} input", ShapeError)
         return [x.with_shape((x.shape[0], w.shape[0], *out))]
 
     def evaluate(self, x, w):
@@ -328,26 +366,29 @@ def conv2d_reference(x, w, stride=(1, 1), padding=(0, 0)):
 
 # -- layout --------------------------------------------------------------------
 class ReshapeOp(TensorOp):
-    """``tensor.reshape`` to the result type's shape (row-major order, same size)."""
-    name = "tensor.reshape"
+    """``kiln.reshape`` to the result type's shape (row-major order, same size)."""
+
+    name = "kiln.reshape"
     operand_names = _UNARY
 
     def verify(self):
         super().verify()
         src, dst = self.tensor_operand(0), self.result.type
         if not isinstance(dst, TensorType) or dst.element != src.element:
-            raise self.error(f"tensor.reshape must keep the element type: {src} -> {dst}", DTypeError)
+            raise self.error(f"kiln.reshape must keep the element type: {src} -> {dst}", DTypeError)
         if dst.size != src.size:
-            raise self.error(f"cannot reshape {src.shape} ({src.size} elements) to {dst.shape} "
-                             f"({dst.size} elements)", ShapeError)
+            raise self.error(
+                f"cannot reshape {src.shape} ({src.size} elements) to {dst.shape} ({dst.size} elements)", ShapeError
+            )
 
     def evaluate(self, x):
         return x.reshape(self.result.type.shape)
 
 
 class TransposeOp(TensorOp):
-    """``tensor.transpose``: result dim i is operand dim permutation[i]."""
-    name = "tensor.transpose"
+    """``kiln.transpose``: result dim i is operand dim permutation[i]."""
+
+    name = "kiln.transpose"
     operand_names = _UNARY
     attribute_names = ("permutation",)
 
@@ -363,15 +404,16 @@ class TransposeOp(TensorOp):
 
 
 class BroadcastToOp(TensorOp):
-    """``tensor.broadcast_to`` the result shape, aligning trailing dims as numpy does."""
-    name = "tensor.broadcast_to"
+    """``kiln.broadcast_to`` the result shape, aligning trailing dims as numpy does."""
+
+    name = "kiln.broadcast_to"
     operand_names = _UNARY
 
     def verify(self):
         super().verify()
         src, dst = self.tensor_operand(0), self.result.type
         if not isinstance(dst, TensorType) or dst.element != src.element:
-            raise self.error(f"tensor.broadcast_to must keep the element type: {src} -> {dst}", DTypeError)
+            raise self.error(f"kiln.broadcast_to must keep the element type: {src} -> {dst}", DTypeError)
         lead = dst.rank - src.rank
         if lead < 0 or any(s not in (1, d) for s, d in zip(src.shape, dst.shape[lead:])):
             raise self.error(f"cannot broadcast {src.shape} to {dst.shape}", ShapeError)
@@ -381,7 +423,8 @@ class BroadcastToOp(TensorOp):
 
 
 class StridedSlice(TensorOp):
-    """What tensor.slice and tensor.insert_slice share: a strided box of a tensor."""
+    """What kiln.slice and kiln.insert_slice share: a strided box of a tensor."""
+
     attribute_names = ("start", "stop", "step")
 
     def slice_shape(self, t: TensorType) -> tuple:
@@ -394,8 +437,9 @@ class StridedSlice(TensorOp):
             count = len(range(a, b, s))
             last = a + (count - 1) * s
             if count and not (0 <= a < t.shape[dim] and 0 <= last < t.shape[dim]):
-                raise self.error(f"{self.name} {a}:{b}:{s} reaches outside dim {dim} of size {t.shape[dim]}",
-                                 ShapeError)
+                raise self.error(
+                    f"{self.name} {a}:{b}:{s} reaches outside dim {dim} of size {t.shape[dim]}", ShapeError
+                )
             shape.append(count)
         return tuple(shape)
 
@@ -405,9 +449,10 @@ class StridedSlice(TensorOp):
 
 
 class SliceOp(StridedSlice):
-    """``tensor.slice``: per dim, indices start, start+step, ... short of stop (Python's
+    """``kiln.slice``: per dim, indices start, start+step, ... short of stop (Python's
     ``slice.indices`` normal form; step may be negative, stop -1 then means "past the front")."""
-    name = "tensor.slice"
+
+    name = "kiln.slice"
     operand_names = _UNARY
 
     def infer_result_types(self):
@@ -419,18 +464,21 @@ class SliceOp(StridedSlice):
 
 
 class InsertSliceOp(StridedSlice):
-    """``tensor.insert_slice``: `dest` with its strided slice (as tensor.slice's) replaced by
+    """``kiln.insert_slice``: `dest` with its strided slice (as kiln.slice's) replaced by
     `source`. Made by autodiff: the gradient of a slice, and the dilation in conv2d's."""
-    name = "tensor.insert_slice"
+
+    name = "kiln.insert_slice"
     operand_names = ("source", "dest")
 
     def infer_result_types(self):
         source, dest = self.tensor_operand(0), self.tensor_operand(1)
         if self.slice_shape(dest) != source.shape:
-            raise self.error(f"tensor.insert_slice: the slice of {dest} has shape {self.slice_shape(dest)}, "
-                             f"the source {source.shape}", ShapeError)
+            raise self.error(
+                f"kiln.insert_slice: the slice of {dest} has shape {self.slice_shape(dest)}, the source {source.shape}",
+                ShapeError,
+            )
         if source.element != dest.element:
-            raise self.error(f"tensor.insert_slice of {source.element} into {dest.element}", DTypeError)
+            raise self.error(f"kiln.insert_slice of {source.element} into {dest.element}", DTypeError)
         return [dest]
 
     def evaluate(self, source, dest):
@@ -440,8 +488,9 @@ class InsertSliceOp(StridedSlice):
 
 
 class ConcatOp(TensorOp):
-    """``tensor.concat`` of one or more tensors along `axis`."""
-    name = "tensor.concat"
+    """``kiln.concat`` of one or more tensors along `axis`."""
+
+    name = "kiln.concat"
     operand_names = ("inputs*",)
     attribute_names = ("axis",)
 
@@ -449,10 +498,10 @@ class ConcatOp(TensorOp):
         types = [self.tensor_operand(i) for i in range(len(self.operands))]
         first, axis = types[0], self.attributes.get("axis")
         if not isinstance(axis, int) or not 0 <= axis < first.rank:
-            raise self.error(f"tensor.concat axis {axis!r} is out of range for rank {first.rank}", ShapeError)
+            raise self.error(f"kiln.concat axis {axis!r} is out of range for rank {first.rank}", ShapeError)
         for t in types[1:]:
             if t.element != first.element:
-                raise self.error(f"tensor.concat inputs have types {first.element} and {t.element}", DTypeError)
+                raise self.error(f"kiln.concat inputs have types {first.element} and {t.element}", DTypeError)
             if t.rank != first.rank or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != axis):
                 raise self.error(f"cannot concatenate {first.shape} and {t.shape} along axis {axis}", ShapeError)
         shape = list(first.shape)
@@ -464,21 +513,22 @@ class ConcatOp(TensorOp):
 
 
 class FusedOp(TensorOp):
-    """``tensor.fused``: a group of ops that becomes one loop nest.
+    """``kiln.fused``: a group of ops that becomes one loop nest.
 
     The body sees only its block arguments (the group's inputs); it ends with
-    ``tensor.yield`` of the group's result. Values inside never touch memory.
+    ``kiln.yield`` of the group's result. Values inside never touch memory.
     An ``arena_offset`` attribute, when present, places the result in the
     function's memory arena::
 
-        %2 = tensor.fused(%in0 = %x, %in1 = %b) -> tensor<4x8xf32> {
-          %0 = tensor.broadcast_to %in1 : (tensor<8xf32>) -> tensor<4x8xf32>
-          %1 = tensor.add %in0, %0 : tensor<4x8xf32>
-          %2 = tensor.tanh %1 : tensor<4x8xf32>
-          tensor.yield %2 : tensor<4x8xf32>
+        %2 = kiln.fused(%in0 = %x, %in1 = %b) -> tensor<4x8xf32> {
+          %0 = kiln.broadcast_to %in1 : (tensor<8xf32>) -> tensor<4x8xf32>
+          %1 = kiln.add %in0, %0 : tensor<4x8xf32>
+          %2 = kiln.tanh %1 : tensor<4x8xf32>
+          kiln.yield %2 : tensor<4x8xf32>
         }
     """
-    name = "tensor.fused"
+
+    name = "kiln.fused"
     operand_names = ("inputs*",)
     num_regions = 1
     isolated_from_above = True
@@ -491,11 +541,11 @@ class FusedOp(TensorOp):
         super().verify()
         body = self.body
         if [a.type for a in body.args] != [v.type for v in self.operands]:
-            raise self.error("tensor.fused: block arguments must match the inputs")
+            raise self.error("kiln.fused: block arguments must match the inputs")
         if not body.ops or not isinstance(body.ops[-1], YieldOp):
-            raise self.error("tensor.fused body must end with tensor.yield")
+            raise self.error("kiln.fused body must end with kiln.yield")
         if [v.type for v in body.ops[-1].operands] != [r.type for r in self.results]:
-            raise self.error("tensor.fused: tensor.yield must match the results")
+            raise self.error("kiln.fused: kiln.yield must match the results")
 
     def evaluate(self, *inputs):
         env = dict(zip(self.body.args, inputs))
@@ -507,7 +557,7 @@ class FusedOp(TensorOp):
     def print_custom(self, printer):
         pairs = ", ".join(f"{printer.define(a)} = {printer.name_of(v)}" for a, v in zip(self.body.args, self.operands))
         results = [str(r.type) for r in self.results]
-        printer.write(f"tensor.fused({pairs})")
+        printer.write(f"kiln.fused({pairs})")
         printer.write(format_attr_dict(self.attributes))
         printer.write(f" -> {results[0] if len(results) == 1 else '(' + ', '.join(results) + ')'} ")
         printer.print_region(self.regions[0])
@@ -531,16 +581,18 @@ class FusedOp(TensorOp):
 
 
 class YieldOp(Operation):
-    """``tensor.yield``: the results of a tensor.fused body."""
-    name = "tensor.yield"
+    """``kiln.yield``: the results of a kiln.fused body."""
+
+    name = "kiln.yield"
     operand_names = ("values*",)
 
     def infer_result_types(self):
         return []
 
     def print_custom(self, printer):
-        printer.write(f"tensor.yield {printer.operands(self.operands)} : " +
-                      ", ".join(str(v.type) for v in self.operands))
+        printer.write(
+            f"kiln.yield {printer.operands(self.operands)} : " + ", ".join(str(v.type) for v in self.operands)
+        )
 
     @classmethod
     def parse_custom(cls, parser, num_results):
@@ -550,10 +602,16 @@ class YieldOp(Operation):
         return cls(operands, {})
 
 
-ELEMENTWISE_OPS = tuple(c for c in list(globals().values()) if isinstance(c, type) and
-                        issubclass(c, ElementwiseOp) and c.__dict__.get("name")) + (SelectOp, CastOp)
+ELEMENTWISE_OPS = tuple(
+    c
+    for c in list(globals().values())
+    if isinstance(c, type) and issubclass(c, ElementwiseOp) and c.__dict__.get("name")
+) + (SelectOp, ConvertOp)
 REDUCTION_OPS = (ReduceSumOp, ReduceMaxOp, ReduceMinOp)
 VIEW_OPS = (BroadcastToOp, TransposeOp, ReshapeOp, SliceOp)
 
-TENSOR_OPS = tuple(cls for cls in list(globals().values())
-                   if isinstance(cls, type) and issubclass(cls, TensorOp) and cls.__dict__.get("name"))
+TENSOR_OPS = tuple(
+    cls
+    for cls in list(globals().values())
+    if isinstance(cls, type) and issubclass(cls, TensorOp) and cls.__dict__.get("name")
+)

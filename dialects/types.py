@@ -4,6 +4,7 @@
 ``tensor<4x8xf32>`` is a value-semantics tensor of static shape;
 ``(tensor<4xf32>) -> tensor<f32>`` is a function type.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,8 +51,7 @@ index = ScalarType("index")
 i8 = ScalarType("i8")  # bytes: the element type of the memory arena, not of user arrays
 
 SCALAR_TYPES = {t.name: t for t in (f32, f64, i1, i8, i32, i64, index)}
-_TO_NUMPY = {"f32": np.float32, "f64": np.float64, "i1": np.bool_, "i32": np.int32, "i64": np.int64,
-             "i8": np.int8}
+_TO_NUMPY = {"f32": np.float32, "f64": np.float64, "i1": np.bool_, "i32": np.int32, "i64": np.int64, "i8": np.int8}
 _FROM_NUMPY = {np.dtype(v): SCALAR_TYPES[k] for k, v in _TO_NUMPY.items() if k != "i8"}
 
 SUPPORTED_DTYPES = tuple(_FROM_NUMPY)
@@ -65,6 +65,7 @@ def scalar_type_of(dtype) -> ScalarType:
 @dataclass(frozen=True)
 class ShapedType(Type):
     """A static shape of elements: what tensors and memrefs have in common."""
+
     shape: tuple
     element: ScalarType
     keyword = ""  # "tensor" or "memref", as printed
@@ -119,6 +120,7 @@ class FunctionType(Type):
 @dataclass(frozen=True)
 class MemRefType(ShapedType):
     """``memref<4x8xf32>``: a buffer of static shape in row-major (identity) layout."""
+
     keyword = "memref"
 
     @property
@@ -138,6 +140,7 @@ def memref_of(t: TensorType) -> MemRefType:
 @dataclass(frozen=True)
 class VectorType(Type):
     """``vector<16xf32>``: a fixed number of lanes, what a SIMD register holds."""
+
     lanes: int
     element: ScalarType
 

@@ -1,8 +1,9 @@
 """The ``vector`` dialect: what loop vectorization needs beyond arith on vectors.
 
-    %b = vector.broadcast %s : f32 to vector<16xf32>
-    %r = vector.reduction <add>, %v : vector<16xf32> into f32
+%b = vector.broadcast %s : f32 to vector<16xf32>
+%r = vector.reduction <add>, %v : vector<16xf32> into f32
 """
+
 from __future__ import annotations
 
 import re
@@ -38,6 +39,7 @@ class BroadcastOp(Operation):
 
 class ReductionOp(Operation):
     """All lanes combined into one scalar by `kind`."""
+
     name = "vector.reduction"
     operand_names = ("vector",)
     attribute_names = ("kind",)
@@ -49,8 +51,10 @@ class ReductionOp(Operation):
         return [t.element]
 
     def print_custom(self, printer):
-        printer.write(f"vector.reduction <{self.kind}>, {printer.name_of(self.vector)} : {self.vector.type} "
-                      f"into {self.result.type}")
+        printer.write(
+            f"vector.reduction <{self.kind}>, {printer.name_of(self.vector)} : {self.vector.type} "
+            f"into {self.result.type}"
+        )
 
     @classmethod
     def parse_custom(cls, parser, num_results):
@@ -68,6 +72,7 @@ class ReductionOp(Operation):
 
 class ExtractOp(Operation):
     """One lane of a vector: ``vector.extract %v[3] : f32 from vector<16xf32>``."""
+
     name = "vector.extract"
     operand_names = ("vector",)
     attribute_names = ("position",)
@@ -80,8 +85,10 @@ class ExtractOp(Operation):
         return [t.element]
 
     def print_custom(self, printer):
-        printer.write(f"vector.extract {printer.name_of(self.vector)}[{self.position}] : {self.result.type} "
-                      f"from {self.vector.type}")
+        printer.write(
+            f"vector.extract {printer.name_of(self.vector)}[{self.position}] : {self.result.type} "
+            f"from {self.vector.type}"
+        )
 
     @classmethod
     def parse_custom(cls, parser, num_results):

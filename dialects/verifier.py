@@ -4,6 +4,7 @@ A value may be used only after it is defined, in its own block or in a block
 that encloses the use; ops isolated from above (func.func) see nothing from
 outside. Run after every pass in tests and in debug mode.
 """
+
 from __future__ import annotations
 
 from .diagnostics import VerificationError
@@ -18,8 +19,9 @@ def verify(op: Operation) -> None:
 def _verify(op: Operation, visible) -> None:
     for index, value in enumerate(op.operands):
         if value not in visible:
-            raise VerificationError(f"{op.name}: operand #{index} is used before it is defined "
-                                    f"or comes from outside its scope", op.loc)
+            raise VerificationError(
+                f"{op.name}: operand #{index} is used before it is defined or comes from outside its scope", op.loc
+            )
     op.verify()
     outer = frozenset() if op.isolated_from_above else visible
     for region in op.regions:

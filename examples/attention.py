@@ -1,4 +1,5 @@
 """Single-head scaled dot-product attention with a causal mask."""
+
 import numpy as np
 
 import kiln

@@ -1,4 +1,5 @@
 """Layer normalization over the last axis, as in a transformer block."""
+
 import numpy as np
 
 import kiln

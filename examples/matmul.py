@@ -1,7 +1,8 @@
 """A float32 matmul: the schedules tutorial's subject, and what `kiln tune` will tune.
 
-    kiln dump examples/matmul.py:matmul --stage scheduled
+kiln dump examples/matmul.py:matmul --stage scheduled
 """
+
 import numpy as np
 
 import kiln

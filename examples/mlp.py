@@ -1,8 +1,9 @@
 """A two-layer perceptron, compiled with kiln and checked against numpy.
 
-    python examples/mlp.py                         # run it, compare, print the traced IR
-    kiln dump examples/mlp.py:predict --stage tensor
+python examples/mlp.py                         # run it, compare, print the traced IR
+kiln dump examples/mlp.py:predict --stage tensor
 """
+
 import numpy as np
 
 import kiln
@@ -10,9 +11,17 @@ import kiln
 BATCH, FEATURES, HIDDEN, CLASSES = 64, 784, 128, 10
 
 
+# The parameters' specs, for `kiln dump` / `kiln build`, which read input shapes from annotations.
+PARAMS = {
+    "w1": kiln.f32[FEATURES, HIDDEN],
+    "b1": kiln.f32[HIDDEN],
+    "w2": kiln.f32[HIDDEN, CLASSES],
+    "b2": kiln.f32[CLASSES],
+}
+
+
 @kiln.compile
-def predict(x: kiln.f32[BATCH, FEATURES], params: {"w1": kiln.f32[FEATURES, HIDDEN], "b1": kiln.f32[HIDDEN],
-                                                   "w2": kiln.f32[HIDDEN, CLASSES], "b2": kiln.f32[CLASSES]}):
+def predict(x: kiln.f32[BATCH, FEATURES], params: PARAMS):
     hidden = kiln.relu(x @ params["w1"] + params["b1"])
     return kiln.softmax(hidden @ params["w2"] + params["b2"])
 

@@ -8,6 +8,7 @@ kiln.value_and_grad, SGD update of a dict of parameters) runs as native code;
 the same step written by hand in numpy runs beside it, both for its time and as
 a check that kiln computes the same numbers.
 """
+
 import argparse
 import gzip
 import os
@@ -75,8 +76,7 @@ def numpy_step(params, x, onehot, lr):
     loss = -np.mean(np.sum(onehot * log_probs, axis=1))
     d_logits = (np.exp(log_probs) - onehot) / x.shape[0]
     d_hidden = d_logits @ params["w2"].T * (pre > 0)
-    grads = {"w2": hidden.T @ d_logits, "b2": d_logits.sum(axis=0),
-             "w1": x.T @ d_hidden, "b1": d_hidden.sum(axis=0)}
+    grads = {"w2": hidden.T @ d_logits, "b2": d_logits.sum(axis=0), "w1": x.T @ d_hidden, "b1": d_hidden.sum(axis=0)}
     return loss, {name: params[name] - lr * grads[name] for name in params}
 
 
@@ -97,21 +97,25 @@ def main():
     params = init_params(rng, args.hidden)
     reference = {name: value.copy() for name, value in params.items()}
     steps = len(x_train) // args.batch
-    print(f"digits: {len(x_train)} train, {len(x_test)} test; MLP 64-{args.hidden}-10; "
-          f"{steps} steps of {args.batch} per epoch")
-    example = (params, x_train[:args.batch], onehot[:args.batch], args.lr)
+    print(
+        f"digits: {len(x_train)} train, {len(x_test)} test; MLP 64-{args.hidden}-10; "
+        f"{steps} steps of {args.batch} per epoch"
+    )
+    example = (params, x_train[: args.batch], onehot[: args.batch], args.lr)
     kept = kiln.compile(sgd_step).lower(*example)
     recomputed = train_step.lower(*example)
     print(f"train step: {kept.kernel_count} kernels, {kept.memory_plan}")
-    print(f"  with remat: {recomputed.kernel_count} kernels, arena {recomputed.memory_plan.arena_bytes} bytes "
-          f"({kept.memory_plan.arena_bytes - recomputed.memory_plan.arena_bytes} fewer)")
+    print(
+        f"  with remat: {recomputed.kernel_count} kernels, arena {recomputed.memory_plan.arena_bytes} bytes "
+        f"({kept.memory_plan.arena_bytes - recomputed.memory_plan.arena_bytes} fewer)"
+    )
     print(f"{'epoch':>5} {'loss':>8} {'train acc':>10} {'test acc':>9} {'kiln step':>10} {'numpy step':>11}")
     worst = 0.0
     for epoch in range(1, args.epochs + 1):
         shuffle = rng.permutation(len(x_train))
         losses, kiln_times, numpy_times = [], [], []
         for k in range(steps):
-            batch = shuffle[k * args.batch:(k + 1) * args.batch]
+            batch = shuffle[k * args.batch : (k + 1) * args.batch]
             x, t = x_train[batch], onehot[batch]
             start = time.perf_counter()
             loss, params = train_step(params, x, t, args.lr)
@@ -121,9 +125,11 @@ def main():
             numpy_times.append(time.perf_counter() - start)
             losses.append(loss)
             worst = max(worst, abs(float(loss) - float(ref_loss)))
-        print(f"{epoch:>5} {np.mean(losses):>8.4f} {accuracy(params, x_train, y_train[:, None]):>10.3f} "
-              f"{accuracy(params, x_test, y_test[:, None]):>9.3f} {statistics.median(kiln_times) * 1e3:>8.3f}ms "
-              f"{statistics.median(numpy_times) * 1e3:>9.3f}ms")
+        print(
+            f"{epoch:>5} {np.mean(losses):>8.4f} {accuracy(params, x_train, y_train[:, None]):>10.3f} "
+            f"{accuracy(params, x_test, y_test[:, None]):>9.3f} {statistics.median(kiln_times) * 1e3:>8.3f}ms "
+            f"{statistics.median(numpy_times) * 1e3:>9.3f}ms"
+        )
     drift = max(float(np.abs(params[n] - reference[n]).max()) for n in params)
     print(f"kiln vs hand-written numpy: max loss difference {worst:.2e}, max parameter difference {drift:.2e}")
     test_accuracy = accuracy(params, x_test, y_test[:, None])

@@ -4,13 +4,20 @@ so that the command line can tune and dump it:
     kiln tune examples/train_step.py:train_step --trials 40
     kiln dump examples/train_step.py:train_step --stage scheduled
 """
+
 import numpy as np
 
 import kiln
 
 BATCH = 256
-PARAMS = {"w0": kiln.f32[784, 512], "b0": kiln.f32[512], "w1": kiln.f32[512, 512], "b1": kiln.f32[512],
-          "w2": kiln.f32[512, 10], "b2": kiln.f32[10]}
+PARAMS = {
+    "w0": kiln.f32[784, 512],
+    "b0": kiln.f32[512],
+    "w1": kiln.f32[512, 512],
+    "b1": kiln.f32[512],
+    "w2": kiln.f32[512, 10],
+    "b2": kiln.f32[10],
+}
 
 
 def loss(p, x, y):

@@ -1,10 +1,11 @@
 """Build affine loop nests: the small vocabulary lowering and schedules share.
 
-    b = AffineBuilder(function.body)
-    with b.loops((4, 8)) as ivs:                       # affine.for %i, affine.for %j
-        x = b.load(view, [Dim(0), Dim(1)], ivs)        # affine.load %A[%i, %j]
-        b.store(b.op(arith.NegFOp, x), out, [Dim(0), Dim(1)], ivs)
+b = AffineBuilder(function.body)
+with b.loops((4, 8)) as ivs:                       # affine.for %i, affine.for %j
+    x = b.load(view, [Dim(0), Dim(1)], ivs)        # affine.load %A[%i, %j]
+    b.store(b.op(arith.NegFOp, x), out, [Dim(0), Dim(1)], ivs)
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ class View:
     """How a tensor's logical index reaches memory: buffer index i is exprs[i] of the logical dims.
 
     Broadcasts, transposes, slices and reshapes only change `exprs`; no data moves."""
+
     buffer: Value
     exprs: tuple
 
@@ -46,8 +48,7 @@ class AffineBuilder:
 
     def op(self, op_class, *operands, result_type=None, **attributes) -> Value:
         """Emit a one-result op and return its result."""
-        return self.emit(op_class, operands, attributes or None,
-                         None if result_type is None else [result_type]).result
+        return self.emit(op_class, operands, attributes or None, None if result_type is None else [result_type]).result
 
     @contextmanager
     def loops(self, extents, names=LOOP_NAMES):
@@ -74,8 +75,9 @@ class AffineBuilder:
             return list(body([], list(inits)))
         saved, loops, carried = self.block, [], list(inits)
         for k, extent in enumerate(extents):
-            loop = A.ForOp.create(0, extent, inits=carried,
-                                  iv_name=REDUCTION_NAMES[k] if k < len(REDUCTION_NAMES) else f"r{k}")
+            loop = A.ForOp.create(
+                0, extent, inits=carried, iv_name=REDUCTION_NAMES[k] if k < len(REDUCTION_NAMES) else f"r{k}"
+            )
             self.block.append(loop)
             loops.append(loop)
             self.block = loop.body
@@ -102,4 +104,3 @@ def access(exprs, ivs):
     used = sorted(dims_of(*exprs))
     renumber = [Dim(used.index(d)) if d in used else None for d in range(len(ivs))]
     return [ivs[d] for d in used], AffineMap(len(used), tuple(substitute(e, renumber) for e in exprs))
-

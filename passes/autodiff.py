@@ -9,22 +9,22 @@ tensor function: it is optimized, lowered and compiled like any other, and can
 be differentiated again. Before::
 
     func.func @loss(%x: tensor<3xf32>) -> tensor<f32> {
-      %0 = tensor.mul %x, %x : tensor<3xf32>
-      %1 = tensor.reduce_sum %0 {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
+      %0 = kiln.mul %x, %x : tensor<3xf32>
+      %1 = kiln.reduce_sum %0 {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
       func.return %1 : tensor<f32>
     }
 
 After (``wrt=[0]``)::
 
     func.func @loss(%x: tensor<3xf32>) -> (tensor<f32>, tensor<3xf32>) {
-      %0 = tensor.mul %x, %x : tensor<3xf32>
-      %1 = tensor.reduce_sum %0 {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
-      %2 = tensor.constant dense<1.0> : tensor<f32>
-      %3 = tensor.reshape %2 : (tensor<f32>) -> tensor<1xf32>
-      %4 = tensor.broadcast_to %3 : (tensor<1xf32>) -> tensor<3xf32>
-      %5 = tensor.mul %4, %x : tensor<3xf32>
-      %6 = tensor.mul %x, %4 : tensor<3xf32>
-      %7 = tensor.add %5, %6 : tensor<3xf32>
+      %0 = kiln.mul %x, %x : tensor<3xf32>
+      %1 = kiln.reduce_sum %0 {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
+      %2 = kiln.constant dense<1.0> : tensor<f32>
+      %3 = kiln.reshape %2 : (tensor<f32>) -> tensor<1xf32>
+      %4 = kiln.broadcast_to %3 : (tensor<1xf32>) -> tensor<3xf32>
+      %5 = kiln.mul %4, %x : tensor<3xf32>
+      %6 = kiln.mul %x, %4 : tensor<3xf32>
+      %7 = kiln.add %5, %6 : tensor<3xf32>
       func.return %1, %7 : tensor<f32>, tensor<3xf32>
     }
 
@@ -32,6 +32,7 @@ Broadcasting is undone by summing over the broadcast axes; max/min and
 maximum/minimum share the gradient between ties, as JAX does; integer and
 bool values carry no gradient.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -49,10 +50,12 @@ VJP: dict = {}
 
 def vjp(*op_classes):
     """Register the rule ``rule(b, op, g, needs) -> [cotangent or None per operand]``."""
+
     def register(rule):
         for cls in op_classes:
             VJP[cls] = rule
         return rule
+
     return register
 
 
@@ -66,22 +69,33 @@ def value_and_grad(function: F.FuncOp, wrt) -> F.FuncOp:
         raise VerificationError(f"@{function.sym_name} returns nothing to differentiate", function.loc)
     loss = results[0]
     if loss.type.shape != ():
-        raise ShapeError(f"can only differentiate a function that returns a scalar; @{function.sym_name} "
-                         f"returns shape {loss.type.shape}", getattr(getattr(loss, "op", None), "loc", None))
+        raise ShapeError(
+            f"can only differentiate a function that returns a scalar; @{function.sym_name} "
+            f"returns shape {loss.type.shape}",
+            getattr(getattr(loss, "op", None), "loc", None),
+        )
     if not loss.type.element.is_float:
         raise DTypeError(f"can only differentiate a float result; @{function.sym_name} returns {loss.type.element}")
     for index in wrt:
         if not differentiable(function.arguments[index].type):
-            raise DTypeError(f"cannot differentiate with respect to argument #{index} of @{function.sym_name}, "
-                             f"of type {function.arguments[index].type}: gradients need float inputs")
+            raise DTypeError(
+                f"cannot differentiate with respect to argument #{index} of @{function.sym_name}, "
+                f"of type {function.arguments[index].type}: gradients need float inputs"
+            )
 
-    new = F.FuncOp.create(function.sym_name, [a.type for a in function.arguments], [],
-                          [a.name_hint for a in function.arguments], loc=function.loc)
+    new = F.FuncOp.create(
+        function.sym_name,
+        [a.type for a in function.arguments],
+        [],
+        [a.name_hint for a in function.arguments],
+        loc=function.loc,
+    )
     mapping = dict(zip(function.arguments, new.arguments))
     forward = []
     for op in function.body.ops[:-1]:
-        clone = type(op)([mapping[v] for v in op.operands], dict(op.attributes), [r.type for r in op.results],
-                         loc=op.loc)
+        clone = type(op)(
+            [mapping[v] for v in op.operands], dict(op.attributes), [r.type for r in op.results], loc=op.loc
+        )
         new.body.append(clone)
         mapping.update(zip(op.results, clone.results))
         forward.append(clone)
@@ -113,8 +127,7 @@ def value_and_grad(function: F.FuncOp, wrt) -> F.FuncOp:
     grads = [cotangents.get(new.arguments[i]) or end.zeros(new.arguments[i].type) for i in wrt]
     outputs = [mapping[v] for v in results] + grads
     new.body.append(F.ReturnOp(outputs, {}, []))
-    new.attributes["function_type"] = FunctionType(tuple(a.type for a in new.arguments),
-                                                   tuple(v.type for v in outputs))
+    new.attributes["function_type"] = FunctionType(tuple(a.type for a in new.arguments), tuple(v.type for v in outputs))
     return new
 
 
@@ -210,6 +223,7 @@ def _pow(b, op, g, needs):
     def d_exponent():  # x ** y * log(x), taken as 0 where x == 0 (where it would be 0 * -inf)
         zero = b.zeros(t)
         return b.mul(g, b.select(b.cmp(x, zero, "eq"), zero, b.mul(op.result, b.op(T.LogOp, x))))
+
     return _when(needs, d_base, d_exponent)
 
 
@@ -232,11 +246,14 @@ def _minimum(b, op, g, needs):
 @vjp(T.SelectOp)
 def _select(b, op, g, needs):
     zero = b.zeros(g.type)
-    return [None, b.select(op.condition, g, zero) if needs[1] else None,
-            b.select(op.condition, zero, g) if needs[2] else None]
+    return [
+        None,
+        b.select(op.condition, g, zero) if needs[1] else None,
+        b.select(op.condition, zero, g) if needs[2] else None,
+    ]
 
 
-@vjp(T.CastOp)
+@vjp(T.ConvertOp)
 def _cast(b, op, g, needs):
     return [b.cast(g, op.operand.type.dtype)]
 
@@ -263,8 +280,7 @@ def _reduce_extreme(b, op, g, needs):
 
 @vjp(T.MatmulOp)
 def _matmul(b, op, g, needs):
-    return _when(needs, lambda: b.matmul(g, b.swap_last_two(op.rhs)),
-                 lambda: b.matmul(b.swap_last_two(op.lhs), g))
+    return _when(needs, lambda: b.matmul(g, b.swap_last_two(op.rhs)), lambda: b.matmul(b.swap_last_two(op.lhs), g))
 
 
 @vjp(T.ReshapeOp)
@@ -293,8 +309,7 @@ def _slice(b, op, g, needs):
 @vjp(T.InsertSliceOp)
 def _insert_slice(b, op, g, needs):
     where = (op.start, op.stop, op.step)
-    return _when(needs, lambda: b.slice(g, *where),
-                 lambda: b.insert_slice(b.zeros(op.source.type), g, *where))
+    return _when(needs, lambda: b.slice(g, *where), lambda: b.insert_slice(b.zeros(op.source.type), g, *where))
 
 
 @vjp(T.ConcatOp)

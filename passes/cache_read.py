@@ -8,6 +8,7 @@ iteration: per dimension, a part fixed during the iteration (terms in the
 loop's own variable and in loops around it) plus a part that varies (terms in
 loops inside it), whose range gives the tile's extent.
 """
+
 from __future__ import annotations
 
 from kiln.dialects import affine as A
@@ -30,8 +31,9 @@ def cache_read(loop, buffer_name: str, layout=None):
     is copied, and the reads never reach the rest."""
     name = loop_name(loop)
     step = f"cache_read({name}, {buffer_name})"
-    named = [op for op in loop.walk() if isinstance(op, (A.LoadOp, A.VectorLoadOp))
-             and op.memref.name_hint == buffer_name]
+    named = [
+        op for op in loop.walk() if isinstance(op, (A.LoadOp, A.VectorLoadOp)) and op.memref.name_hint == buffer_name
+    ]
     if not named:
         raise ScheduleError(f"{step}: the loop reads no buffer named {buffer_name}")
     source = named[0].memref
@@ -95,7 +97,7 @@ def cache_read(loop, buffer_name: str, layout=None):
                 if op.indices[k] in inner:
                     relative = relative + Dim(k) * c
             results.append(relative)
-        head = op.operands[:op.memref_position]
+        head = op.operands[: op.memref_position]
         op.set_operands(head + [tile.result] + list(op.indices))
         op.attributes["map"] = AffineMap(len(op.indices), tuple(results[d] for d in order))
     return tile

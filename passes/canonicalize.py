@@ -23,17 +23,18 @@
 
 Before::
 
-    %0 = tensor.constant dense<1.0> : tensor<f32>
-    %1 = tensor.broadcast_to %0 : (tensor<f32>) -> tensor<4xf32>
-    %2 = tensor.mul %x, %1 : tensor<4xf32>
-    %3 = tensor.transpose %y {permutation = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
-    %4 = tensor.transpose %3 {permutation = array<i64: 1, 0>} : (tensor<3x2xf32>) -> tensor<2x3xf32>
+    %0 = kiln.constant dense<1.0> : tensor<f32>
+    %1 = kiln.broadcast_to %0 : (tensor<f32>) -> tensor<4xf32>
+    %2 = kiln.mul %x, %1 : tensor<4xf32>
+    %3 = kiln.transpose %y {permutation = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+    %4 = kiln.transpose %3 {permutation = array<i64: 1, 0>} : (tensor<3x2xf32>) -> tensor<2x3xf32>
     func.return %2, %4 : tensor<4xf32>, tensor<2x3xf32>
 
 After (and DCE)::
 
     func.return %x, %y : tensor<4xf32>, tensor<2x3xf32>
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -100,7 +101,7 @@ def simplify(op, b: TensorBuilder):
         if _is(op.rhs, 2):
             return b.mul(op.lhs, op.lhs)
     # layout ops that do nothing, or twice
-    if isinstance(op, (T.ReshapeOp, T.BroadcastToOp, T.CastOp)) and op.operand.type == result.type:
+    if isinstance(op, (T.ReshapeOp, T.BroadcastToOp, T.ConvertOp)) and op.operand.type == result.type:
         return op.operand
     if isinstance(op, T.TransposeOp):
         inner = getattr(op.operand, "op", None)
@@ -117,11 +118,11 @@ def simplify(op, b: TensorBuilder):
     # constants
     if not _folds_exactly(op):
         return None
-    if isinstance(op, T.ElementwiseOp) or isinstance(op, (T.SelectOp, T.CastOp)):
+    if isinstance(op, T.ElementwiseOp) or isinstance(op, (T.SelectOp, T.ConvertOp)):
         splats = [splat_value(v) for v in op.operands]
-        if all(s is not None for s in splats) and not all(constant_value(v) is not None and
-                                                          constant_value(v).shape == result.type.shape
-                                                          for v in op.operands):
+        if all(s is not None for s in splats) and not all(
+            constant_value(v) is not None and constant_value(v).shape == result.type.shape for v in op.operands
+        ):
             scalar = _evaluate(op, [np.array(s, v.type.dtype) for s, v in zip(splats, op.operands)])
             return None if scalar is None else b.full(scalar.astype(result.type.dtype), result.type)
     if not isinstance(op, T.ConstantOp) and op.operands and all(constant_value(v) is not None for v in op.operands):
@@ -132,8 +133,7 @@ def simplify(op, b: TensorBuilder):
 
 
 # Float ops whose value depends on a target's math library or order of additions.
-_TARGET_DEPENDENT = (T.ExpOp, T.LogOp, T.TanhOp, T.SinOp, T.CosOp, T.PowOp,
-                     T.ReduceSumOp, T.MatmulOp, T.Conv2DOp)
+_TARGET_DEPENDENT = (T.ExpOp, T.LogOp, T.TanhOp, T.SinOp, T.CosOp, T.PowOp, T.ReduceSumOp, T.MatmulOp, T.Conv2DOp)
 
 
 def _folds_exactly(op) -> bool:

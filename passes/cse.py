@@ -4,18 +4,19 @@ Two ops are the same computation when they have the same name, operands,
 semantic attributes and result types; locations are notes and do not count.
 Constants compare by value. Before::
 
-    %0 = tensor.constant dense<1.0> : tensor<f32>
-    %1 = tensor.constant dense<1.0> : tensor<f32>
-    %2 = tensor.broadcast_to %0 : (tensor<f32>) -> tensor<4xf32>
-    %3 = tensor.broadcast_to %1 : (tensor<f32>) -> tensor<4xf32>
-    %4 = tensor.add %2, %3 : tensor<4xf32>
+    %0 = kiln.constant dense<1.0> : tensor<f32>
+    %1 = kiln.constant dense<1.0> : tensor<f32>
+    %2 = kiln.broadcast_to %0 : (tensor<f32>) -> tensor<4xf32>
+    %3 = kiln.broadcast_to %1 : (tensor<f32>) -> tensor<4xf32>
+    %4 = kiln.add %2, %3 : tensor<4xf32>
 
 After::
 
-    %0 = tensor.constant dense<1.0> : tensor<f32>
-    %2 = tensor.broadcast_to %0 : (tensor<f32>) -> tensor<4xf32>
-    %4 = tensor.add %2, %2 : tensor<4xf32>
+    %0 = kiln.constant dense<1.0> : tensor<f32>
+    %2 = kiln.broadcast_to %0 : (tensor<f32>) -> tensor<4xf32>
+    %4 = kiln.add %2, %2 : tensor<4xf32>
 """
+
 from __future__ import annotations
 
 import numpy as np

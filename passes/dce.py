@@ -4,15 +4,16 @@ Ops here have no side effects, so an op is dead when none of its results has
 a use; removing it can make its operands' producers dead in turn, which a
 single backward walk catches. Before::
 
-    %0 = tensor.exp %x : tensor<4xf32>
-    %1 = tensor.neg %x : tensor<4xf32>
+    %0 = kiln.exp %x : tensor<4xf32>
+    %1 = kiln.neg %x : tensor<4xf32>
     func.return %1 : tensor<4xf32>
 
 After::
 
-    %1 = tensor.neg %x : tensor<4xf32>
+    %1 = kiln.neg %x : tensor<4xf32>
     func.return %1 : tensor<4xf32>
 """
+
 from __future__ import annotations
 
 from kiln.dialects import func as F

@@ -7,6 +7,7 @@ where the innermost loop cannot be, an outer one (matmul along its columns,
 its reduction over k carrying vectors); then run the outermost loop in
 parallel if the kernel does enough work to pay for waking the thread pool.
 """
+
 from __future__ import annotations
 
 from kiln.dialects import affine as A
@@ -39,8 +40,9 @@ def default_schedule(function, vector_bits: int = 256, threads: bool = True, ski
         before = set(kernels(function))
         if _matmul_recipe(function, nest, vector_bits, schedule):
             # What the recipe made is scheduled, except remainder nests (rows left over).
-            done.update(n for n in set(kernels(function)) - before
-                        if not n.induction_variable.name_hint.endswith(".tail"))
+            done.update(
+                n for n in set(kernels(function)) - before if not n.induction_variable.name_hint.endswith(".tail")
+            )
             continue
         for loop in vector_candidates(nest):
             name = loop.induction_variable.name_hint
@@ -55,8 +57,13 @@ def default_schedule(function, vector_bits: int = 256, threads: bool = True, ski
         name = nest.induction_variable.name_hint
         if name.split(".")[0] in skip:
             continue
-        if threads and isinstance(nest, A.ForOp) and nest.constant_bounds and nest.upper >= 2 \
-                and work.get(name.split(".")[0], 0) >= PARALLEL_MIN_WORK:
+        if (
+            threads
+            and isinstance(nest, A.ForOp)
+            and nest.constant_bounds
+            and nest.upper >= 2
+            and work.get(name.split(".")[0], 0) >= PARALLEL_MIN_WORK
+        ):
             _try(function, schedule, ("parallel", name))
     return schedule
 
@@ -83,15 +90,25 @@ def _matmul_recipe(function, nest, vector_bits, schedule) -> bool:
     i, j = rows.induction_variable.name_hint, cols.induction_variable.name_hint
     if cols.upper < lanes * MATMUL_VECTORS:
         return _narrow_matmul(function, i, j, min(lanes, cols.upper), schedule)
-    steps = [("unroll_jam", i, MATMUL_ROWS), ("reorder", [j, f"{i}.u"]), ("vectorize", j, lanes),
-             ("unroll_jam", j, MATMUL_VECTORS)]
+    steps = [
+        ("unroll_jam", i, MATMUL_ROWS),
+        ("reorder", [j, f"{i}.u"]),
+        ("vectorize", j, lanes),
+        ("unroll_jam", j, MATMUL_VECTORS),
+    ]
     if not _applies(function, steps):
         # B read along its rows (a @ b.T): pack each block of B's rows transposed, then as above.
         block = lanes * MATMUL_VECTORS
         panel = _row_reader(cols)
-        steps = [("unroll_jam", i, MATMUL_ROWS), ("reorder", [j, f"{i}.u"]), ("split", j, block),
-                 ("reorder", [f"{j}.o", f"{i}.u", f"{j}.i"]), ("cache_read", f"{j}.o", panel, [1, 0]),
-                 ("vectorize", f"{j}.i", lanes), ("unroll_jam", f"{j}.i", MATMUL_VECTORS)]
+        steps = [
+            ("unroll_jam", i, MATMUL_ROWS),
+            ("reorder", [j, f"{i}.u"]),
+            ("split", j, block),
+            ("reorder", [f"{j}.o", f"{i}.u", f"{j}.i"]),
+            ("cache_read", f"{j}.o", panel, [1, 0]),
+            ("vectorize", f"{j}.i", lanes),
+            ("unroll_jam", f"{j}.i", MATMUL_VECTORS),
+        ]
         if panel is None or cols.upper % block or not _applies(function, steps):
             return False
         for step in steps:  # they applied to a verified copy (_applies)
@@ -102,8 +119,9 @@ def _matmul_recipe(function, nest, vector_bits, schedule) -> bool:
         apply_step(function, step, atomic=False)
         schedule.add(*step)
     # Pack the column panel of B that each block of columns reads (when it has a name to refer to).
-    panel = next((op.memref.name_hint for op in find_loop(function, f"{j}.u").walk()
-                  if isinstance(op, A.VectorLoadOp)), None)
+    panel = next(
+        (op.memref.name_hint for op in find_loop(function, f"{j}.u").walk() if isinstance(op, A.VectorLoadOp)), None
+    )
     if panel:
         _try(function, schedule, ("cache_read", f"{j}.u", panel))
     return True
@@ -145,7 +163,6 @@ def _row_reader(cols):
     return None
 
 
-
 def root_chain(nest) -> list:
     """The loops over a kernel's result: perfectly nested, no iter_args."""
     chain = [nest] if isinstance(nest, A.ForOp) and not nest.inits else []
@@ -180,8 +197,7 @@ def _contains_loops(loop) -> bool:
 
 
 def _widest_element(loop) -> int:
-    sizes = [op.memref.type.dtype.itemsize for op in loop.walk()
-             if isinstance(op, (A.LoadOp, A.StoreOp))]
+    sizes = [op.memref.type.dtype.itemsize for op in loop.walk() if isinstance(op, (A.LoadOp, A.StoreOp))]
     return max(sizes, default=4)
 
 

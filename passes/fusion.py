@@ -20,23 +20,24 @@ Broadcasts, transposes, reshapes, slices and constants are free: they are
 copied into every group that reads them and are never materialized. conv2d,
 concat and insert_slice are kernels of their own. Before::
 
-    %0 = tensor.matmul %x, %w : (tensor<8x4xf32>, tensor<4x3xf32>) -> tensor<8x3xf32>
-    %1 = tensor.broadcast_to %b : (tensor<3xf32>) -> tensor<8x3xf32>
-    %2 = tensor.add %0, %1 : tensor<8x3xf32>
-    %3 = tensor.tanh %2 : tensor<8x3xf32>
+    %0 = kiln.matmul %x, %w : (tensor<8x4xf32>, tensor<4x3xf32>) -> tensor<8x3xf32>
+    %1 = kiln.broadcast_to %b : (tensor<3xf32>) -> tensor<8x3xf32>
+    %2 = kiln.add %0, %1 : tensor<8x3xf32>
+    %3 = kiln.tanh %2 : tensor<8x3xf32>
     func.return %3 : tensor<8x3xf32>
 
 After::
 
-    %0 = tensor.fused(%in0 = %x, %in1 = %w, %in2 = %b) -> tensor<8x3xf32> {
-      %1 = tensor.matmul %in0, %in1 : (tensor<8x4xf32>, tensor<4x3xf32>) -> tensor<8x3xf32>
-      %2 = tensor.broadcast_to %in2 : (tensor<3xf32>) -> tensor<8x3xf32>
-      %3 = tensor.add %1, %2 : tensor<8x3xf32>
-      %4 = tensor.tanh %3 : tensor<8x3xf32>
-      tensor.yield %4 : tensor<8x3xf32>
+    %0 = kiln.fused(%in0 = %x, %in1 = %w, %in2 = %b) -> tensor<8x3xf32> {
+      %1 = kiln.matmul %in0, %in1 : (tensor<8x4xf32>, tensor<4x3xf32>) -> tensor<8x3xf32>
+      %2 = kiln.broadcast_to %in2 : (tensor<3xf32>) -> tensor<8x3xf32>
+      %3 = kiln.add %1, %2 : tensor<8x3xf32>
+      %4 = kiln.tanh %3 : tensor<8x3xf32>
+      kiln.yield %4 : tensor<8x3xf32>
     }
     func.return %0 : tensor<8x3xf32>
 """
+
 from __future__ import annotations
 
 import networkx as nx
@@ -108,7 +109,7 @@ class Group:
                 else:
                     new.append(next(kept))
             index = tuple(new)
-        return index, loops[:level + 1] + tuple(fresh)
+        return index, loops[: level + 1] + tuple(fresh)
 
     def _new_dim(self, extent):
         d = len(self.extents)
@@ -119,7 +120,7 @@ class Group:
         """Would a value at `index` be computed more than once per element in `loops`?"""
         used = dims_of(*index)
         level = _level(index, loops)
-        return any(d not in used and self.extents[d] > 1 for d in loops[:level + 1])
+        return any(d not in used and self.extents[d] > 1 for d in loops[: level + 1])
 
 
 def _level(index, loops) -> int:
@@ -157,7 +158,7 @@ def _joinable_group(op, group_of):
             index, loops = group.operand_placement(user, placement, position)
             for view in reversed(views):  # from the use back towards op
                 index = operand_index(view, index)
-            places.setdefault((index, loops[:_level(index, loops) + 1]), (index, loops))
+            places.setdefault((index, loops[: _level(index, loops) + 1]), (index, loops))
     places = list(places.values())
     if len(places) > MAX_PLACES or any(group.recomputes(*place) for place in places):
         return None
@@ -188,7 +189,7 @@ def _computing_producer(value):
 
 
 def fuse_block(body) -> int:
-    """Replace each group of two or more ops by a tensor.fused; returns the number of groups."""
+    """Replace each group of two or more ops by a kiln.fused; returns the number of groups."""
     group_of = plan_groups(body)
     _check_acyclic(body, group_of)
     groups = {id(g): g for g in group_of.values() if len(g.members) > 1}
@@ -209,8 +210,12 @@ def _outline(body, group) -> None:
             return mapping[value]
         producer = getattr(value, "op", None)
         if isinstance(producer, FREE):  # copy views and constants in
-            clone = type(producer)([resolve(v) for v in producer.operands], dict(producer.attributes),
-                                   [producer.results[0].type], loc=producer.loc)
+            clone = type(producer)(
+                [resolve(v) for v in producer.operands],
+                dict(producer.attributes),
+                [producer.results[0].type],
+                loc=producer.loc,
+            )
             inner.append(clone)
             mapping[value] = clone.results[0]
         else:  # a value computed elsewhere becomes an input

@@ -4,6 +4,7 @@
 operand index, for broadcast_to, transpose, slice and reshape. Lowering composes
 these into loads, and fusion into its cost model, so no view ever copies data.
 """
+
 from __future__ import annotations
 
 from kiln.dialects import tensor as T

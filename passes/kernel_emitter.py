@@ -29,6 +29,7 @@ loops of their own. ``x.sum()`` of 4099 float32::
       %19 = arith.addf %2, %16 : f32
       ...
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,15 +39,15 @@ from kiln.dialects import arith as AR
 from kiln.dialects import tensor as T
 from kiln.dialects.affine_expr import Const, Dim, ceildiv, dims_of
 
-from .affine_builder import REDUCTION_NAMES, LOOP_NAMES, View, access
+from .affine_builder import LOOP_NAMES, REDUCTION_NAMES, View, access
 from .index_maps import operand_index
 from .scalar_rules import REDUCTION_COMBINE, SCALAR_RULES, reduction_identity
 
 # The summation tree of float sums (see KernelEmitter.float_sum).
-STREAMS = 4        # interleaved accumulators in a leaf
-STREAM_MIN = 16    # shorter axes are one plain loop
-LEAF = 512         # STREAMS * 128 elements at most in a leaf: 16 per lane of 8
-FANOUT = 8         # at most this many block sums added per level
+STREAMS = 4  # interleaved accumulators in a leaf
+STREAM_MIN = 16  # shorter axes are one plain loop
+LEAF = 512  # STREAMS * 128 elements at most in a leaf: 16 per lane of 8
+FANOUT = 8  # at most this many block sums added per level
 
 
 class Level:
@@ -69,8 +70,8 @@ class KernelEmitter:
 
     def __init__(self, function_block, members, outside, constant_view, grid_sums=False):
         self.function_block = function_block
-        self.members = members          # the ops computed inside this kernel
-        self.outside = outside          # value -> View, for everything else it reads
+        self.members = members  # the ops computed inside this kernel
+        self.outside = outside  # value -> View, for everything else it reads
         self.constant_view = constant_view  # constant op -> an op reading its memref.global
         self.ivs = []  # loop variables; Dim(k) in an index means ivs[k]
         self.loop_names = set()  # unique within the kernel, so schedules can name loops
@@ -161,11 +162,15 @@ class KernelEmitter:
         """Nested loops over `extents` carrying one accumulator; `step(index_dims, chain, acc)`
         returns the next value. Returns the final accumulator."""
         loops, carried, block = [], init, None
-        new_chain = list(chain[:_position(level, chain) + 1])
+        new_chain = list(chain[: _position(level, chain) + 1])
         dims = []
         for k, extent in enumerate(extents):
-            loop = A.ForOp.create(0, extent, inits=[carried],
-                                  iv_name=self.fresh_name(REDUCTION_NAMES[k] if k < len(REDUCTION_NAMES) else "r"))
+            loop = A.ForOp.create(
+                0,
+                extent,
+                inits=[carried],
+                iv_name=self.fresh_name(REDUCTION_NAMES[k] if k < len(REDUCTION_NAMES) else "r"),
+            )
             if block is not None:
                 block.append(loop)
             loops.append(loop)
@@ -237,16 +242,18 @@ class KernelEmitter:
             if k == len(extents):
                 return element_at(offsets, at_chain)
             sum_axis = self._axis_sum if k == len(extents) - 1 else self._outer_axis_sum
-            return sum_axis(extents[k], 0, at, at_chain, zero, add,
-                            lambda i, lv, ch: axes_from(k + 1, offsets + [i], lv, ch), k)
+            return sum_axis(
+                extents[k], 0, at, at_chain, zero, add, lambda i, lv, ch: axes_from(k + 1, offsets + [i], lv, ch), k
+            )
 
         if not extents:  # a sum over no axes still starts at 0.0, as numpy's: -0.0 sums to 0.0
             return add(level, zero, element_at([], chain))
         if level is self.outer and len(extents) == 1 and extents[0] >= STREAMS * STREAM_MIN:
             # A whole-tensor sum: one top-level nest (kernels are numbered by their nests),
             # so the tree goes in a loop of one iteration.
-            (total,) = self._loop(1, [zero], level, chain, "sum",
-                                  lambda i, lv, ch, accs: [add(lv, accs[0], axes_from(0, [], lv, ch))])
+            (total,) = self._loop(
+                1, [zero], level, chain, "sum", lambda i, lv, ch, accs: [add(lv, accs[0], axes_from(0, [], lv, ch))]
+            )
             return total
         return axes_from(0, [], level, chain)
 
@@ -259,13 +266,22 @@ class KernelEmitter:
         name = REDUCTION_NAMES[axis] if axis < len(REDUCTION_NAMES) else "r"
         leaf = LEAF // STREAMS * streams  # each accumulator adds at most LEAF // STREAMS terms
         if extent < streams * STREAM_MIN:
-            (total,) = self._loop(extent, [zero], level, chain, name,
-                                  lambda i, lv, ch, accs: [add(lv, accs[0], term(i + offset, lv, ch))])
+            (total,) = self._loop(
+                extent, [zero], level, chain, name, lambda i, lv, ch, accs: [add(lv, accs[0], term(i + offset, lv, ch))]
+            )
             return total
         if extent <= leaf:
             length = extent // streams
-            partials = self._loop(length, [zero] * streams, level, chain, name, lambda i, lv, ch, accs: [
-                add(lv, acc, term(i + (offset + k * length), lv, ch)) for k, acc in enumerate(accs)])
+            partials = self._loop(
+                length,
+                [zero] * streams,
+                level,
+                chain,
+                name,
+                lambda i, lv, ch, accs: [
+                    add(lv, acc, term(i + (offset + k * length), lv, ch)) for k, acc in enumerate(accs)
+                ],
+            )
             while len(partials) > 1:  # pairwise: (a0 + a1) + (a2 + a3)
                 partials = [add(level, a, b) for a, b in zip(partials[::2], partials[1::2])]
             total, done = partials[0], streams * length
@@ -284,8 +300,9 @@ class KernelEmitter:
             else:
                 (total,) = self._loop(blocks, [zero], level, chain, f"{name}.b", block)
         if done < extent:
-            total = add(level, total, self._axis_sum(extent - done, offset + done, level, chain, zero, add,
-                                                     term, axis, streams))
+            total = add(
+                level, total, self._axis_sum(extent - done, offset + done, level, chain, zero, add, term, axis, streams)
+            )
         return total
 
     def _outer_axis_sum(self, extent, offset, level, chain, zero, add, term, axis):
@@ -320,11 +337,12 @@ class KernelEmitter:
         """One affine.for over [0, count) carrying `inits`, inserted at `level` (`count` an int,
         or bounds over `bound_operands` as in ForOp.create); `body(iv_expr, level, chain,
         accumulators)` fills it and returns what it yields."""
-        loop = A.ForOp.create(0, count, inits=list(inits), iv_name=self.fresh_name(name),
-                              bound_operands=list(bound_operands))
+        loop = A.ForOp.create(
+            0, count, inits=list(inits), iv_name=self.fresh_name(name), bound_operands=list(bound_operands)
+        )
         self.ivs.append(loop.induction_variable)
         inner = Level(loop.body, 0)
-        inner_chain = list(chain[:_position(level, chain) + 1]) + [(len(self.ivs) - 1, inner)]
+        inner_chain = list(chain[: _position(level, chain) + 1]) + [(len(self.ivs) - 1, inner)]
         new = body(Dim(len(self.ivs) - 1), inner, inner_chain, list(loop.body.args[1:]))
         loop.body.append(A.YieldOp(new, {}))
         level.insert(loop)

@@ -10,6 +10,7 @@ Schedules for it (tuning records) name its loops ``k0.*`` and its buffers
 ``a<k>``, as its arguments are named; ``absolute_steps`` maps both back onto
 the kernel's place in a whole function.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,16 +34,25 @@ def kernel_names(function: F.FuncOp) -> list:
 
 
 def nests_of(function: F.FuncOp, kernel: str) -> list:
-    return [op for op in function.body.ops if isinstance(op, (A.ForOp, A.ParallelOp))
-            and op.induction_variable.name_hint.split(".")[0] == kernel]
+    return [
+        op
+        for op in function.body.ops
+        if isinstance(op, (A.ForOp, A.ParallelOp)) and op.induction_variable.name_hint.split(".")[0] == kernel
+    ]
 
 
 def _outside_values(function: F.FuncOp, kernel: str) -> list:
     """Values `kernel`'s nests use but do not define, in order of first use."""
     nests = nests_of(function, kernel)
     inside = {r for nest in nests for op in nest.walk() for r in op.results}
-    inside |= {a for nest in nests for op in nest.walk() for region in op.regions
-               for block in region.blocks for a in block.args}
+    inside |= {
+        a
+        for nest in nests
+        for op in nest.walk()
+        for region in op.regions
+        for block in region.blocks
+        for a in block.args
+    }
     external = []
     for nest in nests:
         for op in nest.walk():
@@ -76,7 +86,7 @@ def extract(function: F.FuncOp, kernel: str) -> builtin.ModuleOp:
         for op in copy.walk():
             if isinstance(op, (A.ForOp, A.ParallelOp)):
                 hint = op.induction_variable.name_hint
-                op.induction_variable.name_hint = "k0" + hint[len(kernel):]
+                op.induction_variable.name_hint = "k0" + hint[len(kernel) :]
     new.body.append(F.ReturnOp([], {}))
     module = builtin.ModuleOp.empty()
     module.body.append(new)
@@ -143,10 +153,10 @@ def _buffer_names(steps) -> set:
 def _rename(step, old: str, new: str, buffers: dict):
     def fix(arg):
         if isinstance(arg, str) and arg.split(".")[0] == old:
-            return new + arg[len(old):]
+            return new + arg[len(old) :]
         if isinstance(arg, list):
             return [fix(a) for a in arg]
         return arg
+
     buffer_positions = _BUFFER_ARGUMENTS.get(step[0], ())
-    return [step[0]] + [buffers.get(a, a) if i in buffer_positions else fix(a)
-                        for i, a in enumerate(step[1:], start=1)]
+    return [step[0]] + [buffers.get(a, a) if i in buffer_positions else fix(a) for i, a in enumerate(step[1:], start=1)]

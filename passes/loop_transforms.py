@@ -6,6 +6,7 @@ Tails are always handled: a split's inner loop ends at
 ``min(factor, N - outer * factor)`` and unroll keeps a remainder loop, so no
 size has to be a multiple of any factor.
 """
+
 from __future__ import annotations
 
 from kiln.dialects import affine as A
@@ -31,7 +32,7 @@ def replace_index(ops, old, new_values, expr) -> None:
     for top in ops:
         for op in top.walk():
             if isinstance(op, ACCESS_OPS):
-                head = op.operands[:op.memref_position + 1]
+                head = op.operands[: op.memref_position + 1]
                 indices, amap = _rewrite(list(op.indices), op.map.results, old, new_values, expr)
                 if indices is not None:
                     op.set_operands(head + indices)
@@ -79,7 +80,7 @@ def replace_loop(old, new, results=None) -> None:
     position = block.ops.index(old)
     for op in new_ops:
         op.parent = block
-    block.ops[position:position + 1] = new_ops
+    block.ops[position : position + 1] = new_ops
     old.parent = None
     for a, b in zip(old.results, results):
         a.replace_all_uses_with(b)
@@ -114,16 +115,18 @@ def split(loop, factor: int):
         count = min(constants)
         inner_bound = None
         nb = len(loop.bound_operands)
-        bounds = (Const(factor),) + tuple(substitute(e, [Dim(k) for k in range(nb)]) + Dim(nb) * -factor
-                                          for e in loop.upper_map.results)
+        bounds = (Const(factor),) + tuple(
+            substitute(e, [Dim(k) for k in range(nb)]) + Dim(nb) * -factor for e in loop.upper_map.results
+        )
         outer_operands = list(loop.bound_operands)
     outer = A.ForOp.create(0, -(-count // factor), inits=list(loop.inits), iv_name=f"{name}.o")
     outer_iv = outer.induction_variable
     if inner_bound is not None:
         inner = A.ForOp.create(0, inner_bound, inits=list(outer.body.args[1:]), iv_name=f"{name}.i")
     else:
-        inner = A.ForOp.create(0, bounds, inits=list(outer.body.args[1:]), iv_name=f"{name}.i",
-                               bound_operands=outer_operands + [outer_iv])
+        inner = A.ForOp.create(
+            0, bounds, inits=list(outer.body.args[1:]), iv_name=f"{name}.i", bound_operands=outer_operands + [outer_iv]
+        )
     _move_body(loop.body, inner.body, Dim(0) * factor + Dim(1), [outer_iv, inner.induction_variable])
     outer.body.append(inner)
     outer.body.append(A.YieldOp(list(inner.results), {}))
@@ -159,8 +162,9 @@ def reorder(loops: list) -> None:
         for operand in loop.bound_operands:
             owner = operand.block.parent.parent if hasattr(operand, "block") else None
             if owner in position and position[owner] > position[loop]:
-                raise ScheduleError(f"reorder: the bound of {loop_name(loop)} depends on "
-                                    f"{loop_name(owner)}, which must stay outside it")
+                raise ScheduleError(
+                    f"reorder: the bound of {loop_name(loop)} depends on {loop_name(owner)}, which must stay outside it"
+                )
     innermost_body = chain[-1].body
     # Build the new nest, outermost first, reusing each loop's header.
     new_loops = []
@@ -238,7 +242,7 @@ def unroll_jam(loop, factor: int):
         new_ops.append(tail)
     for op in new_ops:
         op.parent = block
-    block.ops[position:position + 1] = new_ops
+    block.ops[position : position + 1] = new_ops
     loop.parent = None
     return main
 
@@ -259,8 +263,7 @@ def _jam(copies: list) -> list:
         if isinstance(first, A.ForOp) and all(isinstance(o, A.ForOp) and _same_bounds(o, first) for o in ops):
             bounds = first.upper if first.constant_bounds else first.upper_map.results
             inits = [v for o in ops for v in o.inits]
-            loop = A.ForOp.create(first.lower, bounds, first.step, inits, loop_name(first),
-                                  list(first.bound_operands))
+            loop = A.ForOp.create(first.lower, bounds, first.step, inits, loop_name(first), list(first.bound_operands))
             offset = 0
             for o in ops:
                 o.induction_variable.replace_all_uses_with(loop.induction_variable)
@@ -310,8 +313,9 @@ def parallel(loop):
     private = {op.results[0] for op in loop.walk() if op.name == "memref.alloca"}  # each thread has its own
     for op in loop.walk():
         if isinstance(op, (A.StoreOp, A.VectorStoreOp)) and op.memref not in private and not _writes_depend_on(op, iv):
-            raise ScheduleError(f"parallel({name}): iterations would write the same element "
-                                f"(a store that does not depend on {name})")
+            raise ScheduleError(
+                f"parallel({name}): iterations would write the same element (a store that does not depend on {name})"
+            )
     new = A.ParallelOp.create(loop.upper, iv_name=name)
     _move_body(loop.body, new.body, Dim(0), [new.induction_variable])
     replace_loop(loop, new)
@@ -328,8 +332,10 @@ def bind(loop, axis: str) -> None:
         raise ScheduleError(f"bind({name}, {axis}): only loops without iter_args, from 0 by 1 to a known bound")
     for outer in _ancestors(loop):
         if isinstance(outer, A.ForOp) and outer.inits:
-            raise ScheduleError(f"bind({name}, {axis}): it is inside {loop_name(outer)}, which carries a value "
-                                "from one iteration to the next")
+            raise ScheduleError(
+                f"bind({name}, {axis}): it is inside {loop_name(outer)}, which carries a value "
+                "from one iteration to the next"
+            )
         if outer.attributes.get(A.BIND) == axis:
             raise ScheduleError(f"bind({name}, {axis}): {loop_name(outer)} is already bound to {axis}")
     for inner in loop.walk():
@@ -338,8 +344,10 @@ def bind(loop, axis: str) -> None:
     iv = loop.induction_variable
     for op in loop.walk():
         if isinstance(op, (A.StoreOp, A.VectorStoreOp)) and not _writes_depend_on(op, iv):
-            raise ScheduleError(f"bind({name}, {axis}): iterations would write the same element "
-                                f"(a store that does not depend on {name})")
+            raise ScheduleError(
+                f"bind({name}, {axis}): iterations would write the same element "
+                f"(a store that does not depend on {name})"
+            )
     loop.attributes[A.BIND] = axis
 
 
@@ -359,4 +367,3 @@ def _writes_depend_on(store, iv) -> bool:
         return False
     k = store.indices.index(iv)
     return k in dims_of(*store.map.results)
-

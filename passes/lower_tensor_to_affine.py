@@ -7,8 +7,8 @@ transposes, slices and reshapes move no data: they become index arithmetic in
 the loads of whoever reads them (see ``View``). Before::
 
     func.func @f(%x: tensor<3x4xf32>) -> tensor<4xf32> {
-      %0 = tensor.transpose %x {permutation = array<i64: 1, 0>} : (tensor<3x4xf32>) -> tensor<4x3xf32>
-      %1 = tensor.reduce_sum %0 {axes = array<i64: 1>, keepdims = false} : (tensor<4x3xf32>) -> tensor<4xf32>
+      %0 = kiln.transpose %x {permutation = array<i64: 1, 0>} : (tensor<3x4xf32>) -> tensor<4x3xf32>
+      %1 = kiln.reduce_sum %0 {axes = array<i64: 1>, keepdims = false} : (tensor<4x3xf32>) -> tensor<4xf32>
       func.return %1 : tensor<4xf32>
     }
 
@@ -27,6 +27,7 @@ After::
       func.return
     }
 """
+
 from __future__ import annotations
 
 from kiln.dialects import affine as A
@@ -40,8 +41,8 @@ from kiln.dialects.types import MemRefType, i8, index, memref_of
 
 from .affine_builder import AffineBuilder, View
 from .index_maps import operand_index
-from .registry import register_pass
 from .kernel_emitter import KernelEmitter
+from .registry import register_pass
 from .scalar_rules import SCALAR_RULES, constant, reduction_identity
 
 LOWERINGS: dict = {}
@@ -52,6 +53,7 @@ def lowers(*op_classes):
         for cls in op_classes:
             LOWERINGS[cls] = fn
         return fn
+
     return register
 
 
@@ -83,7 +85,7 @@ class FunctionLowering:
         module.body.append(self.function)
         self.b = AffineBuilder(self.function.body)
         self.views = {arg: View.identity(new) for arg, new in zip(function.arguments, self.function.arguments)}
-        self.outputs = self.function.arguments[len(inputs):]
+        self.outputs = self.function.arguments[len(inputs) :]
         self.allocated = []
         self.destinations = {}  # tensor value -> the output memref its op writes straight into
         self.arena = None
@@ -162,7 +164,7 @@ def name_loops(function) -> None:
 # -- kernels --------------------------------------------------------------------------------
 @lowers(T.FusedOp, *T.ELEMENTWISE_OPS, *T.REDUCTION_OPS, T.MatmulOp)
 def lower_kernel(L: FunctionLowering, op) -> None:
-    """One loop nest for a tensor.fused group, or for a single computing op."""
+    """One loop nest for a kiln.fused group, or for a single computing op."""
     if isinstance(op, T.FusedOp):
         body = op.body
         members = set(body.ops[:-1])
@@ -176,6 +178,7 @@ def lower_kernel(L: FunctionLowering, op) -> None:
 
         def outside(value):
             return L.views[value]
+
     buffer = L.destination(op.result)
     emitter = KernelEmitter(L.function.body, members, outside, lambda c: L.declare_global(c.value), L.grid_sums)
     emitter.emit(root, buffer)

@@ -18,16 +18,17 @@ attributes: ``arena_offset`` on each kernel whose result is planned,
 ``arena_bytes`` and ``unplanned_bytes`` (the total without any reuse) on the
 function. Before::
 
-    %0 = tensor.exp %x : tensor<256xf32>
-    %1 = tensor.neg %0 : tensor<256xf32>
-    %2 = tensor.sqrt %1 : tensor<256xf32>
-    %3 = tensor.tanh %2 : tensor<256xf32>
+    %0 = kiln.exp %x : tensor<256xf32>
+    %1 = kiln.neg %0 : tensor<256xf32>
+    %2 = kiln.sqrt %1 : tensor<256xf32>
+    %3 = kiln.tanh %2 : tensor<256xf32>
 
 After: ``%0`` at offset 0, ``%1`` in place of it (offset 0), ``%2`` likewise,
 ``arena_bytes = 1024``, ``unplanned_bytes = 3072``. Had ``%1`` been
-``tensor.add %0, %t`` with ``%t = tensor.transpose %0``, it would get bytes of
+``kiln.add %0, %t`` with ``%t = kiln.transpose %0``, it would get bytes of
 its own: computing element (i, j) reads ``%0`` at (j, i), overwritten earlier.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -47,9 +48,9 @@ ALIGNMENT = 64
 @dataclass
 class Buffer:
     name: str
-    size: int          # bytes, rounded up to the alignment
-    start: int         # index of the kernel that writes it
-    end: int           # index of the last kernel that reads it
+    size: int  # bytes, rounded up to the alignment
+    start: int  # index of the kernel that writes it
+    end: int  # index of the last kernel that reads it
     offset: int = -1
     in_place_of: list = field(default_factory=list)  # buffers it may overlap: inputs dying where it is made
 
@@ -64,10 +65,15 @@ class MemoryPlan:
         """Pairs of buffers that are live together and share bytes (a correct plan has none)."""
         found = []
         for i, a in enumerate(self.buffers):
-            for b in self.buffers[i + 1:]:
+            for b in self.buffers[i + 1 :]:
                 live_together = a.start <= b.end and b.start <= a.end
-                in_place = a.offset == b.offset and a.size == b.size and (
-                    (b.name in a.in_place_of and b.end == a.start) or (a.name in b.in_place_of and a.end == b.start))
+                in_place = (
+                    a.offset == b.offset
+                    and a.size == b.size
+                    and (
+                        (b.name in a.in_place_of and b.end == a.start) or (a.name in b.in_place_of and a.end == b.start)
+                    )
+                )
                 share = a.offset < b.offset + b.size and b.offset < a.offset + a.size
                 if live_together and share and not in_place:
                     found.append((a.name, b.name))
@@ -75,8 +81,10 @@ class MemoryPlan:
 
     def __str__(self) -> str:
         saved = self.unplanned_bytes - self.arena_bytes
-        return (f"memory plan: {len(self.buffers)} buffers, arena {self.arena_bytes} bytes "
-                f"(without reuse {self.unplanned_bytes} bytes, {saved} saved)")
+        return (
+            f"memory plan: {len(self.buffers)} buffers, arena {self.arena_bytes} bytes "
+            f"(without reuse {self.unplanned_bytes} bytes, {saved} saved)"
+        )
 
 
 def _aligned(n: int) -> int:
@@ -162,8 +170,7 @@ def plan(function: F.FuncOp) -> MemoryPlan:
     for buffer in sorted(buffers, key=lambda b: (b.start, -b.size)):
         buffer.offset = _first_fit(buffer, placed)
         placed.append(buffer)
-    result = MemoryPlan(buffers, max((b.offset + b.size for b in buffers), default=0),
-                        sum(b.size for b in buffers))
+    result = MemoryPlan(buffers, max((b.offset + b.size for b in buffers), default=0), sum(b.size for b in buffers))
     if result.conflicts():
         raise VerificationError(f"memory plan overlaps live buffers: {result.conflicts()}")
     for value, buffer in by_value.items():
@@ -174,13 +181,18 @@ def plan(function: F.FuncOp) -> MemoryPlan:
 
 
 def _first_fit(buffer, placed) -> int:
-    replaceable = {b.name: b.offset for b in placed
-                   if b.name in buffer.in_place_of and b.end == buffer.start and b.size == buffer.size}
+    replaceable = {
+        b.name: b.offset
+        for b in placed
+        if b.name in buffer.in_place_of and b.end == buffer.start and b.size == buffer.size
+    }
     blocking = [b for b in placed if b.start <= buffer.end and buffer.start <= b.end]
     for offset in list(replaceable.values()) + [0] + sorted(b.offset + b.size for b in blocking):
         # An input dying here may be overwritten only exactly, element over element.
-        if all(offset + buffer.size <= b.offset or b.offset + b.size <= offset
-               or replaceable.get(b.name) == offset for b in blocking):
+        if all(
+            offset + buffer.size <= b.offset or b.offset + b.size <= offset or replaceable.get(b.name) == offset
+            for b in blocking
+        ):
             return offset
     raise AssertionError("unreachable: the end of the last blocking buffer is always free")
 
@@ -191,9 +203,15 @@ def _in_place_inputs(op) -> list:
     result = op.results[0].type
     found = []
     for value in dict.fromkeys(op.operands):
-        if value.type.shape == result.shape and value.type.dtype.itemsize == result.dtype.itemsize and \
-                all(_reads_only_written_element(op, position, views)
-                    for user, position, views in computing_uses(value) if user is op):
+        if (
+            value.type.shape == result.shape
+            and value.type.dtype.itemsize == result.dtype.itemsize
+            and all(
+                _reads_only_written_element(op, position, views)
+                for user, position, views in computing_uses(value)
+                if user is op
+            )
+        ):
             found.append(value)
     return found
 
@@ -230,8 +248,11 @@ def read_plan(function: F.FuncOp) -> MemoryPlan | None:
     if "arena_bytes" not in function.attributes:
         return None
     kernels = [op for op in function.body.ops if is_kernel(op)]
-    buffers = [Buffer(f"%{k}", 0, k, k, op.attributes["arena_offset"])
-               for k, op in enumerate(kernels) if "arena_offset" in op.attributes]
+    buffers = [
+        Buffer(f"%{k}", 0, k, k, op.attributes["arena_offset"])
+        for k, op in enumerate(kernels)
+        if "arena_offset" in op.attributes
+    ]
     return MemoryPlan(buffers, function.attributes["arena_bytes"], function.attributes["unplanned_bytes"])
 
 

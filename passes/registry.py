@@ -1,5 +1,6 @@
 """Passes by name. A pass is a function from module to module; the driver
 runs a list of them, verifying after each."""
+
 from __future__ import annotations
 
 from kiln.dialects import verify
@@ -14,6 +15,7 @@ def register_pass(name: str):
         PASSES[name] = fn
         fn.pass_name = name
         return fn
+
     return register
 
 

@@ -8,17 +8,18 @@ there anyway (arguments, constants, or values still to be read later): memory
 for compute. Fusion then usually folds the copy into the kernel that reads it.
 Before::
 
-    %0 = tensor.tanh %x : tensor<64x64xf32>        // forward
-    %1 = tensor.matmul %0, %w ...                   // ... many ops ...
-    %9 = tensor.mul %g, %0 : tensor<64x64xf32>      // backward reads tanh(x) again
+    %0 = kiln.tanh %x : tensor<64x64xf32>        // forward
+    %1 = kiln.matmul %0, %w ...                   // ... many ops ...
+    %9 = kiln.mul %g, %0 : tensor<64x64xf32>      // backward reads tanh(x) again
 
 After::
 
-    %0 = tensor.tanh %x : tensor<64x64xf32>
-    %1 = tensor.matmul %0, %w ...
-    %8 = tensor.tanh %x : tensor<64x64xf32>         // recomputed where it is needed
-    %9 = tensor.mul %g, %8 : tensor<64x64xf32>
+    %0 = kiln.tanh %x : tensor<64x64xf32>
+    %1 = kiln.matmul %0, %w ...
+    %8 = kiln.tanh %x : tensor<64x64xf32>         // recomputed where it is needed
+    %9 = kiln.mul %g, %8 : tensor<64x64xf32>
 """
+
 from __future__ import annotations
 
 from kiln.dialects import func as F
@@ -37,8 +38,10 @@ def rematerialize_block(block) -> int:
         if not isinstance(op, T.ELEMENTWISE_OPS) or op.parent is None:
             continue
         position = {o: k for k, o in enumerate(block.ops)}
-        uses = sorted(((position[user], user, index) for user, index in op.results[0].uses
-                       if user.parent is block), key=lambda u: u[0])
+        uses = sorted(
+            ((position[user], user, index) for user, index in op.results[0].uses if user.parent is block),
+            key=lambda u: u[0],
+        )
         previous = position[op]
         for where, user, index in uses:
             if where - previous > GAP and _operands_alive_at(op, where, position, block):

@@ -8,6 +8,7 @@ zeros included: ``np.maximum(a, b)`` is ``a`` where ``a`` wins or is NaN and
 ``b`` otherwise, so ``np.maximum(0.0, -0.0)`` is ``-0.0`` (IEEE's maximum,
 ``arith.maximumf``, would say ``0.0``).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -22,6 +23,7 @@ def by_kind(float_op, int_op, bool_op=None):
     def rule(b, op, t, *xs):
         cls = float_op if t.is_float else (bool_op if t.is_bool and bool_op else int_op)
         return b.op(cls, *xs)
+
     return rule
 
 
@@ -53,9 +55,11 @@ def _pick(float_predicate, int_op):
     def rule(b, op, t, x, y):
         if not t.is_float:
             return b.op(int_op, x, y)
-        wins = b.op(AR.OrIOp, b.op(AR.CmpFOp, x, y, predicate=float_predicate),
-                    b.op(AR.CmpFOp, x, x, predicate="une"))  # x != x: x is NaN
+        wins = b.op(
+            AR.OrIOp, b.op(AR.CmpFOp, x, y, predicate=float_predicate), b.op(AR.CmpFOp, x, x, predicate="une")
+        )  # x != x: x is NaN
         return b.op(AR.SelectOp, wins, x, y)
+
     return rule
 
 
@@ -109,7 +113,7 @@ SCALAR_RULES = {
     T.NotOp: _not,
     T.CmpOp: _cmp,
     T.SelectOp: _select,
-    T.CastOp: _cast,
+    T.ConvertOp: _cast,
 }
 
 

@@ -17,19 +17,20 @@ plain list of steps, so it prints, goes to YAML and back, and replays::
 Each primitive checks that it is legal (ScheduleError otherwise) and keeps
 results unchanged on every size: tails are handled, never assumed away.
 """
+
 from __future__ import annotations
 
 import yaml
 
 from kiln.dialects import affine as A
+from kiln.dialects import func as F
 from kiln.dialects import verify
 from kiln.dialects.diagnostics import KilnError
-from kiln.dialects import func as F
 from kiln.dialects.ir import Block, Region
 
 from . import loop_transforms as T
-from .loop_transforms import ScheduleError
 from .cache_read import cache_read
+from .loop_transforms import ScheduleError
 from .vectorize import vectorize
 
 PRIMITIVES = ("split", "reorder", "tile", "vectorize", "parallel", "unroll", "unroll_jam", "cache_read", "bind")
@@ -75,8 +76,11 @@ class Schedule:
         return self.add("bind", loop, axis)
 
     def cache_read(self, loop: str, buffer: str, layout=None):
-        return self.add("cache_read", loop, buffer) if layout is None else self.add("cache_read", loop, buffer,
-                                                                                    list(layout))
+        return (
+            self.add("cache_read", loop, buffer)
+            if layout is None
+            else self.add("cache_read", loop, buffer, list(layout))
+        )
 
     def __str__(self) -> str:
         return "; ".join(f"{s[0]}({', '.join(_text(a) for a in s[1:])})" for s in self.steps) or "(none)"
@@ -116,8 +120,11 @@ def find_loop(function: F.FuncOp, name: str):
                 raise ScheduleError(f"loop {name} is already parallel")
             return op
     kernel = name.split(".")[0]
-    names = sorted(op.induction_variable.name_hint for op in loops
-                   if (op.induction_variable.name_hint or "").startswith(kernel + "."))
+    names = sorted(
+        op.induction_variable.name_hint
+        for op in loops
+        if (op.induction_variable.name_hint or "").startswith(kernel + ".")
+    )
     known = f"loops of {kernel}: {', '.join(names)}" if names else "loops are named like k0.i"
     raise ScheduleError(f"no loop {name!r} ({known})")
 
@@ -160,8 +167,13 @@ def _trial_copy(function: F.FuncOp, step) -> F.FuncOp:
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         return function.clone({})  # malformed: _apply names the problem
     prefixes = tuple({n.split(".")[0] + "." for n in names})
-    keep = [op for op in function.body.ops if not isinstance(op, (A.ForOp, A.ParallelOp)) or op.results
-            or (op.induction_variable.name_hint or "").startswith(prefixes)]
+    keep = [
+        op
+        for op in function.body.ops
+        if not isinstance(op, (A.ForOp, A.ParallelOp))
+        or op.results
+        or (op.induction_variable.name_hint or "").startswith(prefixes)
+    ]
     body = function.body
     block = Block([a.type for a in body.args], [a.name_hint for a in body.args])
     mapping = dict(zip(body.args, block.args))
@@ -189,8 +201,9 @@ def _dispatch(function: F.FuncOp, step) -> None:
         for name in [args[0]] if isinstance(args[0], str) else args[0]:
             axis = find_loop(function, name).attributes.get(A.BIND)
             if axis is not None:
-                raise ScheduleError(f"{primitive}({name}): the loop is bound to {axis}; "
-                                    "bind loops after the other steps")
+                raise ScheduleError(
+                    f"{primitive}({name}): the loop is bound to {axis}; bind loops after the other steps"
+                )
     if primitive == "split":
         T.split(find_loop(function, args[0]), args[1])
     elif primitive == "reorder":

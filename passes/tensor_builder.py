@@ -3,6 +3,7 @@
 Every op gets the builder's location, so backward ops point at the user's
 line of the forward op they differentiate.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,7 @@ class TensorBuilder:
         self.loc = loc
 
     def op(self, op_class, *operands, result_type=None, **attributes) -> Value:
-        op = op_class(list(operands), attributes or None, None if result_type is None else [result_type],
-                      loc=self.loc)
+        op = op_class(list(operands), attributes or None, None if result_type is None else [result_type], loc=self.loc)
         op.verify()
         return self.block.append(op).result
 
@@ -57,7 +57,7 @@ class TensorBuilder:
         t = x.type
         if t.dtype == np.dtype(dtype):
             return x
-        return self.op(T.CastOp, x, result_type=T.tensor_type(t.shape, dtype))
+        return self.op(T.ConvertOp, x, result_type=T.tensor_type(t.shape, dtype))
 
     # -- layout ------------------------------------------------------------------------
     def broadcast_to(self, x, shape):

@@ -28,6 +28,7 @@ After::
     }
     affine.for %j.tail = 0 to 4 { ... the scalar body at %j.tail + 16 ... }
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,16 +38,24 @@ from kiln.dialects import arith as AR
 from kiln.dialects import math as M
 from kiln.dialects import vector as V
 from kiln.dialects.affine_expr import AffineMap, Dim, linear_form, substitute
+from kiln.dialects.ir import Operation
 from kiln.dialects.types import VectorType, element_of, i1
 
-from kiln.dialects.ir import Operation
-
-from .loop_transforms import ScheduleError, remainder_loop, replace_loop, loop_name
+from .loop_transforms import ScheduleError, loop_name, remainder_loop, replace_loop
 
 # The combining op of a reduction, and what vector.reduction calls it.
-_REDUCTIONS = {AR.AddFOp: "add", AR.AddIOp: "add", AR.MulFOp: "mul", AR.MulIOp: "mul",
-               AR.MaximumFOp: "maximumf", AR.MinimumFOp: "minimumf", AR.MaxSIOp: "maxsi", AR.MinSIOp: "minsi",
-               AR.AndIOp: "and", AR.OrIOp: "or"}
+_REDUCTIONS = {
+    AR.AddFOp: "add",
+    AR.AddIOp: "add",
+    AR.MulFOp: "mul",
+    AR.MulIOp: "mul",
+    AR.MaximumFOp: "maximumf",
+    AR.MinimumFOp: "minimumf",
+    AR.MaxSIOp: "maxsi",
+    AR.MinSIOp: "minsi",
+    AR.AndIOp: "and",
+    AR.OrIOp: "or",
+}
 
 
 def vectorize(loop, width: int):
@@ -61,8 +70,10 @@ def vectorize(loop, width: int):
     reductions = [_reduction_kind(loop, k) for k in range(len(loop.inits))]
 
     prelude = _Widener(_OpList(), iv, None, width, dependent)
-    accumulators = [prelude.broadcast(prelude.constant(_identity(kind, element_of(init.type)), init.type))
-                    for init, kind in zip(loop.inits, reductions)]
+    accumulators = [
+        prelude.broadcast(prelude.constant(_identity(kind, element_of(init.type)), init.type))
+        for init, kind in zip(loop.inits, reductions)
+    ]
     main = A.ForOp.create(0, count // width, inits=accumulators, iv_name=name)
     widener = _Widener(main.body, iv, main.induction_variable, width, dependent)
     for old, new in zip(loop.body.args[1:], main.body.args[1:]):
@@ -99,8 +110,7 @@ def _dependent_values(loop) -> set:
             if isinstance(op, (A.LoadOp, A.VectorLoadOp)) and iv in op.indices:
                 grows = True
             if isinstance(op, A.ForOp):
-                for arg, init, result, yielded in zip(op.body.args[1:], op.inits, op.results,
-                                                      op.body.ops[-1].operands):
+                for arg, init, result, yielded in zip(op.body.args[1:], op.inits, op.results, op.body.ops[-1].operands):
                     if (init in dependent or yielded in dependent) and arg not in dependent:
                         dependent.update((arg, result))
                         changed = True
@@ -119,8 +129,10 @@ def _reduction_kind(loop, k: int) -> str:
     op = getattr(yielded, "op", None)
     if type(op) in _REDUCTIONS and arg in op.operands and all(u is op for u, _ in arg.uses):
         return _REDUCTIONS[type(op)]
-    raise ScheduleError(f"vectorize({loop_name(loop)}): its iter_arg #{k} is not a sum, product, "
-                        "max, min, and or or of the values it carries")
+    raise ScheduleError(
+        f"vectorize({loop_name(loop)}): its iter_arg #{k} is not a sum, product, "
+        "max, min, and or or of the values it carries"
+    )
 
 
 def _identity(kind: str, t):
@@ -182,8 +194,7 @@ class _Widener:
             return self.store(op)
         if isinstance(op, A.ForOp):
             return self.nested_loop(op)
-        if isinstance(op, (A.VectorLoadOp, A.VectorStoreOp, A.ParallelOp, V.BroadcastOp, V.ReductionOp,
-                           V.ExtractOp)):
+        if isinstance(op, (A.VectorLoadOp, A.VectorStoreOp, A.ParallelOp, V.BroadcastOp, V.ReductionOp, V.ExtractOp)):
             raise ScheduleError(f"cannot vectorize a loop containing {op.name}")
         if not any(v in self.dependent for v in op.operands):
             copy = op.clone(self.values)
@@ -208,8 +219,10 @@ class _Widener:
             return indices, results, False
         k = op.indices.index(self.old_iv)
         indices[k] = self.new_iv
-        results = tuple(substitute(r, [Dim(d) * self.width + lane if d == k else Dim(d)
-                                       for d in range(len(indices))]) for r in results)
+        results = tuple(
+            substitute(r, [Dim(d) * self.width + lane if d == k else Dim(d) for d in range(len(indices))])
+            for r in results
+        )
         if contiguous:
             for r in results[:-1]:
                 if _coefficient(r, k) != 0:
@@ -224,8 +237,9 @@ class _Widener:
         if not moves:
             copy = A.LoadOp([self.get(op.memref), *indices], {"map": amap})
         else:
-            copy = A.VectorLoadOp([self.get(op.memref), *indices], {"map": amap},
-                                  [VectorType(self.width, op.result.type)])
+            copy = A.VectorLoadOp(
+                [self.get(op.memref), *indices], {"map": amap}, [VectorType(self.width, op.result.type)]
+            )
         self.emit(copy)
         self.values[op.result] = copy.result
 
@@ -248,18 +262,22 @@ class _Widener:
         if any(v is self.old_iv or v in self.dependent for v in op.bound_operands):
             # Each lane would run its own number of iterations (a split's partial tile).
             raise ScheduleError(f"cannot vectorize: the bounds of {loop_name(op)}, inside it, depend on it")
-        inits = [self.vector_of(v) if (a in self.dependent) else self.get(v)
-                 for a, v in zip(op.body.args[1:], op.inits)]
+        inits = [
+            self.vector_of(v) if (a in self.dependent) else self.get(v) for a, v in zip(op.body.args[1:], op.inits)
+        ]
         bounds = op.upper if op.constant_bounds else op.upper_map.results
-        inner = A.ForOp.create(op.lower, bounds, op.step, inits, loop_name(op),
-                               [self.get(v) for v in op.bound_operands])
+        inner = A.ForOp.create(
+            op.lower, bounds, op.step, inits, loop_name(op), [self.get(v) for v in op.bound_operands]
+        )
         self.values[op.induction_variable] = inner.induction_variable
         for old, new in zip(op.body.args[1:], inner.body.args[1:]):
             self.values[old] = new
         outer_block, self.block = self.block, inner.body
         self.widen_ops(op.body.ops[:-1])
-        yielded = [self.vector_of(v) if a in self.dependent else self.get(v)
-                   for a, v in zip(op.body.args[1:], op.body.ops[-1].operands)]
+        yielded = [
+            self.vector_of(v) if a in self.dependent else self.get(v)
+            for a, v in zip(op.body.args[1:], op.body.ops[-1].operands)
+        ]
         inner.body.append(A.YieldOp(yielded, {}))
         self.block = outer_block
         self.emit(inner)

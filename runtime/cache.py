@@ -7,6 +7,7 @@ none; a damaged entry (truncated, flipped bits) fails its checksum, is removed
 and reported as a miss, and the caller rebuilds it. Within one process, threads
 that build the same entry take turns (``writing``), so it is built once.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -59,7 +60,7 @@ class DiskCache:
         except OSError:
             return None
         header = len(MAGIC) + 32
-        if data[:len(MAGIC)] != MAGIC or hashlib.sha256(data[header:]).digest() != data[len(MAGIC):header]:
+        if data[: len(MAGIC)] != MAGIC or hashlib.sha256(data[header:]).digest() != data[len(MAGIC) : header]:
             warnings.warn(f"kiln: cache entry {path} is damaged; rebuilding it", RuntimeWarning, stacklevel=2)
             try:
                 os.remove(path)
@@ -77,5 +78,9 @@ class DiskCache:
                 f.write(MAGIC + hashlib.sha256(payload).digest() + payload)
             os.replace(temporary, path)  # atomic: readers never see a half-written entry
         except OSError as exc:
-            warnings.warn(f"kiln: cannot write the compile cache at {self.directory} ({exc}); "
-                          "set KILN_CACHE_DIR to a writable directory", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"kiln: cannot write the compile cache at {self.directory} ({exc}); "
+                "set KILN_CACHE_DIR to a writable directory",
+                RuntimeWarning,
+                stacklevel=2,
+            )

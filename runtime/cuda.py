@@ -5,6 +5,7 @@ An emulated library (the same source built as C++ for the CPU, the grid and bloc
 loops explicit) is called on host memory: how kiln checks its CUDA kernels on
 machines without a GPU.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -13,7 +14,6 @@ import functools
 
 import cffi
 import numpy as np
-
 
 
 class CudaUnavailable(Exception):
@@ -60,8 +60,9 @@ def check_gpu() -> None:
     error = runtime.cudaGetDeviceCount(ctypes.byref(count))
     if error != 0 or count.value == 0:
         detail = error_string(error) if error else "0 devices"
-        raise CudaUnavailable(f"target='cuda' needs an NVIDIA GPU, and none is available "
-                              f"(cudaGetDeviceCount: {detail})")
+        raise CudaUnavailable(
+            f"target='cuda' needs an NVIDIA GPU, and none is available (cudaGetDeviceCount: {detail})"
+        )
 
 
 class DeviceArray:
@@ -115,8 +116,13 @@ class DeviceArray:
 
     @property
     def kiln_device_layout(self) -> dict:
-        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.pointer, False), "version": 3,
-                "strides": None}
+        return {
+            "shape": self.shape,
+            "typestr": self.dtype.str,
+            "data": (self.pointer, False),
+            "version": 3,
+            "strides": None,
+        }
 
     @property
     def __cuda_array_interface__(self) -> dict:
@@ -152,8 +158,10 @@ def device_pointer(value, shape, dtype):
     if tuple(layout["shape"]) != tuple(shape):
         raise ValueError(f"a device array has shape {tuple(layout['shape'])}, the compiled code expects {tuple(shape)}")
     if np.dtype(layout["typestr"]) != np.dtype(dtype):
-        raise ValueError(f"a device array has dtype {np.dtype(layout['typestr'])}, the compiled code expects "
-                         f"{np.dtype(dtype)}; convert it on the device first")
+        raise ValueError(
+            f"a device array has dtype {np.dtype(layout['typestr'])}, the compiled code expects "
+            f"{np.dtype(dtype)}; convert it on the device first"
+        )
     strides = layout.get("strides")
     if strides is not None and tuple(strides) != np.empty(shape, dtype).strides:
         raise ValueError("a device array is not C-contiguous; make a contiguous copy on the device first")
@@ -174,8 +182,14 @@ class CudaFunction:
     def __call__(self, inputs, outputs) -> int:
         """`inputs` and `outputs` hold numpy arrays or ints (device addresses)."""
         if self.emulate:
-            return self.entry(*[self.ffi.cast("void *", a) if isinstance(a, int)
-                                else self.ffi.from_buffer(a, require_writable=False) for a in inputs + outputs])
+            return self.entry(
+                *[
+                    self.ffi.cast("void *", a)
+                    if isinstance(a, int)
+                    else self.ffi.from_buffer(a, require_writable=False)
+                    for a in inputs + outputs
+                ]
+            )
         runtime = _require_runtime()
         owned, addresses = [], []
         try:
@@ -189,14 +203,20 @@ class CudaFunction:
                 addresses.append(pointer.value)
             for array, address in zip(inputs, addresses):
                 if not isinstance(array, int):
-                    _check(runtime, runtime.cudaMemcpy(address, array.ctypes.data, array.nbytes, 1),
-                           "cudaMemcpy to the GPU")
+                    _check(
+                        runtime,
+                        runtime.cudaMemcpy(address, array.ctypes.data, array.nbytes, 1),
+                        "cudaMemcpy to the GPU",
+                    )
             status = self.entry(*[self.ffi.cast("void *", a or 0) for a in addresses])
             if status == 0:
-                for array, address in zip(outputs, addresses[len(inputs):]):
+                for array, address in zip(outputs, addresses[len(inputs) :]):
                     if not isinstance(array, int):
-                        _check(runtime, runtime.cudaMemcpy(array.ctypes.data, address, array.nbytes, 2),
-                               "cudaMemcpy from the GPU")
+                        _check(
+                            runtime,
+                            runtime.cudaMemcpy(array.ctypes.data, address, array.nbytes, 2),
+                            "cudaMemcpy from the GPU",
+                        )
             return status
         finally:
             for pointer in owned:

@@ -4,6 +4,7 @@ Each entry point of such a library comes with a JSON description of itself
 (``<name>_kiln_signature``), so the loaded callable checks shapes and dtypes
 before it calls into native code, as a compiled function does.
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,9 @@ class LibraryFunction:
         inputs = self.signature["inputs"]
         names = [a["name"] for a in inputs]
         if len(args) + len(kwargs) != len(inputs):
-            raise TypeError(f"{self.__name__} takes {len(inputs)} arrays ({', '.join(names)}), "
-                            f"got {len(args) + len(kwargs)}")
+            raise TypeError(
+                f"{self.__name__} takes {len(inputs)} arrays ({', '.join(names)}), got {len(args) + len(kwargs)}"
+            )
         values = list(args) + [None] * (len(inputs) - len(args))
         for key, value in kwargs.items():
             if key not in names:
@@ -63,8 +65,10 @@ class LibraryFunction:
         for spec, value in zip(inputs, values):
             array = np.asarray(value)
             if array.dtype != np.dtype(spec["dtype"]) or list(array.shape) != spec["shape"]:
-                raise TypeError(f"{self.__name__}: input {spec['name']} must be {spec['dtype']}{spec['shape']}, "
-                                f"got {array.dtype}{list(array.shape)}")
+                raise TypeError(
+                    f"{self.__name__}: input {spec['name']} must be {spec['dtype']}{spec['shape']}, "
+                    f"got {array.dtype}{list(array.shape)}"
+                )
             arrays.append(np.ascontiguousarray(array))
         outputs = [np.empty(o["shape"], np.dtype(o["dtype"])) for o in self.signature["outputs"]]
         status = 0

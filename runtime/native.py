@@ -5,6 +5,7 @@ compiler is needed at run time); functions are called through cffi with one
 pointer per array, and return a status code. Loaded functions may be called
 from any number of threads at once; loading itself takes ``LLVM_LOCK``.
 """
+
 from __future__ import annotations
 
 import ctypes.util
@@ -44,8 +45,12 @@ def host_target_machine():
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     return llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3, reloc="pic",
-        codemodel="default")
+        cpu=llvm.get_host_cpu_name(),
+        features=llvm.get_host_cpu_features().flatten(),
+        opt=3,
+        reloc="pic",
+        codemodel="default",
+    )
 
 
 class LoadedObject:

@@ -6,6 +6,7 @@ wake-up, not a thread start. ``KILN_NUM_THREADS`` sets how many threads run
 compiled as ordinary loops, ``available()`` says so, and the first time kiln
 looks for it a RuntimeWarning says what is missing and what it costs.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -16,7 +17,6 @@ import threading
 import warnings
 
 import llvmlite.binding as llvm
-
 
 # OpenMP keeps the thread count per calling thread (omp_set_num_threads sets the caller's
 # only; other threads start from OMP_NUM_THREADS or every core), so each thread that runs
@@ -29,9 +29,13 @@ _this_thread = threading.local()  # .count: what this thread last gave omp_set_n
 def _library():
     path = ctypes.util.find_library("gomp")
     if path is None:
-        warnings.warn("kiln: libgomp (the OpenMP runtime) is not installed, so parallel loops run serially on "
-                      f"one thread instead of {thread_count()}; install it (Debian/Ubuntu: apt install libgomp1) "
-                      "to use every core", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            "kiln: libgomp (the OpenMP runtime) is not installed, so parallel loops run serially on "
+            f"one thread instead of {thread_count()}; install it (Debian/Ubuntu: apt install libgomp1) "
+            "to use every core",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return None
     llvm.load_library_permanently(path)  # so loaded code finds GOMP_parallel and friends
     library = ctypes.CDLL(path)

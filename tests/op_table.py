@@ -5,6 +5,7 @@ dtypes cover float32/float64/int32/int64/bool where numpy allows them. The
 same table drives interpreter-vs-numpy tests and IR round trips now, and the
 compiled and gradient tests later.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -65,7 +66,16 @@ CASES = [
     OpCase("add_int_widen", lambda x, y: x + y, (ints(5), ints(1, dtype=np.int64))),
     OpCase("add_bool_is_or", lambda x, y: x + y, (bools(4, 3), bools(3))),
     OpCase("add_int_float_scalar", lambda x: x + 0.5, (ints(2, 3),)),
-    OpCase("add_f32_i32_to_f64", lambda x, y: x + y, (floats(3,), ints(3))),
+    OpCase(
+        "add_f32_i32_to_f64",
+        lambda x, y: x + y,
+        (
+            floats(
+                3,
+            ),
+            ints(3),
+        ),
+    ),
     OpCase("sub", lambda x, y: x - y, (floats(1, 7, dtype=np.float64), floats(5, 1, dtype=np.float64))),
     OpCase("rsub_scalar", lambda x: 1 - x, (ints(6, dtype=np.int64),)),
     OpCase("mul", lambda x, y: x * y, (ints(3, 7), ints(7))),
@@ -75,8 +85,8 @@ CASES = [
     OpCase("maximum", np.maximum, (floats(13, 1), floats(2, 1, 5))),
     OpCase("minimum", np.minimum, (ints(4, 3, dtype=np.int64), ints(3, dtype=np.int64))),
     OpCase("maximum_bool", np.maximum, (bools(3), bools(3))),
-    OpCase("pow", lambda x, y: x ** y, (positive(7), floats(7, dtype=np.float64))),
-    OpCase("pow_int", lambda x: x ** 2, (ints(5, 2),)),
+    OpCase("pow", lambda x, y: x**y, (positive(7), floats(7, dtype=np.float64))),
+    OpCase("pow_int", lambda x: x**2, (ints(5, 2),)),
     OpCase("square", np.square, (floats(3, 3),)),
     OpCase("reciprocal", np.reciprocal, (positive(5, dtype=np.float32),)),
     # elementwise unary
@@ -140,8 +150,9 @@ CASES = [
     OpCase("var_int_dtype", lambda a: np.var(a, axis=0, dtype=np.int64), (ints(7, 3),)),
     OpCase("std_int_dtype", lambda a: np.std(a, dtype=np.int64), (ints(11),)),
     OpCase("prod", lambda x: x.prod(), (floats(13) * 0.5 + 1,)),
-    OpCase("prod_axis_keepdims", lambda x: np.prod(x, axis=(0, 2), keepdims=True),
-           (floats(3, 2, 5, dtype=np.float64),)),
+    OpCase(
+        "prod_axis_keepdims", lambda x: np.prod(x, axis=(0, 2), keepdims=True), (floats(3, 2, 5, dtype=np.float64),)
+    ),
     OpCase("prod_int32_widens", lambda a: a.prod(axis=0), (ints(7, 3, low=-3, high=4),)),
     OpCase("prod_bool", np.prod, (bools(2, 3),)),
     OpCase("prod_empty_axis", lambda x: np.prod(x, axis=1), (floats(3, 0),)),
@@ -271,7 +282,7 @@ BINARY_DTYPE_OPS = {
     "a - b": lambda a, b: a - b,
     "a * b": lambda a, b: a * b,
     "a / b": lambda a, b: a / b,
-    "a ** b": lambda a, b: a ** b,
+    "a ** b": lambda a, b: a**b,
     "a < b": lambda a, b: a < b,
     "a == b": lambda a, b: a == b,
     "np.add": np.add,

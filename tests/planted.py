@@ -1,4 +1,5 @@
 """Bugs planted on purpose, for the tests that check kiln's tools find them."""
+
 from kiln.dialects.affine_expr import AffineMap, Const
 from kiln.passes import loop_transforms
 
@@ -12,4 +13,5 @@ def plant_split_without_partial_tiles(monkeypatch) -> None:
         outer, inner = split(loop, factor)
         inner.attributes["upper_map"] = AffineMap(inner.upper_map.num_dims, (Const(factor),))
         return outer, inner
+
     monkeypatch.setattr(loop_transforms, "split", broken_split)

@@ -1,4 +1,5 @@
 """The targets a test can run on here, each skipped with its reason where it cannot."""
+
 import functools
 import shutil
 
@@ -9,6 +10,7 @@ import pytest
 def gpu_missing() -> str | None:
     """Why target='cuda' cannot run here, or None where a GPU can run it."""
     from kiln.runtime.cuda import CudaUnavailable, check_gpu
+
     try:
         check_gpu()
     except CudaUnavailable as exc:

@@ -1,18 +1,19 @@
 """The affine interpreter runs every op-table case at the affine and scheduled
 stages with numpy's numbers and refuses out-of-bounds accesses; kiln.bisect
 names a deliberately broken pass, lowering or schedule step."""
+
 import numpy as np
 import pytest
-
-import kiln
-from kiln.interpreters.affine_interpreter import run_affine
-from kiln.dialects import arith as AR
-from kiln.dialects import parse_ir
-from kiln.dialects import tensor as T
-from kiln.passes import registry
 from op_table import CASES
 from planted import plant_split_without_partial_tiles
 from test_ops import assert_same
+
+import kiln
+from kiln.dialects import arith as AR
+from kiln.dialects import parse_ir
+from kiln.dialects import tensor as T
+from kiln.interpreters.affine_interpreter import run_affine
+from kiln.passes import registry
 
 
 @pytest.mark.parametrize("case", CASES, ids=repr)
@@ -66,6 +67,7 @@ def test_bisect_names_a_broken_graph_pass(monkeypatch):
             if isinstance(op, T.ConstantOp) and op.attributes["value"].dtype.kind == "f":
                 op.attributes["value"] = np.asarray(op.attributes["value"] * 1.5)
         return module
+
     monkeypatch.setitem(registry.PASSES, "cse", broken_cse)
     report = kiln.bisect(scaled_sum, *args())
     assert report.first_bad.name == "cse"
@@ -83,6 +85,7 @@ def test_bisect_names_a_broken_lowering(monkeypatch):
             if isinstance(op, AR.ConstantOp) and op.value == 2.0:
                 op.attributes["value"] = 2.5
         return module
+
     monkeypatch.setitem(registry.PASSES, "lower-tensor-to-affine", broken_lowering)
     report = kiln.bisect(scaled_sum, *args())
     assert report.first_bad.name == "lower-tensor-to-affine"
@@ -116,17 +119,22 @@ def test_bisect_progress_stops_at_the_first_bad_step(monkeypatch):
     assert lines[-1].split("] ")[1].startswith("schedule: split(k0.i, 4): BAD")
 
 
-@pytest.mark.parametrize("fn, shapes", [
-    (lambda a, b: a @ b, [(5, 7), (7, 3)]),
-    (lambda a, b: a @ b, [(0, 7), (7, 3)]),
-    (lambda a, b: a @ b, [(1, 1), (1, 1)]),
-    (lambda a, b: np.tanh(a).sum(axis=0) + b, [(13, 11), (11,)]),
-    (lambda a, b: np.exp(a.T) * b, [(6, 9), (6,)]),
-], ids=["matmul", "empty", "one", "reduction", "transposed"])
+@pytest.mark.parametrize(
+    "fn, shapes",
+    [
+        (lambda a, b: a @ b, [(5, 7), (7, 3)]),
+        (lambda a, b: a @ b, [(0, 7), (7, 3)]),
+        (lambda a, b: a @ b, [(1, 1), (1, 1)]),
+        (lambda a, b: np.tanh(a).sum(axis=0) + b, [(13, 11), (11,)]),
+        (lambda a, b: np.exp(a.T) * b, [(6, 9), (6,)]),
+    ],
+    ids=["matmul", "empty", "one", "reduction", "transposed"],
+)
 @pytest.mark.parametrize("stage", ["affine", "scheduled"])
 def test_the_estimate_counts_the_ops_the_interpreter_runs(monkeypatch, fn, shapes, stage):
     from kiln.interpreters import affine_interpreter
     from kiln.tools.bisect import interpreter_ops
+
     rng = np.random.default_rng(2)
     arrays = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     module = kiln.compile(fn).lower(*arrays).module(stage)
@@ -139,6 +147,7 @@ def test_the_estimate_counts_the_ops_the_interpreter_runs(monkeypatch, fn, shape
 
 def test_shrinking_keeps_ranks_and_equal_extents_and_fits_the_budget():
     from kiln.tools.bisect import estimate, shrink_specs
+
     f = kiln.compile(lambda x, w, b: np.maximum(x @ w + b, 0))
     specs = [kiln.f32[96, 200], kiln.f32[200, 200], kiln.f32[200]]
     full = estimate(f.lower(*specs)._pipeline)
@@ -153,6 +162,7 @@ def test_shrinking_keeps_ranks_and_equal_extents_and_fits_the_budget():
 
 def test_shapes_the_function_refuses_are_not_used():
     from kiln.tools.bisect import shrink_specs
+
     f = kiln.compile(lambda x: x.reshape(40, 60) @ np.ones((60, 50), np.float32))
     specs = [kiln.f32[2400]]
     shrunk, cost = shrink_specs(f, specs, 1e-6)
@@ -162,6 +172,7 @@ def test_shapes_the_function_refuses_are_not_used():
 def test_bisect_compares_structured_results_leaf_by_leaf():
     def step(p, x):
         return (x * p["w"]).sum(), {"w": p["w"] - x, "v": p["v"] * 2}
+
     rng = np.random.default_rng(4)
     p = {"w": rng.standard_normal(5).astype(np.float32), "v": rng.standard_normal(3).astype(np.float32)}
     report = kiln.bisect(step, p, rng.standard_normal(5).astype(np.float32))
@@ -170,13 +181,16 @@ def test_bisect_compares_structured_results_leaf_by_leaf():
 
 def _write_model(tmp_path, size):
     source = tmp_path / "model.py"
-    source.write_text(f"import numpy as np\nimport kiln\n\n"
-                      f"def f(a: kiln.f32[{size}, {size}], b: kiln.f32[{size}]):\n    return np.tanh(a @ a) + b\n")
+    source.write_text(
+        f"import numpy as np\nimport kiln\n\n"
+        f"def f(a: kiln.f32[{size}, {size}], b: kiln.f32[{size}]):\n    return np.tanh(a @ a) + b\n"
+    )
     return f"{source}:f"
 
 
 def test_kiln_bisect_shrinks_inputs_that_would_take_too_long(tmp_path, capsys):
     from kiln.tools.cli import main
+
     assert main(["bisect", _write_model(tmp_path, 160), "--budget", "3"]) == 0
     captured = capsys.readouterr()
     assert "running on smaller inputs of the same ranks" in captured.err
@@ -187,6 +201,7 @@ def test_kiln_bisect_shrinks_inputs_that_would_take_too_long(tmp_path, capsys):
 
 def test_kiln_bisect_no_shrink_keeps_the_shapes(tmp_path, capsys):
     from kiln.tools.cli import main
+
     assert main(["bisect", _write_model(tmp_path, 6), "--budget", "0", "--no-shrink"]) == 0
     captured = capsys.readouterr()
     assert "smaller" not in captured.err and "[1/" in captured.err
@@ -194,6 +209,7 @@ def test_kiln_bisect_no_shrink_keeps_the_shapes(tmp_path, capsys):
 
 def test_a_long_bisection_says_so_before_it_starts(monkeypatch):
     import sys
+
     monkeypatch.setattr(sys.modules["kiln.tools.bisect"], "LONG", 0.0)  # every bisection counts as long
     with pytest.warns(RuntimeWarning, match=r"kiln.bisect of scaled_sum will take about .* pass smaller arrays"):
         report = kiln.bisect(scaled_sum, *args())

@@ -1,4 +1,5 @@
 """kiln build: a shared library and a C header that need no Python to call."""
+
 import os
 import shutil
 import subprocess
@@ -20,17 +21,23 @@ rng = np.random.default_rng(29)
 
 def test_a_c_program_calls_the_built_mlp_in_a_bare_environment(tmp_path):
     out = tmp_path / "build"
-    result = subprocess.run([sys.executable, "-m", "kiln", "build", f"{ROOT}/examples/c/mlp_model.py:mlp",
-                             "-o", str(out)], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "kiln", "build", f"{ROOT}/examples/c/mlp_model.py:mlp", "-o", str(out)],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr
     assert {"libmlp.so", "mlp.h", "README"} <= set(os.listdir(out))
     program = out / "main"
-    subprocess.run([CC, f"{ROOT}/examples/c/main.c", f"-I{out}", f"-L{out}", "-lmlp", "-Wl,-rpath,$ORIGIN",
-                    "-o", str(program)], check=True)
+    subprocess.run(
+        [CC, f"{ROOT}/examples/c/main.c", f"-I{out}", f"-L{out}", "-lmlp", "-Wl,-rpath,$ORIGIN", "-o", str(program)],
+        check=True,
+    )
     run = subprocess.run([str(program)], capture_output=True, text=True, env={}, check=True)  # no PYTHONPATH, nothing
     printed = np.array([[float(v) for v in line.split()] for line in run.stdout.splitlines()])
     sys.path.insert(0, f"{ROOT}/examples/c")
     import mlp_model
+
     np.testing.assert_allclose(printed, mlp_model.mlp(mlp_model.example_input()), atol=2e-6)
 
 
@@ -43,6 +50,7 @@ def make_library(tmp_path, fn, specs, name, grad=None):
 def test_the_library_computes_what_kiln_compile_does(tmp_path):
     def mixed(x, counts, mask):
         return (np.where(mask, x * 2, x).sum(axis=0), counts.max() + counts, x.T @ x)
+
     specs = (kiln.f64[13, 7], kiln.i32[5], kiln.bool_[13, 7])
     compiled, library = make_library(tmp_path, mixed, specs, "mixed")
     args = (rng.standard_normal((13, 7)), rng.integers(-9, 9, 5).astype(np.int32), rng.random((13, 7)) < 0.5)
@@ -50,17 +58,22 @@ def test_the_library_computes_what_kiln_compile_does(tmp_path):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
     header = (tmp_path / "mixed.h").read_text()
-    assert "int32_t mixed(const double *x, const int32_t *counts, const uint8_t *mask, double *out0, " \
-           "int32_t *out1, double *out2);" in header
+    assert (
+        "int32_t mixed(const double *x, const int32_t *counts, const uint8_t *mask, double *out0, "
+        "int32_t *out1, double *out2);" in header
+    )
     assert "#define MIXED_X_DIM0 13" in header and "#define MIXED_OUT2_SIZE 49" in header
 
 
 def test_two_threads_may_call_it_at_once(tmp_path):
     def work(x, w):
         return np.tanh(x @ w).sum(axis=1)
+
     _, library = make_library(tmp_path, work, (kiln.f32[256, 256], kiln.f32[256, 256]), "work")
-    inputs = [(rng.standard_normal((256, 256)).astype(np.float32), rng.standard_normal((256, 256)).astype(np.float32))
-              for _ in range(4)]
+    inputs = [
+        (rng.standard_normal((256, 256)).astype(np.float32), rng.standard_normal((256, 256)).astype(np.float32))
+        for _ in range(4)
+    ]
     expected = [library(*args) for args in inputs]
     results, errors = {}, []
 
@@ -73,6 +86,7 @@ def test_two_threads_may_call_it_at_once(tmp_path):
             results[k] = True
         except Exception as exc:  # noqa: BLE001  (reported below)
             errors.append(exc)
+
     workers = [threading.Thread(target=caller, args=(k,)) for k in range(4)]
     for t in workers:
         t.start()
@@ -84,6 +98,7 @@ def test_two_threads_may_call_it_at_once(tmp_path):
 def test_a_gradient_entry_point(tmp_path):
     def loss(x, w):
         return np.mean((x @ w) ** 2)
+
     specs = (kiln.f32[8, 5], kiln.f32[5, 3])
     build_library(kiln.compile(loss), specs, str(tmp_path), "loss", grad_argnums=1)
     value_and_grad = kiln.load(str(tmp_path / "libloss.so"), name="loss_grad")
@@ -92,8 +107,10 @@ def test_a_gradient_entry_point(tmp_path):
     want_value, want_grad = kiln.value_and_grad(loss, argnums=1)(x, w)
     np.testing.assert_allclose(value, want_value, rtol=1e-5)
     np.testing.assert_allclose(grad, want_grad, rtol=1e-5, atol=1e-6)
-    assert "int32_t loss_grad(const float *x, const float *w, float *out0, float *out1);" in \
-        (tmp_path / "loss.h").read_text()
+    assert (
+        "int32_t loss_grad(const float *x, const float *w, float *out0, float *out1);"
+        in (tmp_path / "loss.h").read_text()
+    )
 
 
 def test_wrong_calls_are_refused_before_native_code_runs(tmp_path):

@@ -1,4 +1,5 @@
 """The kiln command line, run as a user would run it."""
+
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ def test_dump_prints_the_tensor_stage(capsys):
     assert main(["dump", f"{ROOT}/examples/mlp.py:predict", "--stage", "tensor", "--no-locations"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("module {\n  func.func @predict(%x: tensor<64x784xf32>, %params_b1: tensor<128xf32>")
-    assert "tensor.matmul %x, %params_w1 : (tensor<64x784xf32>, tensor<784x128xf32>) -> tensor<64x128xf32>" in out
+    assert "kiln.matmul %x, %params_w1 : (tensor<64x784xf32>, tensor<784x128xf32>) -> tensor<64x128xf32>" in out
     assert "loc(" not in out
 
 
@@ -27,14 +28,17 @@ def test_dump_all_stages_labels_each(capsys):
 
 def test_dump_generic_form(capsys):
     assert main(["dump", f"{ROOT}/examples/attention.py:attention", "--generic"]) == 0
-    assert '"tensor.matmul"(' in capsys.readouterr().out
+    assert '"kiln.matmul"(' in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("source, target, message", [
-    ("def f(x):\n    return x\n", "f", "parameter 'x' of f has no input spec"),
-    ("def f(x: int):\n    return x\n", "f", "annotation of 'x' is not a kiln spec"),
-    ("def f(x):\n    return x\n", "g", "has no function 'g'"),
-])
+@pytest.mark.parametrize(
+    "source, target, message",
+    [
+        ("def f(x):\n    return x\n", "f", "parameter 'x' of f has no input spec"),
+        ("def f(x: int):\n    return x\n", "f", "annotation of 'x' is not a kiln spec"),
+        ("def f(x):\n    return x\n", "g", "has no function 'g'"),
+    ],
+)
 def test_dump_errors_are_one_clear_line(tmp_path, capsys, source, target, message):
     path = tmp_path / "model.py"
     path.write_text("import kiln\n" + source)
@@ -44,11 +48,13 @@ def test_dump_errors_are_one_clear_line(tmp_path, capsys, source, target, messag
 
 def test_trace_errors_reach_the_user_with_their_line(tmp_path, capsys):
     path = tmp_path / "bad.py"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         import kiln
         def f(x: kiln.f32[3], y: kiln.f32[4]):
             return x + y
-    """))
+    """)
+    )
     assert main(["dump", f"{path}:f"]) == 1
     err = capsys.readouterr().err
     assert "bad.py:3: shapes (3,) and (4,) do not broadcast" in err and "return x + y" in err

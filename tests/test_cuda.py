@@ -1,6 +1,7 @@
 """The CUDA backend without a GPU: the CUDA C of every op-table case and example
 compiles with nvcc, and its kernels, built as C++ with the grid and block loops
 made explicit (host emulation), give numpy's numbers."""
+
 import os
 import shutil
 import subprocess
@@ -8,14 +9,14 @@ import subprocess
 import cffi
 import numpy as np
 import pytest
+from op_table import CASES
+from targets import NEEDS_GPU
+from test_ops import assert_same
 
 import kiln
-from targets import NEEDS_GPU
+from kiln.codegen.cuda_codegen import PRELUDE, emit_cuda, entry_name
 from kiln.frontend import pytree
 from kiln.tools.cli import load_function
-from kiln.codegen.cuda_codegen import PRELUDE, emit_cuda, entry_name
-from op_table import CASES
-from test_ops import assert_same
 
 ROOT = __file__.rsplit("/tests/", 1)[0]
 NVCC = shutil.which("nvcc")
@@ -46,23 +47,32 @@ def op_table_source(tmp_path_factory):
 def test_every_op_table_case_gives_numpys_numbers_in_host_emulation(op_table_source, tmp_path):
     path, entries = op_table_source
     library = tmp_path / "op_table.so"
-    subprocess.run([CXX, "-DKILN_EMULATE", "-x", "c++", "-O1", "-fPIC", "-shared", str(path), "-o", str(library)],
-                   check=True)
+    subprocess.run(
+        [CXX, "-DKILN_EMULATE", "-x", "c++", "-O1", "-fPIC", "-shared", str(path), "-o", str(library)], check=True
+    )
     ffi = cffi.FFI()
     for name, function in entries:
         count = len(function.arguments) + len(function.function_type.results)
         ffi.cdef(f"int {name}({', '.join(['void *'] * count)});")
     lib = ffi.dlopen(str(library))
     for case, (name, function) in zip(CASES, entries):
-        inputs = [np.ascontiguousarray(np.asarray(a, dtype=arg.type.dtype)) for a, arg in zip(case.args, function.arguments)]
+        inputs = [
+            np.ascontiguousarray(np.asarray(a, dtype=arg.type.dtype)) for a, arg in zip(case.args, function.arguments)
+        ]
         outputs = [np.empty(t.shape, t.dtype) for t in function.function_type.results]
         assert getattr(lib, name)(*[ffi.from_buffer(a) for a in inputs + outputs]) == 0, case.name
         want = case.fn(*case.args)
         assert_same(outputs[0][()] if outputs[0].ndim == 0 else outputs[0], want)
 
 
-EXAMPLES = ("mlp.py:predict", "layernorm.py:layernorm", "attention.py:attention", "matmul.py:matmul",
-            "train_step.py:train_step", "c/mlp_model.py:mlp")
+EXAMPLES = (
+    "mlp.py:predict",
+    "layernorm.py:layernorm",
+    "attention.py:attention",
+    "matmul.py:matmul",
+    "train_step.py:train_step",
+    "c/mlp_model.py:mlp",
+)
 
 
 def random_inputs(specs, rng):
@@ -102,8 +112,9 @@ def test_nvcc_accepts_the_cuda_c_of_every_op_table_case_and_example(op_table_sou
     examples_path = tmp_path / "examples.cu"
     examples_path.write_text(source)
     for source_path in (path, examples_path):
-        result = subprocess.run([NVCC, "-c", "-diag-suppress", "177", str(source_path), "-o", os.devnull],
-                                capture_output=True, text=True)
+        result = subprocess.run(
+            [NVCC, "-c", "-diag-suppress", "177", str(source_path), "-o", os.devnull], capture_output=True, text=True
+        )
         assert result.returncode == 0, result.stderr[-3000:]
 
 
@@ -112,6 +123,7 @@ def test_nvcc_builds_a_loadable_library_for_the_gpu(tmp_path):
     from kiln.codegen import nvcc
     from kiln.runtime import cuda
     from kiln.runtime.cache import DiskCache
+
     lowered = kiln.compile(lambda x: x - x.mean(), target="cuda-emulate").lower(kiln.f32[100])
     path = nvcc.build(lowered.text("cuda"), emulate=False, cache=DiskCache(str(tmp_path)))
     function = cuda.CudaFunction(path, entry_name("<lambda>"), 2, emulate=False)  # loads; needs no GPU
@@ -133,7 +145,7 @@ def test_compiled_functions_run_through_the_emulated_backend():
     rng = np.random.default_rng(2)
     a, b = rng.standard_normal((7, 5)), rng.standard_normal((5, 3))
     np.testing.assert_allclose(f(a, b), kiln.softmax(a @ b), rtol=1e-12)
-    power = kiln.compile(lambda x, y: x ** y, target="cuda-emulate")
+    power = kiln.compile(lambda x, y: x**y, target="cuda-emulate")
     with pytest.raises(ValueError, match="Integers to negative integer powers"):
         power(np.array([2, 3]), np.array([1, -1]))
     np.testing.assert_array_equal(power(np.array([2, 3]), np.array([1, 2])), [2, 9])  # the status was cleared
@@ -162,8 +174,9 @@ def test_every_example_gives_the_cpu_backends_numbers_on_the_gpu(example):
     want, got = compiled(*inputs), kiln.compile(compiled.fn, target="cuda")(*inputs)
     for g, w in zip(pytree.flatten(got)[0], pytree.flatten(want)[0]):
         np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5)
-    device_inputs = [pytree.unflatten(pytree.flatten(i)[1], [kiln.to_device(a) for a in pytree.flatten(i)[0]])
-                     for i in inputs]
+    device_inputs = [
+        pytree.unflatten(pytree.flatten(i)[1], [kiln.to_device(a) for a in pytree.flatten(i)[0]]) for i in inputs
+    ]
     on_device = kiln.compile(compiled.fn, target="cuda")(*device_inputs)
     for g, w in zip(pytree.flatten(on_device)[0], pytree.flatten(want)[0]):
         assert isinstance(g, kiln.DeviceArray)
@@ -172,6 +185,7 @@ def test_every_example_gives_the_cpu_backends_numbers_on_the_gpu(example):
 
 def test_target_cuda_says_what_is_missing():
     from kiln.runtime.cuda import CudaUnavailable, check_gpu
+
     try:
         check_gpu()
     except CudaUnavailable as exc:

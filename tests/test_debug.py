@@ -1,15 +1,16 @@
 """Debug mode: bounds-checked native code that gives the same numbers, a planted
 out-of-bounds access caught with the kernel and the user's line, and a planted
 NaN reported at the op and line that made it."""
+
 import re
 
 import numpy as np
 import pytest
-
-import kiln
 from op_table import CASES
 from planted import plant_split_without_partial_tiles
 from test_ops import assert_same
+
+import kiln
 
 
 @pytest.mark.parametrize("case", CASES, ids=repr)
@@ -37,7 +38,7 @@ def test_a_nan_is_reported_at_the_op_and_line_that_made_it():
     with pytest.raises(kiln.NonFiniteError) as info:
         f(np.array([1.0, -2.0, 3.0]))
     message = str(info.value)
-    assert "test_debug.py:" in message and "tensor.log produced NaN (first at index (1,))" in message
+    assert "test_debug.py:" in message and "kiln.log produced NaN (first at index (1,))" in message
     assert "y = np.log(x)" in message
     assert isinstance(info.value, FloatingPointError)
 
@@ -66,6 +67,8 @@ def test_a_planted_out_of_bounds_access_is_caught_not_performed(monkeypatch):
     with pytest.raises(kiln.OutOfBoundsError) as info:
         f(np.ones(7))
     message = str(info.value)
-    assert "kernel k0 (computing tensor.tanh, tensor.constant, tensor.broadcast_to, tensor.mul): " \
+    assert (
+        "kernel k0 (computing kiln.tanh, kiln.constant, kiln.broadcast_to, kiln.mul): "
         "affine.load outside memref<7xf64>" in message
+    )
     assert "test_debug.py:" in message and "kiln bisect" in message

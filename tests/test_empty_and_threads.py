@@ -5,6 +5,7 @@ an empty sum is 0, an empty mean nan, an empty max an error), natively, in the
 interpreter and in the CUDA backend's host emulation. Threads trace and compile
 independently (trace state belongs to the thread) and share the compile caches.
 """
+
 import os
 import shutil
 import subprocess
@@ -14,15 +15,21 @@ import warnings
 import cffi
 import numpy as np
 import pytest
-
-import kiln
-from kiln.codegen.cuda_codegen import PRELUDE, emit_cuda, entry_name
 from op_table import CASES
 from test_ops import assert_same
 
+import kiln
+from kiln.codegen.cuda_codegen import PRELUDE, emit_cuda, entry_name
+
 CXX = shutil.which("g++")
-TARGETS = ["cpu", "interpret", pytest.param("cuda-emulate", marks=pytest.mark.skipif(
-    CXX is None, reason="no C++ compiler (g++) for the CUDA backend's host emulation"))]
+TARGETS = [
+    "cpu",
+    "interpret",
+    pytest.param(
+        "cuda-emulate",
+        marks=pytest.mark.skipif(CXX is None, reason="no C++ compiler (g++) for the CUDA backend's host emulation"),
+    ),
+]
 
 
 def numpy_result(fn, *args):
@@ -71,7 +78,7 @@ EMPTY_REDUCTIONS = [
     ("mean_keepdims", lambda x: x.mean(axis=0, keepdims=True), np.zeros((0, 2, 3))),
     ("var_axis", lambda x: x.var(axis=0), np.zeros((0, 3), np.float32)),
     ("std_empty", np.std, np.zeros((2, 0))),
-    ("var_ddof_equals_n", lambda x: x.var(ddof=2), np.array([1.0, 3.0])),      # 2 / 0: inf
+    ("var_ddof_equals_n", lambda x: x.var(ddof=2), np.array([1.0, 3.0])),  # 2 / 0: inf
     ("var_ddof_above_n", lambda x: x.var(ddof=5), np.array([1.0, 3.0, 4.0])),  # clamped to n - ddof = 0
     ("var_constant_ddof_n", lambda x: x.var(axis=1, ddof=3), np.ones((2, 3), np.float32)),  # 0 / 0: nan
     ("std_ddof_one_element", lambda x: x.std(ddof=1), np.array([7.0], np.float32)),
@@ -93,8 +100,10 @@ def test_empty_means_warn_at_the_users_line():
     assert __file__.endswith(record[0].filename)
 
 
-@pytest.mark.parametrize("fn", [np.max, np.min, lambda x: x.max(axis=0), lambda x: np.amin(x, axis=(0, 1)),
-                                lambda x: kiln.logsumexp(x, axis=0)])
+@pytest.mark.parametrize(
+    "fn",
+    [np.max, np.min, lambda x: x.max(axis=0), lambda x: np.amin(x, axis=(0, 1)), lambda x: kiln.logsumexp(x, axis=0)],
+)
 def test_max_and_min_of_nothing_raise_value_error_when_traced(fn):
     x = np.zeros((0, 3), np.float32)
     with pytest.raises(ValueError):
@@ -141,8 +150,12 @@ VIEWS = [
     ("expand_dims_zero", lambda x: np.expand_dims(x, (0, 2)), np.zeros((0, 3), np.float32)),
     ("cast_empty", lambda x: x.astype(np.int32), np.zeros((2, 0), np.float64)),
     ("index_beside_zero", lambda x: x[1, :, -1], np.zeros((3, 0, 2), np.float32)),
-    ("conv2d_no_channels", lambda x, w: kiln.conv2d(x, w, padding=1),
-     np.zeros((2, 0, 5, 5), np.float32), np.zeros((3, 0, 3, 3), np.float32)),
+    (
+        "conv2d_no_channels",
+        lambda x, w: kiln.conv2d(x, w, padding=1),
+        np.zeros((2, 0, 5, 5), np.float32),
+        np.zeros((3, 0, 3, 3), np.float32),
+    ),
     ("conv2d_no_batch", kiln.conv2d, np.zeros((0, 2, 5, 5)), np.ones((3, 2, 3, 3))),
     ("grad_of_empty_sum", kiln.grad(lambda x: np.sum(np.tanh(x) * 3)), np.zeros((0, 4), np.float32)),
 ]
@@ -170,14 +183,17 @@ def resized(case, size) -> list:
         variants.append([tuple(size if d == length else d for d in shape) for shape in shapes])
     for i, shape in enumerate(shapes):
         for axis in range(len(shape)):
-            variants.append([tuple(size if (j, k) == (i, axis) else d for k, d in enumerate(s))
-                             for j, s in enumerate(shapes)])
+            variants.append(
+                [tuple(size if (j, k) == (i, axis) else d for k, d in enumerate(s)) for j, s in enumerate(shapes)]
+            )
     unique = []
     for variant in variants:
         if variant != shapes and variant not in unique:
             unique.append(variant)
-    return [[np.resize(a, s).astype(a.dtype) if isinstance(a, np.ndarray) else a
-             for a, s in zip(case.args, variant)] for variant in unique]
+    return [
+        [np.resize(a, s).astype(a.dtype) if isinstance(a, np.ndarray) else a for a, s in zip(case.args, variant)]
+        for variant in unique
+    ]
 
 
 def matches_numpy_or_refuses_alike(fn, target, args):
@@ -243,8 +259,9 @@ def test_every_op_table_case_with_a_size_0_dimension_in_cuda_host_emulation(tmp_
             runs.append((case.name, args, want, entry_name(function.sym_name, prefix), function))
     source, library = tmp_path / "empty.cu", tmp_path / "empty.so"
     source.write_text("\n".join(parts))
-    subprocess.run([CXX, "-DKILN_EMULATE", "-x", "c++", "-O0", "-fPIC", "-shared", str(source), "-o", str(library)],
-                   check=True)
+    subprocess.run(
+        [CXX, "-DKILN_EMULATE", "-x", "c++", "-O0", "-fPIC", "-shared", str(source), "-o", str(library)], check=True
+    )
     ffi = cffi.FFI()
     for _, _, _, name, function in runs:
         count = len(function.arguments) + len(function.function_type.results)
@@ -402,6 +419,7 @@ def test_the_library_path_skips_native_code_for_empty_results(tmp_path):
     if shutil.which(os.environ.get("CC", "cc")) is None and shutil.which("gcc") is None:
         pytest.skip("no C compiler to link libraries with (install gcc)")
     from kiln.tools.build import build_library
+
     compiled = kiln.compile(lambda x: x.sum(axis=1))
     build_library(compiled, (kiln.f32[0, 3],), str(tmp_path), "rows")
     library = kiln.load(str(tmp_path / "librows.so"))
@@ -411,6 +429,7 @@ def test_the_library_path_skips_native_code_for_empty_results(tmp_path):
 
 def test_the_thread_count_holds_in_every_thread_that_calls_compiled_code():
     from kiln.runtime import threads
+
     if not threads.available():
         pytest.skip("no libgomp: parallel loops run on one thread anyway")
     library = threads._library()

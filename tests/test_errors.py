@@ -1,5 +1,6 @@
 """Every error a user can cause: a Python exception that names the problem and,
 at trace time, points at the user's line (marked below with `# error:`)."""
+
 import os
 import re
 import traceback
@@ -32,22 +33,42 @@ def raises_at(exc_type, tag, match, fn, *args):
 def test_shapes_that_do_not_broadcast():
     def f(x, b):
         return x + b  # error: broadcast
-    raises_at(kiln.ShapeError, "broadcast", r"shapes \(3, 4\) and \(5,\) do not broadcast",
-              kiln.compile(f), x32, np.ones(5, np.float32))
+
+    raises_at(
+        kiln.ShapeError,
+        "broadcast",
+        r"shapes \(3, 4\) and \(5,\) do not broadcast",
+        kiln.compile(f),
+        x32,
+        np.ones(5, np.float32),
+    )
 
 
 def test_matmul_dimension_mismatch():
     def f(a, b):
         return a @ b  # error: matmul
-    raises_at(kiln.ShapeError, "matmul", r"matmul: contracted dimensions differ: \(3, 4\) @ \(3, 4\) \(4 != 3\)",
-              kiln.compile(f), x32, x32)
+
+    raises_at(
+        kiln.ShapeError,
+        "matmul",
+        r"matmul: contracted dimensions differ: \(3, 4\) @ \(3, 4\) \(4 != 3\)",
+        kiln.compile(f),
+        x32,
+        x32,
+    )
 
 
 def test_reshape_to_a_different_size():
     def f(x):
         return x.reshape(5, 3)  # error: reshape
-    raises_at(kiln.ShapeError, "reshape", r"cannot reshape an array of size 12 \(shape \(3, 4\)\) into shape \(5, 3\)",
-              kiln.compile(f), x32)
+
+    raises_at(
+        kiln.ShapeError,
+        "reshape",
+        r"cannot reshape an array of size 12 \(shape \(3, 4\)\) into shape \(5, 3\)",
+        kiln.compile(f),
+        x32,
+    )
 
 
 @pytest.mark.parametrize("tag", ["axis-sum", "axis-transpose", "axis-concat"])
@@ -58,18 +79,21 @@ def test_axis_out_of_range(tag):
         if tag == "axis-transpose":
             return np.transpose(x, (0, 3))  # error: axis-transpose
         return np.concatenate([x, x], axis=-3)  # error: axis-concat
+
     raises_at(kiln.ShapeError, tag, r"axis -?\d is out of range for an array of rank 2", kiln.compile(f), x32)
 
 
 def test_unsupported_numpy_function_is_named():
     def f(x):
         return np.cumsum(x)  # error: cumsum
+
     raises_at(kiln.UnsupportedError, "cumsum", r"np\.cumsum is not supported", kiln.compile(f), x32)
 
 
 def test_unsupported_ufunc_is_named():
     def f(x):
         return np.arctan2(x, x)  # error: arctan2
+
     raises_at(kiln.UnsupportedError, "arctan2", r"np\.arctan2 is not supported", kiln.compile(f), x32)
 
 
@@ -78,6 +102,7 @@ def test_python_if_on_a_traced_value_says_to_use_where():
         if x.sum() > 0:  # error: if
             return x
         return -x
+
     raises_at(kiln.TracerBoolError, "if", r"choose between values with np\.where", kiln.compile(f), x32)
 
 
@@ -86,16 +111,19 @@ def test_python_while_and_bool_are_refused_too():
         while x.max() > 1:  # error: while
             x = x / 2
         return x
+
     raises_at(kiln.TracerBoolError, "while", "truth value", kiln.compile(g), x32)
 
     def h(x):
         return bool(x[0, 0])  # error: bool
+
     raises_at(kiln.TracerBoolError, "bool", "truth value", kiln.compile(h), x32)
 
 
 def test_converting_a_traced_value_to_a_concrete_one():
     def f(x):
         return float(x.sum())  # error: float
+
     raises_at(kiln.TracerConversionError, "float", "Python float", kiln.compile(f), x32)
 
 
@@ -103,42 +131,49 @@ def test_item_assignment_suggests_an_alternative():
     def f(x):
         x[0] = 1  # error: setitem
         return x
+
     raises_at(kiln.TracerConversionError, "setitem", "immutable", kiln.compile(f), x32)
 
 
 def test_advanced_indexing_is_refused():
     def f(x):
         return x[np.array([0, 2])]  # error: fancy
+
     raises_at(kiln.UnsupportedError, "fancy", "advanced indexing", kiln.compile(f), x32)
 
 
 def test_indexing_with_a_traced_number_suggests_a_static_argument():
     def f(x, i):
         return x[i]  # error: traced-index
+
     raises_at(kiln.UnsupportedError, "traced-index", "static_argnames", kiln.compile(f), x32, 1)
 
 
 def test_index_out_of_bounds():
     def f(x):
         return x[3]  # error: index
+
     raises_at(IndexError, "index", "index 3 is out of bounds for axis 0 with size 3", kiln.compile(f), x32)
 
 
 def test_function_that_computes_in_an_unsupported_dtype():
     def f(m):
         return np.exp(m)  # error: float16
+
     raises_at(kiln.DTypeError, "float16", "computes in float16", kiln.compile(f), np.ones(3, bool))
 
 
 def test_python_int_that_does_not_fit_the_array_dtype():
     def f(x):
         return x + 2**40  # error: overflow
+
     raises_at(kiln.DTypeError, "overflow", "does not fit in int32", kiln.compile(f), np.ones(3, np.int32))
 
 
 def test_ufunc_out_argument_is_refused():
     def f(x):
         return np.add(x, 1, out=x)  # error: out
+
     raises_at(kiln.UnsupportedError, "out", "out=", kiln.compile(f), x32)
 
 
@@ -151,23 +186,29 @@ def test_a_traced_value_that_escapes_its_trace():
 
     def use(x):
         return x + leaked[0]  # error: leak
+
     kiln.compile(keep)(x32)
     raises_at(kiln.KilnError, "leak", "escaped the function that made it", kiln.compile(use), x32)
 
 
-@pytest.mark.parametrize("argument, match", [
-    ("a string", r"argument 'x' is a str; compiled functions take numpy arrays"),
-    ({1, 2}, r"argument 'x' is a set"),
-    (object(), r"argument 'x' is a object"),
-    ({"w": [np.ones(2), "oops"]}, r"argument 'x\['w'\]\[1\]' is a str"),
-])
+@pytest.mark.parametrize(
+    "argument, match",
+    [
+        ("a string", r"argument 'x' is a str; compiled functions take numpy arrays"),
+        ({1, 2}, r"argument 'x' is a set"),
+        (object(), r"argument 'x' is a object"),
+        ({"w": [np.ones(2), "oops"]}, r"argument 'x\['w'\]\[1\]' is a str"),
+    ],
+)
 def test_arguments_that_are_not_arrays_scalars_or_containers(argument, match):
     with pytest.raises(kiln.ArgumentError, match=match):
         kiln.compile(lambda x: x)(argument)
 
 
-@pytest.mark.parametrize("array, name", [(np.ones(3, np.float16), "float16"), (np.ones(2, np.complex64), "complex64"),
-                                         (np.ones(2, np.uint8), "uint8")])
+@pytest.mark.parametrize(
+    "array, name",
+    [(np.ones(3, np.float16), "float16"), (np.ones(2, np.complex64), "complex64"), (np.ones(2, np.uint8), "uint8")],
+)
 def test_unsupported_argument_dtypes(array, name):
     with pytest.raises(kiln.DTypeError, match=f"argument 'x' has dtype {name}, which kiln does not support"):
         kiln.compile(lambda x: x)(array)
@@ -196,7 +237,7 @@ def test_out_arrays_of_two_results_must_not_overlap():
     buffer = np.empty((2, 3, 4), np.float32)
     with pytest.raises(kiln.ArgumentError, match="out= leaves #0 and #1 overlap"):
         f(x32, out=(buffer[0], buffer[0]))
-    interleaved = np.empty((3, 8), np.float32)        # disjoint views of one array are fine
+    interleaved = np.empty((3, 8), np.float32)  # disjoint views of one array are fine
     f(x32, out=(interleaved[:, ::2], interleaved[:, 1::2]))
     np.testing.assert_array_equal(interleaved[:, ::2], x32 * 2)
     np.testing.assert_array_equal(interleaved[:, 1::2], x32 + 1)
@@ -204,8 +245,9 @@ def test_out_arrays_of_two_results_must_not_overlap():
 
 def test_unknown_stage_and_target():
     lowered = kiln.compile(lambda x: x).lower(kiln.f32[2])
-    with pytest.raises(kiln.StageError, match="no stage 'cuda'; this function has stages: tensor, optimized, "
-                                              "affine, scheduled, llvm"):
+    with pytest.raises(
+        kiln.StageError, match="no stage 'cuda'; this function has stages: tensor, optimized, affine, scheduled, llvm"
+    ):
         lowered.text("cuda")
     interpreted = kiln.compile(lambda x: x, target="interpret").lower(kiln.f32[2])
     with pytest.raises(kiln.StageError, match="no stage 'affine'; this function has stages: tensor"):
@@ -214,8 +256,25 @@ def test_unknown_stage_and_target():
         kiln.compile(lambda x: x, target="tpu")
 
 
-@pytest.mark.parametrize("tag", ["accumulate", "at", "reduceat", "where", "dtype", "initial", "divmod", "ones_like",
-                                 "where-1", "stack", "matmul-out", "flags", "fill", "cumsum-method"])
+@pytest.mark.parametrize(
+    "tag",
+    [
+        "accumulate",
+        "at",
+        "reduceat",
+        "where",
+        "dtype",
+        "initial",
+        "divmod",
+        "ones_like",
+        "where-1",
+        "stack",
+        "matmul-out",
+        "flags",
+        "fill",
+        "cumsum-method",
+    ],
+)
 def test_unsupported_ufunc_methods_keywords_and_attributes_are_named(tag):
     def f(x):
         if tag == "accumulate":
@@ -245,25 +304,39 @@ def test_unsupported_ufunc_methods_keywords_and_attributes_are_named(tag):
         if tag == "fill":
             return x.fill(0)  # error: fill
         return x.cumsum()  # error: cumsum-method
-    name = {"where-1": "where", "matmul-out": "matmul", "cumsum-method": "cumsum", "dtype": "add",
-            "initial": "sum", "divmod": "divmod"}.get(tag, tag)
+
+    name = {
+        "where-1": "where",
+        "matmul-out": "matmul",
+        "cumsum-method": "cumsum",
+        "dtype": "add",
+        "initial": "sum",
+        "divmod": "divmod",
+    }.get(tag, tag)
     raises_at(kiln.UnsupportedError, tag, name, kiln.compile(f), x32)
 
 
 def test_tracebacks_show_the_users_frames_not_kilns(monkeypatch):
     """A trace-time error reads like one in plain numpy code: the call, then the user's line,
     with no more than the one frame of kiln that re-raises it (JAX filters the same way)."""
+
     def model(x, b):
         return np.tanh(x) + b  # error: traceback
 
     def frames(exc):
         return [(f.filename, f.lineno) for f in traceback.extract_tb(exc.__traceback__)]
+
     def loss(x, b):
         return np.sum(model(x, b))
+
     kiln_dir = os.path.dirname(kiln.__file__)
     b5 = np.ones(5, np.float32)
-    for call in (lambda: kiln.compile(model)(x32, b5), lambda: kiln.compile(model).lower(x32, b5),
-                 lambda: kiln.grad(loss)(x32, b5), lambda: kiln.gradcheck(loss, x32, b5)):
+    for call in (
+        lambda: kiln.compile(model)(x32, b5),
+        lambda: kiln.compile(model).lower(x32, b5),
+        lambda: kiln.grad(loss)(x32, b5),
+        lambda: kiln.gradcheck(loss, x32, b5),
+    ):
         with pytest.raises(kiln.ShapeError) as info:
             call()
         shown = frames(info.value)

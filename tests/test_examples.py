@@ -1,4 +1,5 @@
 """The examples run as users run them, and agree with numpy."""
+
 import re
 import runpy
 import subprocess
@@ -20,12 +21,13 @@ def test_example_agrees_with_numpy(name, capsys):
 def test_main_example_prints_its_ir():
     result = subprocess.run([sys.executable, f"{ROOT}/examples/mlp.py"], capture_output=True, text=True, check=True)
     assert "max |kiln - numpy| = " in result.stdout
-    assert "func.func @predict(" in result.stdout and "tensor.reduce_max" in result.stdout
+    assert "func.func @predict(" in result.stdout and "kiln.reduce_max" in result.stdout
 
 
 def test_training_example_learns_and_agrees_with_hand_written_numpy():
-    result = subprocess.run([sys.executable, f"{ROOT}/examples/train_mlp.py", "--epochs", "3"],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, f"{ROOT}/examples/train_mlp.py", "--epochs", "3"], capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "with remat:" in result.stdout
     last_epoch = result.stdout.splitlines()[-2].split()

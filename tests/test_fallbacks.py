@@ -1,5 +1,6 @@
 """What kiln cannot do as asked it says, once, where the user sees it: parallel loops
 without libgomp, and a cached CUDA library that changed on disk since it was built."""
+
 import ctypes.util
 import hashlib
 import os
@@ -49,14 +50,18 @@ def _emulated_source():
     return kiln.compile(lambda x: x * 3 + 1, target="cuda-emulate").lower(kiln.f32[10]).text("cuda")
 
 
-@pytest.mark.parametrize("damage", [
-    lambda data: data + b"\0",                  # grown
-    lambda data: data[:len(data) // 2],         # truncated
-    lambda data: bytes([data[0] ^ 1]) + data[1:],  # one flipped bit
-    lambda data: b"",                           # emptied
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda data: data + b"\0",  # grown
+        lambda data: data[: len(data) // 2],  # truncated
+        lambda data: bytes([data[0] ^ 1]) + data[1:],  # one flipped bit
+        lambda data: b"",  # emptied
+    ],
+)
 def test_a_cached_cuda_library_that_changed_on_disk_is_rebuilt(tmp_path, damage):
     from kiln.codegen.cuda_codegen import entry_name
+
     cache = DiskCache(str(tmp_path))
     source = _emulated_source()
     path = nvcc.build(source, emulate=True, cache=cache)
@@ -71,7 +76,7 @@ def test_a_cached_cuda_library_that_changed_on_disk_is_rebuilt(tmp_path, damage)
         assert nvcc.build(source, emulate=True, cache=cache) == path
     with open(path, "rb") as f:
         rebuilt = f.read()
-    key = os.path.basename(path)[:-len(".so")]
+    key = os.path.basename(path)[: -len(".so")]
     assert cache.load("cuda-" + key) == hashlib.sha256(rebuilt).digest()
     function = cuda.CudaFunction(path, entry_name("<lambda>"), 2, emulate=True)
     x, out = np.arange(10, dtype=np.float32), np.empty(10, np.float32)

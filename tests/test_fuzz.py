@@ -1,15 +1,14 @@
 """Differential fuzzing, a bounded run: random tensor programs compiled by kiln give
 numpy's numbers (tests/fuzz/run.py runs the same check for as long as you like)."""
+
 import shutil
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from fuzz.programs import DTYPES, Input, check, check_concurrently, check_gradient, compare, program_of, programs
 from fuzz.schedules import check_schedule
-
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 # every dtype, scalar arguments, views, size-0 dimensions, NaN/inf/-0.0/huge values and integer limits
 EVERYTHING = programs(dtypes=DTYPES, mixed=True, views=True, scalars=True, specials=True, empty=True)
@@ -57,22 +56,40 @@ def test_integer_programs_at_their_limits_wrap_like_numpy_through_the_cuda_backe
 
 # The faults of issue 13, written as fuzzer programs: each must now give numpy's numbers.
 ISSUE_PROGRAMS = {
-    "reuse_through_transpose": ([Input((5, 5), F64), Input((5, 3), F64)],  # e = exp(x); (e + e.T) @ w
-                                [("exp", [0], {}), ("plus_transpose", [2], {}), ("matmul", [3, 1], {})]),
+    "reuse_through_transpose": (
+        [Input((5, 5), F64), Input((5, 3), F64)],  # e = exp(x); (e + e.T) @ w
+        [("exp", [0], {}), ("plus_transpose", [2], {}), ("matmul", [3, 1], {})],
+    ),
     "plus_zero_keeps_sign": ([Input((7,), F32, fill="special")], [("add_c", [0], {"c": 0.0})]),
-    "zero_row_is_not_a_splat": ([Input((4, 2), F64, fill="special")],
-                                [("add_row", [0], {"row": (0.0, -0.0), "dtype": "float64"})]),
-    "int32_square_wraps": ([Input((7,), I32, fill="special")], [("square", [0], {}), ("sum", [1], {"axis": None,
-                                                                                                  "keepdims": False})]),
+    "zero_row_is_not_a_splat": (
+        [Input((4, 2), F64, fill="special")],
+        [("add_row", [0], {"row": (0.0, -0.0), "dtype": "float64"})],
+    ),
+    "int32_square_wraps": (
+        [Input((7,), I32, fill="special")],
+        [("square", [0], {}), ("sum", [1], {"axis": None, "keepdims": False})],
+    ),
     "int64_negative_wraps": ([Input((2, 3), I64, layout="reversed", fill="special")], [("negative", [0], {})]),
     "empty_sum": ([Input((0, 3), F32)], [("sum", [0], {"axis": 0, "keepdims": False})]),
-    "ufunc_of_python_scalar_is_strong": ([Input((3,), I32), Input((), I64, form="python")],
-                                         [("add", [1, 1], {}), ("add", [0, 2], {})]),
+    "ufunc_of_python_scalar_is_strong": (
+        [Input((3,), I32), Input((), I64, form="python")],
+        [("add", [1, 1], {}), ("add", [0, 2], {})],
+    ),
 }
 
 
-@pytest.mark.parametrize("target", ["cpu", pytest.param("cuda-emulate", marks=pytest.mark.skipif(
-    shutil.which("g++") is None, reason="no C++ compiler (g++) for the CUDA host emulation"))])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "cpu",
+        pytest.param(
+            "cuda-emulate",
+            marks=pytest.mark.skipif(
+                shutil.which("g++") is None, reason="no C++ compiler (g++) for the CUDA host emulation"
+            ),
+        ),
+    ],
+)
 @pytest.mark.parametrize("name", sorted(ISSUE_PROGRAMS))
 def test_the_fuzzers_findings_stay_fixed(name, target):
     program = program_of(*ISSUE_PROGRAMS[name])
@@ -80,13 +97,16 @@ def test_the_fuzzers_findings_stay_fixed(name, target):
         assert check(program, seed, target) == "checked"
 
 
-@pytest.mark.parametrize("got, why", [
-    (np.array([0.0, 1.0, np.nan, np.inf], np.float32), "a zero of the wrong sign"),
-    (np.array([-0.0, 1.001, np.nan, np.inf], np.float32), "a float32 off by 1e-3"),
-    (np.array([-0.0, 1.0, 1.0, np.inf], np.float32), "a number for NaN"),
-    (np.array([-0.0, 1.0, np.nan, -np.inf], np.float32), "an infinity of the wrong sign"),
-    (np.array([-0.0, 1.0, np.nan, np.inf], np.float64), "the wrong dtype"),
-])
+@pytest.mark.parametrize(
+    "got, why",
+    [
+        (np.array([0.0, 1.0, np.nan, np.inf], np.float32), "a zero of the wrong sign"),
+        (np.array([-0.0, 1.001, np.nan, np.inf], np.float32), "a float32 off by 1e-3"),
+        (np.array([-0.0, 1.0, 1.0, np.inf], np.float32), "a number for NaN"),
+        (np.array([-0.0, 1.0, np.nan, -np.inf], np.float32), "an infinity of the wrong sign"),
+        (np.array([-0.0, 1.0, np.nan, np.inf], np.float64), "the wrong dtype"),
+    ],
+)
 def test_the_comparison_refuses_what_numpy_would_not_give(got, why):
     want = [np.array([-0.0, 1.0, np.nan, np.inf], np.float32)]
     with pytest.raises(AssertionError):

@@ -1,12 +1,13 @@
 """GPU schedules: ``bind`` puts loops on block and thread indices; the kernels it gives
 are checked in host emulation on awkward shapes, its misuse gets a ScheduleError, and
 the bound loops print as MLIR that mlir-opt accepts."""
+
 import numpy as np
 import pytest
+from test_mlir_opt import MLIR_OPT, mlir_opt
 
 import kiln
 from kiln.dialects import parse_ir, print_ir
-from test_mlir_opt import MLIR_OPT, mlir_opt
 
 
 def bias_tanh(x, b):
@@ -17,12 +18,25 @@ def matmul_softmax(a, b):
     return kiln.softmax(a @ b)
 
 
-BIAS_TANH = kiln.Schedule().split("k0.i", 8).bind("k0.i.o", "blockIdx.x").bind("k0.i.i", "threadIdx.y") \
+BIAS_TANH = (
+    kiln.Schedule()
+    .split("k0.i", 8)
+    .bind("k0.i.o", "blockIdx.x")
+    .bind("k0.i.i", "threadIdx.y")
     .bind("k0.j", "threadIdx.x")
+)
 # A row per block for the three softmax kernels, the matmul tiled 4x4 over blocks and threads.
-MATMUL_SOFTMAX = kiln.Schedule().tile(["k0.i", "k0.j"], [4, 4]).bind("k0.i.o", "blockIdx.y") \
-    .bind("k0.j.o", "blockIdx.x").bind("k0.i.i", "threadIdx.y").bind("k0.j.i", "threadIdx.x") \
-    .bind("k1.i", "blockIdx.x").bind("k2.i", "blockIdx.x").bind("k2.j", "threadIdx.x")
+MATMUL_SOFTMAX = (
+    kiln.Schedule()
+    .tile(["k0.i", "k0.j"], [4, 4])
+    .bind("k0.i.o", "blockIdx.y")
+    .bind("k0.j.o", "blockIdx.x")
+    .bind("k0.i.i", "threadIdx.y")
+    .bind("k0.j.i", "threadIdx.x")
+    .bind("k1.i", "blockIdx.x")
+    .bind("k2.i", "blockIdx.x")
+    .bind("k2.j", "threadIdx.x")
+)
 
 
 @pytest.mark.parametrize("shape", [(1, 1), (37, 33), (8, 1), (61, 257)])
@@ -44,13 +58,16 @@ def test_bound_matmul_and_softmax_give_numpys_numbers(m, k, n):
     np.testing.assert_allclose(f(a, b), kiln.softmax(a @ b), rtol=1e-12)
 
 
-@pytest.mark.parametrize("schedule,message", [
-    (kiln.Schedule().bind("k0.i", "warp.x"), "the axis must be one of blockIdx.x"),
-    (kiln.Schedule().bind("k1.r", "threadIdx.x"), r"bind\(k1.r, threadIdx.x\): only loops without iter_args"),
-    (kiln.Schedule().bind("k0.i", "blockIdx.x").bind("k0.j", "blockIdx.x"), "k0.i is already bound to blockIdx.x"),
-    (kiln.Schedule().bind("k0.i", "blockIdx.x").split("k0.i", 2), "bind loops after the other steps"),
-    (kiln.Schedule().vectorize("k2.j", 4), "vectorize is a CPU schedule step; the CUDA backend runs"),
-])
+@pytest.mark.parametrize(
+    "schedule,message",
+    [
+        (kiln.Schedule().bind("k0.i", "warp.x"), "the axis must be one of blockIdx.x"),
+        (kiln.Schedule().bind("k1.r", "threadIdx.x"), r"bind\(k1.r, threadIdx.x\): only loops without iter_args"),
+        (kiln.Schedule().bind("k0.i", "blockIdx.x").bind("k0.j", "blockIdx.x"), "k0.i is already bound to blockIdx.x"),
+        (kiln.Schedule().bind("k0.i", "blockIdx.x").split("k0.i", 2), "bind loops after the other steps"),
+        (kiln.Schedule().vectorize("k2.j", 4), "vectorize is a CPU schedule step; the CUDA backend runs"),
+    ],
+)
 def test_misused_gpu_schedules_are_refused_by_name(schedule, message):
     f = kiln.compile(matmul_softmax, target="cuda-emulate", schedule=schedule)
     with pytest.raises(kiln.ScheduleError, match=message):
@@ -58,8 +75,11 @@ def test_misused_gpu_schedules_are_refused_by_name(schedule, message):
 
 
 def test_a_loop_inside_a_reduction_cannot_be_bound():
-    f = kiln.compile(lambda x: x.sum(axis=1), target="cuda-emulate",
-                     schedule=kiln.Schedule().split("k0.r", 4).bind("k0.r.i", "threadIdx.x"))
+    f = kiln.compile(
+        lambda x: x.sum(axis=1),
+        target="cuda-emulate",
+        schedule=kiln.Schedule().split("k0.r", 4).bind("k0.r.i", "threadIdx.x"),
+    )
     with pytest.raises(kiln.ScheduleError, match="only loops without iter_args|carries a value"):
         f.lower(kiln.f32[6, 9]).text("cuda")
 
@@ -71,8 +91,11 @@ def test_bind_on_the_cpu_target_says_to_use_cuda():
 
 
 def test_bound_loops_round_trip_through_the_printer_and_parser():
-    text = kiln.compile(bias_tanh, target="cuda-emulate", schedule=BIAS_TANH).lower(
-        kiln.f32[37, 33], kiln.f32[33]).text("scheduled", locations=False)
+    text = (
+        kiln.compile(bias_tanh, target="cuda-emulate", schedule=BIAS_TANH)
+        .lower(kiln.f32[37, 33], kiln.f32[33])
+        .text("scheduled", locations=False)
+    )
     body = text.split("\n", 1)[1]  # after the schedule comment
     assert '} {kiln.bind = "blockIdx.x"}' in body
     assert print_ir(parse_ir(body), locations=False) == body
@@ -81,5 +104,6 @@ def test_bound_loops_round_trip_through_the_printer_and_parser():
 @pytest.mark.skipif(MLIR_OPT is None, reason="mlir-opt not found (Debian: apt-get install mlir-19-tools)")
 def test_mlir_opt_accepts_bound_loops():
     lowered = kiln.compile(matmul_softmax, target="cuda-emulate", schedule=MATMUL_SOFTMAX).lower(
-        kiln.f32[7, 5], kiln.f32[5, 3])
+        kiln.f32[7, 5], kiln.f32[5, 3]
+    )
     assert "kiln.bind" in mlir_opt(lowered.text("scheduled"))

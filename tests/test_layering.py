@@ -6,6 +6,7 @@ front end. No module imports another module's ``_private`` names, there are no i
 cycles, and imports inside functions are kept for what needs them (the command line
 loading a subcommand's heavy modules only when it runs), never to dodge a cycle.
 """
+
 import ast
 import pathlib
 
@@ -28,8 +29,10 @@ ALLOWED = {
 # Imports inside functions, each with the reason it is late. Nothing here may break a cycle.
 LATE_IMPORTS = {
     # The command line starts fast: a subcommand's modules load when that subcommand runs.
-    ("kiln.tools.cli", "kiln.tools.tuner"), ("kiln.tools.cli", "kiln.tools.tuning_db"),
-    ("kiln.tools.cli", "kiln.tools.bisect"), ("kiln.tools.cli", "kiln.tools.build"),
+    ("kiln.tools.cli", "kiln.tools.tuner"),
+    ("kiln.tools.cli", "kiln.tools.tuning_db"),
+    ("kiln.tools.cli", "kiln.tools.bisect"),
+    ("kiln.tools.cli", "kiln.tools.build"),
 }
 
 
@@ -49,8 +52,9 @@ def _imports(name, path):
     """(imported module, imported names, is_late) for every kiln import in `path`."""
     tree = ast.parse(path.read_text(), str(path))
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    late = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-            for n in ast.walk(f)}
+    late = {
+        id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(f)
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -59,7 +63,9 @@ def _imports(name, path):
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             if not base.startswith("kiln"):
                 continue
             for alias in node.names:
@@ -84,20 +90,30 @@ def test_every_module_is_found():
 
 @pytest.mark.parametrize("layer", sorted(ALLOWED))
 def test_layers_import_downward_only(layer):
-    wrong = [f"{source} imports {target}" for source, target, _, _ in EDGES
-             if _layer(source) == layer and not any(target == a or target.startswith(a + ".") for a in ALLOWED[layer])]
+    wrong = [
+        f"{source} imports {target}"
+        for source, target, _, _ in EDGES
+        if _layer(source) == layer and not any(target == a or target.startswith(a + ".") for a in ALLOWED[layer])
+    ]
     assert not wrong, "\n".join(wrong)
 
 
 def test_no_private_names_cross_modules():
-    wrong = [f"{source} imports {name} from {target}" for source, target, names, _ in EDGES
-             for name in names if name.startswith("_") and not name.startswith("__")]
+    wrong = [
+        f"{source} imports {name} from {target}"
+        for source, target, names, _ in EDGES
+        for name in names
+        if name.startswith("_") and not name.startswith("__")
+    ]
     assert not wrong, "\n".join(wrong)
 
 
 def test_late_imports_have_a_reason():
-    wrong = [f"{source} imports {target} inside a function" for source, target, _, late in EDGES
-             if late and (source, target) not in LATE_IMPORTS]
+    wrong = [
+        f"{source} imports {target} inside a function"
+        for source, target, _, late in EDGES
+        if late and (source, target) not in LATE_IMPORTS
+    ]
     assert not wrong, "\n".join(wrong)
 
 

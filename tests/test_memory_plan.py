@@ -10,6 +10,7 @@ would let a kernel read elements it has already overwritten.
 
 Run longer than the bounded test: ``python tests/test_memory_plan.py --examples 2000``.
 """
+
 import argparse
 import re
 import textwrap
@@ -20,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kiln
-from kiln.interpreters.affine_interpreter import run_affine
 from kiln.dialects import parse_ir, print_ir
+from kiln.interpreters.affine_interpreter import run_affine
 from kiln.passes.memory_plan import Buffer, MemoryPlan, plan
 from kiln.passes.registry import run_passes
 
@@ -46,8 +47,9 @@ def run_everywhere(fn, *args, interpret=True, rtol=1e-5):
         for g, w in zip(got, want):
             w = np.asarray(w)
             scale = max(1.0, float(np.abs(w).max(initial=0.0)))
-            np.testing.assert_allclose(np.asarray(g).reshape(w.shape), w, rtol=rtol, atol=rtol * scale,
-                                       err_msg=f"{where} differs from numpy")
+            np.testing.assert_allclose(
+                np.asarray(g).reshape(w.shape), w, rtol=rtol, atol=rtol * scale, err_msg=f"{where} differs from numpy"
+            )
     return lowered
 
 
@@ -60,6 +62,7 @@ def test_an_input_read_through_its_transpose_is_not_overwritten_in_place():
         e = np.exp(x)
         z = e + e.T
         return z @ w
+
     run_everywhere(f, normal(64, 64), normal(64, 64), interpret=False)
     lowered = run_everywhere(f, normal(8, 8), normal(8, 8))
     exp, add = [b.offset for b in lowered.memory_plan.buffers]
@@ -93,6 +96,7 @@ def test_a_value_read_directly_and_through_another_view_keeps_its_elements(read,
     def f(x, w):
         v = PRODUCERS[producer](x)
         return (v + READS[read](v)) @ w  # the sum is an intermediate the matmul reads
+
     run_everywhere(f, normal(n, n), normal(n, n))
 
 
@@ -101,6 +105,7 @@ def test_the_rule_holds_for_other_element_types(dtype):
     def f(x, w):
         v = x @ w
         return (v - v.T) @ w
+
     x, w = (rng.integers(-9, 9, (7, 7)).astype(dtype) for _ in range(2))
     run_everywhere(f, x, w)
 
@@ -109,6 +114,7 @@ def test_a_result_with_wider_elements_never_overwrites_its_input():
     def f(x, w):
         v = x @ x
         return (v.astype(np.float64) * 2 + 1) @ w  # element k of the result spans elements 2k, 2k + 1 of v
+
     run_everywhere(f, normal(5, 5), rng.standard_normal((5, 5)))
 
 
@@ -117,6 +123,7 @@ def test_arrays_with_no_elements(shape):
     def f(x, w):
         v = np.exp(x)
         return (v + v[::-1]) @ w
+
     run_everywhere(f, np.zeros(shape, np.float32), normal(shape[1], 2))
 
 
@@ -126,6 +133,7 @@ def test_a_value_read_through_views_by_two_kernels_lives_until_the_second():
         a = (e + 1) @ w
         b = np.tanh(a) @ w
         return (b + e[::-1]) @ w  # e's lifetime runs to here, through the reversed view
+
     run_everywhere(f, normal(5, 5), normal(5, 5))
 
 
@@ -133,6 +141,7 @@ def test_a_value_returned_through_a_view_is_never_overwritten():
     def f(x, w):
         e = np.exp(x)
         return (e * 3) @ w, e.T
+
     run_everywhere(f, normal(6, 6), normal(6, 6))
 
 
@@ -140,6 +149,7 @@ def test_elementwise_chains_still_work_in_place():
     def f(x, w):
         e = np.exp(x)
         return (np.tanh(e) * 2 + e / e.sum(axis=0, keepdims=True)) @ w
+
     lowered = run_everywhere(f, normal(4, 4), normal(4, 4))
     exp, column_sums, chain = lowered.memory_plan.buffers
     assert exp.offset == chain.offset != column_sums.offset  # the chain reads e element by element
@@ -148,15 +158,17 @@ def test_elementwise_chains_still_work_in_place():
 def test_memory_plan_reuses_dead_buffers_and_works_in_place():
     module = parse_ir("""
         func.func @f(%x: tensor<256xf32>) -> tensor<256xf32> {
-          %0 = tensor.exp %x : tensor<256xf32>
-          %1 = tensor.neg %0 : tensor<256xf32>
-          %2 = tensor.sqrt %1 : tensor<256xf32>
-          %3 = tensor.tanh %2 : tensor<256xf32>
+          %0 = kiln.exp %x : tensor<256xf32>
+          %1 = kiln.neg %0 : tensor<256xf32>
+          %2 = kiln.sqrt %1 : tensor<256xf32>
+          %3 = kiln.tanh %2 : tensor<256xf32>
           func.return %3 : tensor<256xf32>
         }""")
     text = print_ir(run_passes(module, ["plan-memory"]), locations=False)
-    assert 'func.func @f(%x: tensor<256xf32>) -> tensor<256xf32> attributes {arena_bytes = 1024, ' \
-           'unplanned_bytes = 3072} {' in text
+    assert (
+        "func.func @f(%x: tensor<256xf32>) -> tensor<256xf32> attributes {arena_bytes = 1024, "
+        "unplanned_bytes = 3072} {" in text
+    )
     assert text.count("{arena_offset = 0}") == 3
 
 
@@ -166,15 +178,17 @@ def planned(text):
 
 
 def test_reads_through_a_view_keep_the_result_off_the_input():
-    for view in ("%1 = tensor.transpose %0 {permutation = array<i64: 1, 0>} : tensor<16x16xf32>",
-                 "%1 = tensor.slice %0 {start = array<i64: 15, 0>, stop = array<i64: -1, 16>, "
-                 "step = array<i64: -1, 1>} : tensor<16x16xf32>"):
+    for view in (
+        "%1 = kiln.transpose %0 {permutation = array<i64: 1, 0>} : tensor<16x16xf32>",
+        "%1 = kiln.slice %0 {start = array<i64: 15, 0>, stop = array<i64: -1, 16>, "
+        "step = array<i64: -1, 1>} : tensor<16x16xf32>",
+    ):
         text = planned(f"""
             func.func @f(%x: tensor<16x16xf32>, %w: tensor<16x16xf32>) -> tensor<16x16xf32> {{
-              %0 = tensor.exp %x : tensor<16x16xf32>
+              %0 = kiln.exp %x : tensor<16x16xf32>
               {view}
-              %2 = tensor.add %0, %1 : tensor<16x16xf32>
-              %3 = tensor.matmul %2, %w : tensor<16x16xf32>
+              %2 = kiln.add %0, %1 : tensor<16x16xf32>
+              %3 = kiln.matmul %2, %w : tensor<16x16xf32>
               func.return %3 : tensor<16x16xf32>
             }}""")
         assert "{arena_offset = 0}" in text and "{arena_offset = 1024}" in text, text
@@ -185,6 +199,7 @@ def test_conflicts_allow_in_place_only_at_the_same_offset():
         dying = Buffer("%0", 128, 0, 1, offset=0)
         result = Buffer("%1", 128, 1, 2, offset=offset, in_place_of=["%0"])
         return MemoryPlan([dying, result], 128 + offset, 256)
+
     assert pair(0).conflicts() == []
     assert pair(64).conflicts() == [("%0", "%1")]  # writing element k would clobber element k + 16
 
@@ -222,9 +237,14 @@ def test_the_affine_interpreter_places_buffers_at_their_arena_offsets():
     assert np.isnan(run_arena_program(0, 16)).all()  # bytes nobody wrote read as NaN
 
 
-@pytest.mark.parametrize("shift, problem", [(20, r"bytes \[20, 36\) is outside memref<32xi8>"),
-                                            (-4, r"bytes \[-4, 12\) is outside"),
-                                            (2, "at byte 2 is not aligned for f32")])
+@pytest.mark.parametrize(
+    "shift, problem",
+    [
+        (20, r"bytes \[20, 36\) is outside memref<32xi8>"),
+        (-4, r"bytes \[-4, 12\) is outside"),
+        (2, "at byte 2 is not aligned for f32"),
+    ],
+)
 def test_the_affine_interpreter_refuses_a_view_outside_or_across_the_arena(shift, problem):
     with pytest.raises(kiln.OutOfBoundsError, match=problem):
         run_arena_program(0, shift)
@@ -236,9 +256,11 @@ def test_the_plan_is_visible_in_the_dump_and_in_code():
         h2 = np.tanh(h1 @ w)
         h3 = np.tanh(h2 @ w)  # h1 is dead by now: h3 takes its place
         return h3 @ w
+
     lowered = kiln.compile(layers).lower(kiln.f32[16, 8], kiln.f32[8, 8])
     assert lowered.text("optimized").startswith(
-        "// 4 kernels; memory plan: 3 buffers, arena 1024 bytes (without reuse 1536 bytes, 512 saved)\n")
+        "// 4 kernels; memory plan: 3 buffers, arena 1024 bytes (without reuse 1536 bytes, 512 saved)\n"
+    )
     memory = lowered.memory_plan
     assert (memory.arena_bytes, memory.unplanned_bytes) == (1024, 1536)
     assert [b.offset for b in memory.buffers] == [0, 512, 0]
@@ -275,8 +297,11 @@ def random_program(seed):
         picks = r.choice(len(values), size=min(3, len(values)), replace=False)
         return tuple(values[int(p)] for p in picks)
 
-    args = (r.standard_normal((n, m)).astype(np.float32), r.standard_normal(m).astype(np.float32),
-            r.standard_normal((n, 1)).astype(np.float32))
+    args = (
+        r.standard_normal((n, m)).astype(np.float32),
+        r.standard_normal(m).astype(np.float32),
+        r.standard_normal((n, 1)).astype(np.float32),
+    )
     return program, args
 
 
@@ -307,8 +332,9 @@ COMBINE = {
     "np.maximum(a, b)": lambda a, b, n: np.maximum(a, b),
     "np.where(a > b, a, b)": lambda a, b, n: np.where(a > b, a, b),
     "np.tanh(a) + b": lambda a, b, n: np.tanh(a) + b,
-    "np.broadcast_to(a, (n, n)) @ np.broadcast_to(b, (n, n)) / n":
-        lambda a, b, n: np.broadcast_to(a, (n, n)) @ np.broadcast_to(b, (n, n)) / n,
+    "np.broadcast_to(a, (n, n)) @ np.broadcast_to(b, (n, n)) / n": lambda a, b, n: (
+        np.broadcast_to(a, (n, n)) @ np.broadcast_to(b, (n, n)) / n
+    ),
 }
 ALL_READS = {"v": lambda v: v, **READS}
 
@@ -339,17 +365,21 @@ def build(steps, outputs):
         n = len(x)
         values = [x, np.exp(x)]
         for combine, (i, read_a), (j, read_b), then_matmul in steps:
-            value = np.broadcast_to(COMBINE[combine](ALL_READS[read_a](values[i]), ALL_READS[read_b](values[j]), n),
-                                    (n, n))
+            value = np.broadcast_to(
+                COMBINE[combine](ALL_READS[read_a](values[i]), ALL_READS[read_b](values[j]), n), (n, n)
+            )
             values.append(value @ w if then_matmul else value)
         return tuple(ALL_READS[read](values[i]) for i, read in outputs)
+
     return program
 
 
 def source(steps, outputs) -> str:
     """The program as numpy code, to show with a failing example."""
+
     def read(i, how):
         return re.sub(r"\bv\b", f"v{i}", how)
+
     lines = ["v0 = x", "v1 = np.exp(x)"]
     for k, (combine, (i, read_a), (j, read_b), then_matmul) in enumerate(steps):
         operands = {"a": read(i, read_a), "b": read(j, read_b)}
@@ -382,6 +412,7 @@ def main():
     @given(view_programs())
     def long_run(program):
         check_view_program(*program)
+
     long_run()
     print(f"{examples} programs: the native code and the interpreted plan gave numpy's numbers")
 

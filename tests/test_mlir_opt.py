@@ -2,14 +2,15 @@
 verifies it. (The tensor stage is kiln's own dialect; upstream registers a
 different dialect under the same name, so mlir-opt cannot check it.) Skipped,
 with the reason, where mlir-opt is missing."""
+
 import os
 import shutil
 import subprocess
 
 import pytest
+from op_table import CASES
 
 import kiln
-from op_table import CASES
 
 CANDIDATES = [os.environ.get("KILN_MLIR_OPT", ""), "/usr/lib/llvm-19/bin/mlir-opt", shutil.which("mlir-opt") or ""]
 MLIR_OPT = next((path for path in CANDIDATES if path and os.access(path, os.X_OK)), None)

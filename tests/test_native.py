@@ -1,5 +1,6 @@
 """Native execution: the compile cache across processes, damaged entries,
 argument checking before native code runs, and run-time errors."""
+
 import glob
 import os
 import subprocess
@@ -37,8 +38,9 @@ def test_a_second_process_finds_the_compiled_code_on_disk(tmp_path):
 
 def test_processes_compiling_at_once_do_not_see_half_written_entries(tmp_path):
     env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path))
-    procs = [subprocess.Popen([sys.executable, "-c", SCRIPT], env=env, stdout=subprocess.PIPE, text=True)
-             for _ in range(4)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", SCRIPT], env=env, stdout=subprocess.PIPE, text=True) for _ in range(4)
+    ]
     outputs = [p.communicate()[0].strip() for p in procs]
     assert all(p.returncode == 0 for p in procs) and set(outputs) <= {"hit", "miss"}
     assert len(glob.glob(str(tmp_path / "*" / "*.o"))) == 1
@@ -51,8 +53,11 @@ def test_a_damaged_cache_entry_is_detected_and_rebuilt(tmp_path, monkeypatch, da
     kiln.compile(lambda v: np.exp(v) * 2)(x)
     (entry,) = glob.glob(str(tmp_path / "*" / "*.o"))
     data = open(entry, "rb").read()
-    damaged = {"truncate": data[: len(data) // 2], "flip": data[:-10] + bytes([data[-10] ^ 0xFF]) + data[-9:],
-               "empty": b""}[damage]
+    damaged = {
+        "truncate": data[: len(data) // 2],
+        "flip": data[:-10] + bytes([data[-10] ^ 0xFF]) + data[-9:],
+        "empty": b"",
+    }[damage]
     open(entry, "wb").write(damaged)
     again = kiln.compile(lambda v: np.exp(v) * 2)
     with warnings.catch_warnings(record=True) as caught:
@@ -74,7 +79,7 @@ def test_an_unwritable_cache_warns_and_still_runs(tmp_path, monkeypatch):
 def test_non_contiguous_and_misaligned_inputs_are_copied_not_misread():
     f = kiln.compile(lambda a, b: a * 2 + b)
     base = rng.standard_normal((6, 8))
-    a = base[::2, 1::3].T                                       # strided and transposed
+    a = base[::2, 1::3].T  # strided and transposed
     raw = np.zeros(8 * 6 + 1, np.uint8)[1:].view(np.float64)  # 8-byte floats at an odd address
     raw[:] = rng.standard_normal(6)
     b = raw.reshape(6, 1)[:3, 0]
@@ -106,10 +111,10 @@ def test_empty_and_zero_dimensional_arrays():
 
 
 def test_negative_integer_power_raises_like_numpy():
-    f = kiln.compile(lambda a, b: a ** b)
+    f = kiln.compile(lambda a, b: a**b)
     a, b = np.array([2, 3], np.int64), np.array([2, -1], np.int64)
     with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
-        a ** b
+        a**b
     with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
         f(a, b)
     np.testing.assert_array_equal(f(a, np.array([0, 5], np.int64)), [1, 243])
@@ -120,7 +125,7 @@ def test_float_to_int_casts_of_nan_and_infinity_are_defined():
     # on every machine instead of LLVM's poison (test_exact_semantics.py compares with numpy).
     f = kiln.compile(lambda v: v.astype(np.int32))
     out = f(np.array([np.nan, np.inf, -np.inf, 1e20, -7.9]))
-    assert out.tolist() == [-2**31, -2**31, -2**31, -2**31, -7]
+    assert out.tolist() == [-(2**31), -(2**31), -(2**31), -(2**31), -7]
 
 
 def test_nan_propagates_through_max_and_maximum_as_in_numpy():

@@ -3,16 +3,15 @@ matmul of bool and integer arrays, and reductions over an axis of a 0-d array.
 numpy's answer is the expected value throughout, compared bit for bit (the sign
 of a zero, NaN, the dtype), on the CPU, the interpreter, the emulated CUDA and a
 GPU where there is one."""
+
 import warnings
 
 import numpy as np
 import pytest
+from targets import TARGETS
 
 import kiln
-from targets import TARGETS
 from kiln import KilnError
-
-
 
 
 def run(fn, target, *args):
@@ -59,8 +58,11 @@ ZERO_D_REDUCTIONS = {
 
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("name", sorted(ZERO_D_REDUCTIONS))
-@pytest.mark.parametrize("value", [np.array(2.0), np.array(-0.0, np.float32), np.array(np.nan),
-                                   np.array(7, np.int32), np.array(True)], ids=repr)
+@pytest.mark.parametrize(
+    "value",
+    [np.array(2.0), np.array(-0.0, np.float32), np.array(np.nan), np.array(7, np.int32), np.array(True)],
+    ids=repr,
+)
 def test_reduction_over_an_axis_of_a_0d_array(target, name, value):
     fn = ZERO_D_REDUCTIONS[name]
     if name in ("softmax", "logsumexp-1") and value.dtype.kind != "f":
@@ -75,11 +77,20 @@ def test_softmax_of_a_python_float(target):
     assert_same(run(kiln.softmax, target, 0.5), np.float64(1.0))
 
 
-@pytest.mark.parametrize("fn", [lambda x: np.sum(x, axis=1), lambda x: np.sum(x, axis=(0,)),
-                                lambda x: np.max(x, axis=(-1,)), lambda x: np.mean(x, axis=0),
-                                lambda x: np.var(x, axis=-1), lambda x: np.std(x, axis=0),
-                                lambda x: np.argmax(x, axis=1), lambda x: np.squeeze(x, axis=(0,))],
-                         ids=["sum1", "sum(0,)", "max(-1,)", "mean0", "var-1", "std0", "argmax1", "squeeze(0,)"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: np.sum(x, axis=1),
+        lambda x: np.sum(x, axis=(0,)),
+        lambda x: np.max(x, axis=(-1,)),
+        lambda x: np.mean(x, axis=0),
+        lambda x: np.var(x, axis=-1),
+        lambda x: np.std(x, axis=0),
+        lambda x: np.argmax(x, axis=1),
+        lambda x: np.squeeze(x, axis=(0,)),
+    ],
+    ids=["sum1", "sum(0,)", "max(-1,)", "mean0", "var-1", "std0", "argmax1", "squeeze(0,)"],
+)
 def test_0d_axes_numpy_rejects_are_rejected(fn):
     value = np.array(2.0)
     with pytest.raises(np.exceptions.AxisError):
@@ -98,8 +109,19 @@ def test_sum_over_no_axes_starts_at_zero(target, axis):
 
 
 # -- matmul of bool and integer arrays ---------------------------------------------------
-MATMUL_SHAPES = [((2, 2), (2, 2)), ((1, 1), (1, 1)), ((3, 5), (5, 4)), ((7, 13), (13, 17)), ((16, 33), (33, 40)),
-                 ((0, 3), (3, 2)), ((3, 0), (0, 2)), ((2, 5, 7), (7, 3)), ((7,), (7,)), ((7,), (7, 4)), ((4, 7), (7,))]
+MATMUL_SHAPES = [
+    ((2, 2), (2, 2)),
+    ((1, 1), (1, 1)),
+    ((3, 5), (5, 4)),
+    ((7, 13), (13, 17)),
+    ((16, 33), (33, 40)),
+    ((0, 3), (3, 2)),
+    ((3, 0), (0, 2)),
+    ((2, 5, 7), (7, 3)),
+    ((7,), (7,)),
+    ((7,), (7, 4)),
+    ((4, 7), (7,)),
+]
 
 
 def _operands(dtype, shapes, rng):
@@ -184,10 +206,17 @@ def test_signed_zero_examples(target, dtype):
 @pytest.mark.parametrize("target", TARGETS)
 def test_folded_maximum_minimum_are_numpys(target):
     """Constants fold to numpy's answer too (both operands known at compile time)."""
+
     def fn(x):
         zeros = np.zeros_like(x)
-        return (np.maximum(zeros, -zeros), np.minimum(-zeros, zeros), np.maximum(-zeros, 0.0),
-                np.minimum(zeros, np.full_like(x, np.nan)), np.clip(-zeros, 0.0, 1.0))
+        return (
+            np.maximum(zeros, -zeros),
+            np.minimum(-zeros, zeros),
+            np.maximum(-zeros, 0.0),
+            np.minimum(zeros, np.full_like(x, np.nan)),
+            np.clip(-zeros, 0.0, 1.0),
+        )
+
     x = np.ones(5, np.float32)
     for got, want in zip(run(fn, target, x), fn(x)):
         assert_same(got, want)
@@ -254,11 +283,15 @@ def test_max_min_reductions_of_mixed_zeros_are_ieee(target, dtype, n):
 
 
 OUT_OF_RANGE_COMPARISONS = {
-    "eq-above": lambda x: x == 2**40, "ne-above": lambda x: x != 2**40,
-    "lt-above": lambda x: x < 2**40, "ge-above": lambda x: x >= 2**40,
-    "gt-below": lambda x: x > -2**40, "le-below": lambda x: x <= -2**40,
-    "int-on-the-left": lambda x: 2**40 > x, "np.less-int64-max": lambda x: np.less(x, 2**63 - 1),
-    "np.greater_equal-below-int64": lambda x: np.greater_equal(-2**70, x),
+    "eq-above": lambda x: x == 2**40,
+    "ne-above": lambda x: x != 2**40,
+    "lt-above": lambda x: x < 2**40,
+    "ge-above": lambda x: x >= 2**40,
+    "gt-below": lambda x: x > -(2**40),
+    "le-below": lambda x: x <= -(2**40),
+    "int-on-the-left": lambda x: 2**40 > x,
+    "np.less-int64-max": lambda x: np.less(x, 2**63 - 1),
+    "np.greater_equal-below-int64": lambda x: np.greater_equal(-(2**70), x),
     "beside-in-range": lambda x: (x < 2**31) & (x == 5),
 }
 
@@ -271,7 +304,7 @@ def test_comparisons_with_python_ints_outside_the_dtype_are_exact(name, dtype, t
     exactly, instead of refusing it."""
     fn = OUT_OF_RANGE_COMPARISONS[name]
     info = np.iinfo(dtype)
-    x = np.array([info.min, -1, 0, 5, info.max], dtype)[::-1]      # a reversed view too
+    x = np.array([info.min, -1, 0, 5, info.max], dtype)[::-1]  # a reversed view too
     assert_same(run(fn, target, x), expected_of(fn, x))
 
 
@@ -292,12 +325,12 @@ def test_python_int_arguments_compare_exactly_and_never_wrap_into_int32(target):
     x = np.array([1, -2, 3, np.iinfo(np.int32).max], np.int32)
     compare = kiln.compile(lambda x, s: (x < s, x == s, s >= x), target=target)
     add = kiln.compile(lambda x, s: x + s, target=target)
-    for s in (2, -2**40, 2**33, 2**31, -2**31, 2**63 - 1):
+    for s in (2, -(2**40), 2**33, 2**31, -(2**31), 2**63 - 1):
         for got, want in zip(compare(x, s), (x < s, x == s, s >= x)):
             assert_same(got, want)
     assert_same(add(x, 5), x + 5)
-    assert_same(add(x, -2**31), x + -2**31)
-    for s in (2**31, 2**40, -2**31 - 1):       # the same function, called with a wider int
+    assert_same(add(x, -(2**31)), x + -(2**31))
+    for s in (2**31, 2**40, -(2**31) - 1):  # the same function, called with a wider int
         with pytest.raises(OverflowError):
             x + s
         with pytest.raises(kiln.DTypeError, match="outside int32"):
@@ -305,9 +338,18 @@ def test_python_int_arguments_compare_exactly_and_never_wrap_into_int32(target):
 
 
 @pytest.mark.parametrize("target", TARGETS[:3])
-@pytest.mark.parametrize("fn", [lambda x: x ** 0.5, lambda x: np.power(x, 0.5), lambda x: x ** np.float32(0.5),
-                                lambda x: x ** 1.5, lambda x: x ** 2, lambda x: x ** -1.0],
-                         ids=["**0.5", "power-0.5", "**f32(0.5)", "**1.5", "**2", "**-1"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x**0.5,
+        lambda x: np.power(x, 0.5),
+        lambda x: x ** np.float32(0.5),
+        lambda x: x**1.5,
+        lambda x: x**2,
+        lambda x: x**-1.0,
+    ],
+    ids=["**0.5", "power-0.5", "**f32(0.5)", "**1.5", "**2", "**-1"],
+)
 def test_scalar_powers_at_signed_zeros_and_infinities(fn, target):
     """numpy's float power loop takes the square root for a scalar exponent of 0.5, so
     (-0.0) ** 0.5 is -0.0 and (-inf) ** 0.5 is NaN, not pow's 0.0 and inf."""
@@ -315,8 +357,17 @@ def test_scalar_powers_at_signed_zeros_and_infinities(fn, target):
     assert_same(run(fn, target, x), expected_of(fn, x))
 
 
-@pytest.mark.parametrize("fill, dtype", [(np.nan, np.int32), (np.inf, np.int32), (-np.inf, np.int64),
-                                         (1e10, np.int32), (-2.7, np.int64), (np.float32(-1e20), np.int64)])
+@pytest.mark.parametrize(
+    "fill, dtype",
+    [
+        (np.nan, np.int32),
+        (np.inf, np.int32),
+        (-np.inf, np.int64),
+        (1e10, np.int32),
+        (-2.7, np.int64),
+        (np.float32(-1e20), np.int64),
+    ],
+)
 def test_full_like_with_a_float_fill_into_integers_casts_as_numpy_does(fill, dtype):
     """numpy fills by an unsafe cast: NaN, infinities and out-of-range floats give the
     integer type's minimum on x86-64 (kiln's float-to-int rule), not an error."""
@@ -331,5 +382,5 @@ def test_bool_array_squared_is_refused_by_name_not_given_another_dtype():
     kiln lacks; bool ** 3 is int64 in numpy and kiln alike."""
     b = np.array([True, False])
     with pytest.raises(kiln.DTypeError, match="int8"):
-        run(lambda b: b ** 2, "cpu", b)
-    assert_same(run(lambda b: b ** 3, "cpu", b), b ** 3)
+        run(lambda b: b**2, "cpu", b)
+    assert_same(run(lambda b: b**3, "cpu", b), b**3)

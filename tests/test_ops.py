@@ -1,15 +1,16 @@
 """Every case of the op table: interpreted through kiln vs plain numpy."""
+
 import itertools
 import re
 import warnings
 
 import numpy as np
 import pytest
+from op_table import BINARY_DTYPE_OPS, CASES, OPERAND_KINDS, UNARY_DTYPE_OPS
 
 import kiln
 from kiln.dialects import parse_ir, print_ir
 from kiln.dialects.tensor import TENSOR_OPS
-from op_table import BINARY_DTYPE_OPS, CASES, OPERAND_KINDS, UNARY_DTYPE_OPS
 
 
 def assert_same(got, want):
@@ -49,7 +50,7 @@ def test_ir_round_trips(case, stage):
 
 
 def test_table_covers_every_tensor_op():
-    """Every tensor op is made by some case, forward or in its gradient (tensor.fused: by fusion)."""
+    """Every tensor op is made by some case, forward or in its gradient (kiln.fused: by fusion)."""
     used = set()
     for case in CASES:
         lowered = kiln.compile(case.fn).lower(*case.args)
@@ -109,5 +110,7 @@ def test_result_dtype_matches_numpy_binary(name):
 
         def captured(x, b=b):
             return fn(x, b)
-        assert_like_numpy(captured, (a,), kiln.compile(captured, target="interpret"),
-                          f"{name} of ({kind_a}, captured {kind_b})")
+
+        assert_like_numpy(
+            captured, (a,), kiln.compile(captured, target="interpret"), f"{name} of ({kind_a}, captured {kind_b})"
+        )

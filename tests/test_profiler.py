@@ -1,6 +1,7 @@
 """kiln.profile: per-kernel rows that add up, FLOPs and bytes that are exact for
 known kernels, the fused tensor ops named, and prefix variants that compute
 what the full function computes."""
+
 import numpy as np
 import pytest
 
@@ -65,6 +66,7 @@ def test_profile_refuses_other_targets():
 
 def test_kiln_profile_on_the_command_line(capsys):
     from kiln.tools.cli import main
+
     root = __file__.rsplit("/tests/", 1)[0]
     assert main(["profile", f"{root}/examples/layernorm.py:layernorm", "--seconds", "0.05"]) == 0
     out = capsys.readouterr().out
@@ -73,9 +75,17 @@ def test_kiln_profile_on_the_command_line(capsys):
     assert "no such file" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("values", [
-    [1.0, 2.0, 3.0], [3.0, 2.0, 1.0], [1.0, 0.5, 2.0, 1.9, 5.0], [0.0], [], [2.0, 2.0, -1.0, 7.0],
-])
+@pytest.mark.parametrize(
+    "values",
+    [
+        [1.0, 2.0, 3.0],
+        [3.0, 2.0, 1.0],
+        [1.0, 0.5, 2.0, 1.9, 5.0],
+        [0.0],
+        [],
+        [2.0, 2.0, -1.0, 7.0],
+    ],
+)
 def test_prefix_times_are_fitted_non_decreasing(values):
     fitted = kiln.tools.profiler.non_decreasing(values)
     assert len(fitted) == len(values) and all(b >= a for a, b in zip(fitted, fitted[1:]))
@@ -91,7 +101,8 @@ def test_noise_that_makes_a_kernel_look_negative_gives_zero_not_a_negative_time(
         prefixes = [10e-6, 50e-6, 47e-6]
         while len(prefixes) < len(calls) - 1:
             prefixes.append(prefixes[-1] + 20e-6)
-        return prefixes[:len(calls) - 1] + [prefixes[-1] + 5e-6]
+        return prefixes[: len(calls) - 1] + [prefixes[-1] + 5e-6]
+
     monkeypatch.setattr(kiln.tools.profiler, "_interleaved", scripted)
     profile = kiln.profile(kiln.compile(mlp), *args(), seconds=0.01)
     assert len(profile.kernels) >= 2
@@ -102,9 +113,17 @@ def test_noise_that_makes_a_kernel_look_negative_gives_zero_not_a_negative_time(
     assert "~0" in text and "nan" not in text and " -0" not in text
 
 
-@pytest.mark.parametrize("shapes", [
-    [(0, 5), (5, 3)], [(4, 0), (0, 3)], [(1, 1), (1, 1)], [(13, 7), (7, 1)], [(2, 3), (3, 0)],
-], ids=str)
+@pytest.mark.parametrize(
+    "shapes",
+    [
+        [(0, 5), (5, 3)],
+        [(4, 0), (0, 3)],
+        [(1, 1), (1, 1)],
+        [(13, 7), (7, 1)],
+        [(2, 3), (3, 0)],
+    ],
+    ids=str,
+)
 def test_times_are_never_negative_and_rates_never_nan(shapes):
     rng = np.random.default_rng(3)
     a, b = (rng.standard_normal(s) for s in shapes)
@@ -121,6 +140,7 @@ def test_times_are_never_negative_and_rates_never_nan(shapes):
 
 def test_rates_of_a_kernel_with_no_time_print_as_a_dash():
     from kiln.tools.profiler import KernelProfile, Profile
+
     row = KernelProfile("k0", 0.0, 0.0, 0, 0, ["add"])
     assert row.gb_per_s is None and row.gflop_per_s is None
     text = str(Profile("f", kernels=[row]))

@@ -4,6 +4,7 @@ Adding n float32 numbers into one accumulator loses about n/2 ulp when they shar
 sign; numpy loses about log2(n). Every test measures errors against float64
 ``math.fsum`` of the same inputs (or an exact value), in float32 ulps of the result,
 and allows kiln a small multiple of numpy's error, never less than a few ulps."""
+
 import math
 import warnings
 
@@ -94,12 +95,14 @@ VIEWS = [  # (name, function, its exact value from fsum)
     ("reversed rows", lambda x: x.reshape(ROWS)[:, ::-1].sum(axis=1), lambda x: fsum(x.reshape(ROWS), axis=1)),
     ("columns", lambda x: x.reshape(ROWS).sum(axis=0), lambda x: fsum(x.reshape(ROWS), axis=0)),
     ("both axes", lambda x: x.reshape(ROWS).sum(), lambda x: fsum(x)),
-    ("keepdims", lambda x: x.reshape(ROWS).sum(axis=1, keepdims=True),
-     lambda x: fsum(x.reshape(ROWS), axis=1)),
+    ("keepdims", lambda x: x.reshape(ROWS).sum(axis=1, keepdims=True), lambda x: fsum(x.reshape(ROWS), axis=1)),
     # numpy rounds each square (each product) to float32 before adding, as kiln does
     ("squares (fused)", lambda x: (x * x).sum(), lambda x: fsum(x * x)),
-    ("scaled rows (fused)", lambda x: (x.reshape(ROWS) * 2 + 1).sum(axis=1),
-     lambda x: fsum(x.reshape(ROWS) * np.float32(2) + np.float32(1), axis=1)),
+    (
+        "scaled rows (fused)",
+        lambda x: (x.reshape(ROWS) * 2 + 1).sum(axis=1),
+        lambda x: fsum(x.reshape(ROWS) * np.float32(2) + np.float32(1), axis=1),
+    ),
 ]
 
 
@@ -182,11 +185,14 @@ def test_outer_axes_write_the_inner_tree_once():
     assert_as_accurate(compiled(x), x.sum(), fsum(x))
 
 
-@pytest.mark.parametrize("steps", [
-    [("vectorize", "k0.r", 4)],
-    [("unroll", "k0.r", 3)],
-    [("split", "k0.r", 7), ("parallel", "k0.i")],
-])
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [("vectorize", "k0.r", 4)],
+        [("unroll", "k0.r", 3)],
+        [("split", "k0.r", 7), ("parallel", "k0.i")],
+    ],
+)
 def test_user_schedules_keep_the_tree(steps):
     x = np.full((3, 1_000_003), 0.1, np.float32)
     fn = kiln.compile(lambda x: x.sum(axis=1), schedule=steps)

@@ -1,6 +1,7 @@
 """Long use and concurrent use: memory stays flat over 10,000 calls, two processes
 compiling the same function into one empty cache both succeed, and the newer
 entry points refuse bad input with clear exceptions."""
+
 import os
 import subprocess
 import sys
@@ -34,17 +35,23 @@ def test_ten_thousand_calls_keep_memory_flat():
 
 def test_two_processes_compiling_one_function_into_one_cache_both_succeed(tmp_path):
     script = tmp_path / "compile_once.py"
-    script.write_text(textwrap.dedent("""
+    script.write_text(
+        textwrap.dedent("""
         import numpy as np, kiln
         f = kiln.compile(lambda x, y: np.tanh(x @ y + 1.0).sum(axis=1))
         x = np.arange(35.0).reshape(5, 7) / 35; y = np.ones((7, 3))
         np.testing.assert_allclose(f(x, y), np.tanh(x @ y + 1.0).sum(axis=1), rtol=1e-12)
         print("ok")
-    """))
+    """)
+    )
     env = dict(os.environ, KILN_CACHE_DIR=str(tmp_path / "cache"))
     for _ in range(3):  # the race needs a few tries to be likely
-        processes = [subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        processes = [
+            subprocess.Popen(
+                [sys.executable, str(script)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for _ in range(2)
+        ]
         for p in processes:
             out, err = p.communicate(timeout=120)
             assert p.returncode == 0 and out.strip() == "ok", err

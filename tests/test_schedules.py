@@ -1,5 +1,6 @@
 """Schedule primitives: results unchanged on sizes no factor divides, steps that
 print and replay, and clear refusals of illegal steps."""
+
 import numpy as np
 import pytest
 
@@ -10,15 +11,23 @@ from kiln.codegen import llvm_target
 rng = np.random.default_rng(23)
 
 KERNELS = {
-    "elementwise": (lambda x, y: np.tanh(x) * y + 1, (rng.standard_normal((13, 37)).astype(np.float32),
-                                                     rng.standard_normal(37).astype(np.float32))),
+    "elementwise": (
+        lambda x, y: np.tanh(x) * y + 1,
+        (rng.standard_normal((13, 37)).astype(np.float32), rng.standard_normal(37).astype(np.float32)),
+    ),
     "row sums": (lambda x: np.exp(x).sum(axis=1), (rng.standard_normal((7, 29)).astype(np.float32),)),
-    "matmul": (lambda a, b: a @ b, (rng.standard_normal((13, 7)).astype(np.float32),
-                                    rng.standard_normal((7, 41)).astype(np.float32))),
-    "matmul by a transpose": (lambda a, b: a @ b.T, (rng.standard_normal((19, 5)).astype(np.float32),
-                                                     rng.standard_normal((64, 5)).astype(np.float32))),
-    "int matmul": (lambda a, b: a @ b, (rng.integers(-5, 5, (11, 3)).astype(np.int32),
-                                        rng.integers(-5, 5, (3, 19)).astype(np.int32))),
+    "matmul": (
+        lambda a, b: a @ b,
+        (rng.standard_normal((13, 7)).astype(np.float32), rng.standard_normal((7, 41)).astype(np.float32)),
+    ),
+    "matmul by a transpose": (
+        lambda a, b: a @ b.T,
+        (rng.standard_normal((19, 5)).astype(np.float32), rng.standard_normal((64, 5)).astype(np.float32)),
+    ),
+    "int matmul": (
+        lambda a, b: a @ b,
+        (rng.integers(-5, 5, (11, 3)).astype(np.int32), rng.integers(-5, 5, (3, 19)).astype(np.int32)),
+    ),
 }
 
 SCHEDULES = [
@@ -35,15 +44,39 @@ SCHEDULES = [
     ("row sums", [("vectorize", "k0.r", 8)]),
     ("row sums", [("split", "k0.r", 6), ("unroll", "k0.i", 2)]),
     ("row sums", [("parallel", "k0.i"), ("unroll", "k0.r", 4)]),
-    ("matmul", [("unroll_jam", "k0.i", 4), ("reorder", ["k0.j", "k0.i.u"]), ("vectorize", "k0.j", 8),
-                ("unroll_jam", "k0.j", 2), ("parallel", "k0.j.u")]),
+    (
+        "matmul",
+        [
+            ("unroll_jam", "k0.i", 4),
+            ("reorder", ["k0.j", "k0.i.u"]),
+            ("vectorize", "k0.j", 8),
+            ("unroll_jam", "k0.j", 2),
+            ("parallel", "k0.j.u"),
+        ],
+    ),
     ("matmul", [("tile", ["k0.i", "k0.j"], [5, 16]), ("split", "k0.r", 3)]),
-    ("matmul", [("unroll_jam", "k0.i", 4), ("reorder", ["k0.j", "k0.i.u"]), ("vectorize", "k0.j", 8),
-                ("unroll_jam", "k0.j", 2), ("cache_read", "k0.j.u", "b"), ("parallel", "k0.j.u")]),
+    (
+        "matmul",
+        [
+            ("unroll_jam", "k0.i", 4),
+            ("reorder", ["k0.j", "k0.i.u"]),
+            ("vectorize", "k0.j", 8),
+            ("unroll_jam", "k0.j", 2),
+            ("cache_read", "k0.j.u", "b"),
+            ("parallel", "k0.j.u"),
+        ],
+    ),
     ("matmul", [("cache_read", "k0.i", "a"), ("cache_read", "k0.j", "b")]),
     ("matmul by a transpose", []),  # the default: B's rows packed transposed
-    ("matmul by a transpose", [("split", "k0.j", 16), ("reorder", ["k0.j.o", "k0.i", "k0.j.i"]),
-                               ("cache_read", "k0.j.o", "b", [1, 0]), ("vectorize", "k0.j.i", 8)]),
+    (
+        "matmul by a transpose",
+        [
+            ("split", "k0.j", 16),
+            ("reorder", ["k0.j.o", "k0.i", "k0.j.i"]),
+            ("cache_read", "k0.j.o", "b", [1, 0]),
+            ("vectorize", "k0.j.i", 8),
+        ],
+    ),
     ("int matmul", [("vectorize", "k0.j", 8), ("unroll_jam", "k0.i", 3)]),
 ]
 
@@ -51,8 +84,11 @@ SCHEDULES = [
 @pytest.mark.parametrize("kernel, steps", SCHEDULES, ids=[f"{k}:{Schedule(s)}" for k, s in SCHEDULES])
 def test_every_schedule_keeps_the_results(kernel, steps):
     fn, args = KERNELS[kernel]
-    compiled = kiln.compile(fn, schedule=steps or None) if kernel == "matmul by a transpose" else \
-        kiln.compile(fn, schedule=steps)
+    compiled = (
+        kiln.compile(fn, schedule=steps or None)
+        if kernel == "matmul by a transpose"
+        else kiln.compile(fn, schedule=steps)
+    )
     got, want = compiled(*args), fn(*args)
     assert got.dtype == want.dtype and got.shape == want.shape
     if want.dtype.kind == "f":
@@ -64,16 +100,22 @@ def test_every_schedule_keeps_the_results(kernel, steps):
 
 
 def test_split_ends_the_inner_loop_at_an_affine_min():
-    text = kiln.compile(lambda x: x + 1, schedule=[("split", "k0.i", 8)]).lower(kiln.f32[37]).text(
-        "scheduled", locations=False)
+    text = (
+        kiln.compile(lambda x: x + 1, schedule=[("split", "k0.i", 8)])
+        .lower(kiln.f32[37])
+        .text("scheduled", locations=False)
+    )
     assert "affine.for %k0.i.o = 0 to 5 {" in text
     assert "affine.for %k0.i.i = 0 to min affine_map<(d0) -> (8, d0 * -8 + 37)>(%k0.i.o) {" in text
     assert "affine.load %x[%k0.i.o * 8 + %k0.i.i]" in text
 
 
 def test_vectorize_makes_explicit_vector_code_and_a_scalar_remainder():
-    text = kiln.compile(lambda x: x * 2, schedule=[("vectorize", "k0.i", 8)]).lower(kiln.f32[20]).text(
-        "scheduled", locations=False)
+    text = (
+        kiln.compile(lambda x: x * 2, schedule=[("vectorize", "k0.i", 8)])
+        .lower(kiln.f32[20])
+        .text("scheduled", locations=False)
+    )
     assert "affine.vector_load %x[%k0.i * 8] : memref<20xf32>, vector<8xf32>" in text
     assert "affine.vector_store" in text and "affine.for %k0.i.tail = 0 to 4 {" in text
 
@@ -103,17 +145,20 @@ def test_a_schedule_from_a_yaml_file(tmp_path):
     np.testing.assert_allclose(kiln.compile(fn, schedule=str(path))(*args), fn(*args), rtol=2e-6, atol=2e-6)
 
 
-@pytest.mark.parametrize("steps, message", [
-    ([("split", "k0.q", 4)], r"no loop 'k0.q' \(loops of k0: k0.i, k0.j, k0.r\)"),
-    ([("split", "k0.i", 0)], "the factor must be a positive integer"),
-    ([("reorder", ["k0.r", "k0.j"])], "not perfectly nested"),
-    ([("reorder", ["k0.i", "k0.r"])], "not one perfect nest"),
-    ([("vectorize", "k0.i", 4)], "non-contiguous"),
-    ([("parallel", "k0.j")], "only an outermost loop"),
-    ([("unroll_jam", "k0.r", 2)], "carries values"),
-    ([("frobnicate", "k0.i")], "unknown schedule step 'frobnicate'"),
-    ([("split", "k0.i")], "malformed schedule step"),
-])
+@pytest.mark.parametrize(
+    "steps, message",
+    [
+        ([("split", "k0.q", 4)], r"no loop 'k0.q' \(loops of k0: k0.i, k0.j, k0.r\)"),
+        ([("split", "k0.i", 0)], "the factor must be a positive integer"),
+        ([("reorder", ["k0.r", "k0.j"])], "not perfectly nested"),
+        ([("reorder", ["k0.i", "k0.r"])], "not one perfect nest"),
+        ([("vectorize", "k0.i", 4)], "non-contiguous"),
+        ([("parallel", "k0.j")], "only an outermost loop"),
+        ([("unroll_jam", "k0.r", 2)], "carries values"),
+        ([("frobnicate", "k0.i")], "unknown schedule step 'frobnicate'"),
+        ([("split", "k0.i")], "malformed schedule step"),
+    ],
+)
 def test_illegal_steps_are_refused_with_the_reason(steps, message):
     fn, args = KERNELS["matmul"]
     with pytest.raises(ScheduleError, match=message):
@@ -147,6 +192,7 @@ def test_inline_float32_math_is_within_two_ulp_and_ieee_at_the_edges(name):
 
 def test_thread_count_comes_from_the_environment(monkeypatch):
     from kiln.runtime import threads
+
     monkeypatch.setenv("KILN_NUM_THREADS", "3")
     assert threads.thread_count() == 3
     monkeypatch.setenv("KILN_NUM_THREADS", "zero")
@@ -168,8 +214,8 @@ def test_narrow_matmuls_get_a_row_jammed_vector_schedule_and_numpys_numbers(m, k
     a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
     f = kiln.compile(lambda a, b: a @ b)
     header = f.lower(a, b).text("scheduled").splitlines()[0]
-    lanes = llvm_target.vector_bits() // 32      # float32 lanes of this host's vectors
-    if n >= 2 * lanes:       # not narrow on this host: the general recipe, two vectors jammed
+    lanes = llvm_target.vector_bits() // 32  # float32 lanes of this host's vectors
+    if n >= 2 * lanes:  # not narrow on this host: the general recipe, two vectors jammed
         assert f"vectorize(k0.j, {lanes}); unroll_jam(k0.j, 2)" in header
     else:
         width = 1 << (min(n, lanes).bit_length() - 1)
@@ -233,8 +279,9 @@ def test_every_step_gives_numpys_numbers_on_sizes_no_factor_divides(steps, shape
 def test_cache_read_of_a_matmul_panel_read_backwards(n):
     a, b = rng.standard_normal((3, 7)).astype(np.float32), rng.standard_normal((7, n)).astype(np.float32)
     _check_both_modes(lambda a, b: a @ b[:, ::-1], (a, b), [("split", "k0.j", 32), ("cache_read", "k0.j.o", "b")])
-    _check_both_modes(lambda a, b: a @ b, (a, b), [("tile", ["k0.i", "k0.j"], [2, 32]),
-                                                  ("cache_read", "k0.j.o", "b", [1, 0])])
+    _check_both_modes(
+        lambda a, b: a @ b, (a, b), [("tile", ["k0.i", "k0.j"], [2, 32]), ("cache_read", "k0.j.o", "b", [1, 0])]
+    )
 
 
 # -- a step applies whole or raises ScheduleError and leaves the IR as it was --------------
@@ -249,18 +296,22 @@ def _affine(fn, *args):
     return kiln.compile(fn).lower(*args).module("affine").clone({})
 
 
-@pytest.mark.parametrize("steps, refused", [
-    ([("tile", ["k0.i", "k0.j"], [2, 2])], ("vectorize", "k0.i.o", 2)),
-    ([("unroll_jam", "k0.i", 2), ("vectorize", "k0.j", 4)], ("cache_read", "k0.j", "b", [1, 0])),
-    ([], ("cache_read", "k0.i", "b", [0, 0])),
-    ([], ("tile", ["k0.i", "k0.r"], [2, 2])),
-    ([], ("reorder", ["k0.j", "k0.r"])),
-    ([("split", "k0.j", 4)], ("unroll", "k0.j.i", 2)),
-    ([], ("parallel", "k0.r")),
-])
+@pytest.mark.parametrize(
+    "steps, refused",
+    [
+        ([("tile", ["k0.i", "k0.j"], [2, 2])], ("vectorize", "k0.i.o", 2)),
+        ([("unroll_jam", "k0.i", 2), ("vectorize", "k0.j", 4)], ("cache_read", "k0.j", "b", [1, 0])),
+        ([], ("cache_read", "k0.i", "b", [0, 0])),
+        ([], ("tile", ["k0.i", "k0.r"], [2, 2])),
+        ([], ("reorder", ["k0.j", "k0.r"])),
+        ([("split", "k0.j", 4)], ("unroll", "k0.j.i", 2)),
+        ([], ("parallel", "k0.r")),
+    ],
+)
 def test_a_refused_step_leaves_the_ir_as_it_was(steps, refused):
     from kiln.dialects import print_ir, verify
     from kiln.passes.schedule import apply_step
+
     module = _affine(lambda a, b: a @ b, kiln.f32[6, 5], kiln.f32[5, 9])
     function = module.body.ops[-1]
     for step in steps:
@@ -274,7 +325,9 @@ def test_a_refused_step_leaves_the_ir_as_it_was(steps, refused):
 
 def test_the_schedule_fuzzer_draws_every_cpu_step():
     import random
+
     from fuzz.schedules import CPU_STEPS, random_schedule
+
     drawn = set()
     for seed in range(6):
         module = _affine(lambda a, b: np.tanh(a @ b) + b.sum(), kiln.f32[13, 7], kiln.f32[7, 19])
@@ -282,13 +335,16 @@ def test_the_schedule_fuzzer_draws_every_cpu_step():
     assert drawn == set(CPU_STEPS)
 
 
-@pytest.mark.parametrize("schedule, message", [
-    ([("split", "k0.j", True)], "positive integer"),
-    ([("tile", ["k0.i", "k0.j"], [True, 2])], "positive integer"),
-    ([("unroll", "k0.r", False)], "positive integer"),
-    ([()], "a schedule step is a list"),
-    (["split k0.j 2"], "a schedule step is a list"),
-])
+@pytest.mark.parametrize(
+    "schedule, message",
+    [
+        ([("split", "k0.j", True)], "positive integer"),
+        ([("tile", ["k0.i", "k0.j"], [True, 2])], "positive integer"),
+        ([("unroll", "k0.r", False)], "positive integer"),
+        ([()], "a schedule step is a list"),
+        (["split k0.j 2"], "a schedule step is a list"),
+    ],
+)
 def test_malformed_steps_are_refused_by_name(schedule, message):
     a, b = np.ones((7, 13), np.float32), np.ones((13, 11), np.float32)
     with pytest.raises(ScheduleError, match=message):

@@ -1,4 +1,5 @@
 """Autotuning: legal search spaces, rejected wrong candidates, the database, the CLI."""
+
 import random
 import subprocess
 import sys
@@ -22,11 +23,14 @@ def affine(fn, *specs):
     return kiln.compile(fn).lower(*specs).module("affine").body.ops[-1]
 
 
-@pytest.mark.parametrize("fn, specs", [
-    (lambda a, b: a @ b, (kiln.f32[37, 13], kiln.f32[13, 70])),
-    (lambda x, y: np.tanh(x) * y, (kiln.f32[9, 41], kiln.f32[41])),
-    (lambda x: x.sum(axis=1), (kiln.f64[5, 66],)),
-])
+@pytest.mark.parametrize(
+    "fn, specs",
+    [
+        (lambda a, b: a @ b, (kiln.f32[37, 13], kiln.f32[13, 70])),
+        (lambda x, y: np.tanh(x) * y, (kiln.f32[9, 41], kiln.f32[41])),
+        (lambda x: x.sum(axis=1), (kiln.f64[5, 66],)),
+    ],
+)
 def test_the_search_space_only_holds_legal_schedules(fn, specs):
     module = extract(affine(fn, *specs), "k0")
     space = SearchSpace(module, 512, True)
@@ -51,7 +55,9 @@ def test_a_candidate_with_wrong_results_is_rejected():
         def wrong(arrays):  # a miscompiled candidate: its output is off
             run(arrays)
             arrays[-1] += 1
+
         return wrong, keep
+
     bench.build = planted
     result = tune_kernel(module, trials=6, seed=0, bench=bench)
     assert result.rejected == result.trials == 6 and result.steps is None
@@ -65,8 +71,11 @@ def test_kernels_are_identified_by_structure_not_by_names():
     function = affine(lambda x, a, b: (np.tanh(x), np.tanh(a @ b)), kiln.f32[8, 8], kiln.f32[8, 4], kiln.f32[4, 8])
     kernel = kernel_names(function)[-1]
     assert "%a0[%k0.i, %k0.r]" in print_ir(extract(function, kernel))  # the kernel's arguments: a0 = a, a1 = b
-    steps = [["vectorize", f"{kernel}.j", 8], ["tile", [f"{kernel}.i", f"{kernel}.j"], [4, 4]],
-             ["cache_read", f"{kernel}.j", "b"]]
+    steps = [
+        ["vectorize", f"{kernel}.j", 8],
+        ["tile", [f"{kernel}.i", f"{kernel}.j"], [4, 4]],
+        ["cache_read", f"{kernel}.j", "b"],
+    ]
     relative = relative_steps(steps, kernel, function)
     assert relative == [["vectorize", "k0.j", 8], ["tile", ["k0.i", "k0.j"], [4, 4]], ["cache_read", "k0.j", "a1"]]
     assert absolute_steps(relative, kernel, function) == steps
@@ -75,8 +84,16 @@ def test_kernels_are_identified_by_structure_not_by_names():
 def _record(fn, specs, steps, function_name="f"):
     function = affine(fn, *specs)
     module = extract(function, kernel_names(function)[0])
-    return {"kernel": structural_hash(module), "host": host_fingerprint(), "function": function_name,
-            "steps": steps, "default_ms": 1.0, "tuned_ms": 0.5, "seed": 0, "trials": 3}
+    return {
+        "kernel": structural_hash(module),
+        "host": host_fingerprint(),
+        "function": function_name,
+        "steps": steps,
+        "default_ms": 1.0,
+        "tuned_ms": 0.5,
+        "seed": 0,
+        "trials": 3,
+    }
 
 
 def test_the_database_round_trips_and_compile_uses_it(tmp_path):
@@ -97,11 +114,14 @@ def test_the_database_round_trips_and_compile_uses_it(tmp_path):
     assert "tuning database" not in untuned
 
 
-@pytest.mark.parametrize("content, warning", [
-    ("{not: [valid", "cannot read the tuning database"),
-    ("just a string", "is not a list of records"),
-    ("- {kernel: 12}\n- 7\n", "ignoring record #0"),
-])
+@pytest.mark.parametrize(
+    "content, warning",
+    [
+        ("{not: [valid", "cannot read the tuning database"),
+        ("just a string", "is not a list of records"),
+        ("- {kernel: 12}\n- 7\n", "ignoring record #0"),
+    ],
+)
 def test_a_malformed_database_is_survived_with_a_warning(tmp_path, content, warning):
     path = tmp_path / "broken.yaml"
     path.write_text(content)
@@ -123,17 +143,23 @@ def test_a_stale_record_falls_back_to_the_default_schedule(tmp_path):
 
 def test_tuning_end_to_end_through_the_command_line(tmp_path):
     source = tmp_path / "model.py"
-    source.write_text(textwrap.dedent("""
+    source.write_text(
+        textwrap.dedent("""
         import numpy as np
         import kiln
 
         def step(x: kiln.f32[24, 40], w: kiln.f32[40, 33]):
             return np.tanh(x @ w) * 2
-    """))
+    """)
+    )
     db = tmp_path / "tuning.yaml"
     run = [sys.executable, "-m", "kiln", "tune"]
-    result = subprocess.run(run + [f"{source}:step", "--trials", "6", "--db", str(db), "--seed", "3"],
-                            capture_output=True, text=True, cwd=tmp_path)
+    result = subprocess.run(
+        run + [f"{source}:step", "--trials", "6", "--db", str(db), "--seed", "3"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     assert "trial 6/6" in result.stderr and "default" in result.stderr
     report = subprocess.run(run + ["--report", "--db", str(db)], capture_output=True, text=True, cwd=tmp_path)
@@ -164,18 +190,23 @@ def test_tune_kernel_returns_the_default_or_a_schedule_with_its_numbers():
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("fn", [
-    lambda a, b: a @ b,                  # the packed panel is an argument, named b
-    lambda a, b: a @ np.tanh(b),         # ... or an intermediate buffer, with no name of its own
-    lambda a, b: (a + 1) @ np.tanh(b),
-], ids=["argument", "intermediate", "two-intermediates"])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, b: a @ b,  # the packed panel is an argument, named b
+        lambda a, b: a @ np.tanh(b),  # ... or an intermediate buffer, with no name of its own
+        lambda a, b: (a + 1) @ np.tanh(b),
+    ],
+    ids=["argument", "intermediate", "two-intermediates"],
+)
 @pytest.mark.parametrize("shape", [(24, 40, 64), (7, 13, 48)])
 def test_a_record_that_packs_a_buffer_is_applied_by_compile(tmp_path, fn, shape):
     m, k, n = shape
     specs = (kiln.f32[m, k], kiln.f32[k, n])
     function = affine(fn, *specs)
-    matmul = [name for name in kernel_names(function)
-              if SearchSpace(extract(function, name), 256, False).matmul_like][0]
+    matmul = [name for name in kernel_names(function) if SearchSpace(extract(function, name), 256, False).matmul_like][
+        0
+    ]
     module = extract(function, matmul)
     space = SearchSpace(module, 256, False)
     config = {"rows": 4, "vectors": 2, "lanes": 8, "pack": True, "columns_outside": True, "parallel": False}
@@ -183,8 +214,16 @@ def test_a_record_that_packs_a_buffer_is_applied_by_compile(tmp_path, fn, shape)
     assert steps[-1] == ["cache_read", "k0.j.u", "a1"] and space.legal(config)
     path = tmp_path / "tuning.yaml"
     db = TuningDB(str(path))
-    db.put({"kernel": structural_hash(module), "host": host_fingerprint(), "function": "f", "steps": steps,
-            "default_ms": 1.0, "tuned_ms": 0.5})
+    db.put(
+        {
+            "kernel": structural_hash(module),
+            "host": host_fingerprint(),
+            "function": "f",
+            "steps": steps,
+            "default_ms": 1.0,
+            "tuned_ms": 0.5,
+        }
+    )
     db.save()
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # "no longer applies" would be an error here
@@ -220,11 +259,13 @@ def _fake_bench(module, candidate_seconds):
         def timed(arrays):
             run(arrays)
             clock.now += 1e-3 if steps is None else candidate_seconds(len(comparisons))
+
         return timed, keep
 
     def compare(*args, **kwargs):
         comparisons.append(args)
         return real_compare(*args, **kwargs)
+
     bench.build, bench.compare = build, compare
     return bench, comparisons
 
@@ -250,11 +291,14 @@ def test_a_steady_win_is_confirmed_and_recorded():
     assert [c[-1] if len(c) > 2 else None for c in comparisons[-2:]] == [None, None]
 
 
-@pytest.mark.parametrize("seconds", [
-    lambda done: 0.5e-3 if done == 0 else 1e-3,     # fast until it is compared with the incumbent
-    lambda done: 1e-3,                              # never faster
-    lambda done: 0.99e-3,                           # faster by less than the noise floor
-])
+@pytest.mark.parametrize(
+    "seconds",
+    [
+        lambda done: 0.5e-3 if done == 0 else 1e-3,  # fast until it is compared with the incumbent
+        lambda done: 1e-3,  # never faster
+        lambda done: 0.99e-3,  # faster by less than the noise floor
+    ],
+)
 def test_no_win_without_an_interleaved_confirmation(seconds):
     module = _elementwise_kernel()
     bench, _ = _fake_bench(module, seconds)
@@ -268,10 +312,12 @@ def test_comparisons_interleave_the_two_schedules():
         def call(arrays):
             order.append(name)
             clock.now += 2e-3  # long enough that each sample is one call
+
         return call
+
     bench = KernelBench(_elementwise_kernel(), clock=clock)
     bench.compare(run("A"), run("B"), rounds=4)
-    assert "".join(order) == "AB" + "AB" * 4   # one warm-up call each, then ABAB...
+    assert "".join(order) == "AB" + "AB" * 4  # one warm-up call each, then ABAB...
     order.clear()
     bench.compare(run("A"), run("B"), rounds=4, candidate_first=True)
     assert "".join(order) == "BA" + "BA" * 4
@@ -286,6 +332,7 @@ def test_a_candidate_that_fails_to_build_is_reported_not_hidden():
         if steps is None:
             return real_build(steps)
         raise ScheduleError("planted: this schedule cannot be built")
+
     bench.build = broken
     result = tune_kernel(module, trials=3, seed=0, bench=bench)
     assert result.steps is None and result.rejected == result.trials == len(result.failures) == 3
@@ -295,6 +342,7 @@ def test_a_candidate_that_fails_to_build_is_reported_not_hidden():
         if steps is None:
             return real_build(steps)
         raise TypeError("planted bug")
+
     bench.build = crashing
     with pytest.raises(TypeError, match="planted bug"):  # a fault in kiln itself is not swallowed
         tune_kernel(module, trials=3, seed=0, bench=bench)
@@ -302,12 +350,22 @@ def test_a_candidate_that_fails_to_build_is_reported_not_hidden():
 
 def test_verify_names_why_a_record_is_stale(tmp_path):
     import io
+
     from kiln.tools.tuner import verify_records
+
     module = _elementwise_kernel()
     db = TuningDB(str(tmp_path / "tuning.yaml"))
-    db.put({"kernel": structural_hash(module), "host": host_fingerprint(), "function": "f",
-            "steps": [["split", "k0.nothing", 2]], "default_ms": 1.0, "tuned_ms": 0.5,
-            "kernel_ir": print_ir(module, locations=False)})
+    db.put(
+        {
+            "kernel": structural_hash(module),
+            "host": host_fingerprint(),
+            "function": "f",
+            "steps": [["split", "k0.nothing", 2]],
+            "default_ms": 1.0,
+            "tuned_ms": 0.5,
+            "kernel_ir": print_ir(module, locations=False),
+        }
+    )
     out = io.StringIO()
     assert verify_records(db, out) == [structural_hash(module)]
     assert "STALE: ScheduleError" in out.getvalue() and "k0.nothing" in out.getvalue()
@@ -328,6 +386,7 @@ def test_an_incumbent_with_a_spread_larger_than_its_median_can_still_be_beaten()
 
     def candidate(arrays):  # over a millisecond, like the incumbent: one call a sample
         clock.now += 1.5e-3
+
     comparison = bench.compare(incumbent, candidate)
     assert comparison.incumbent.spread > 1 and comparison.candidate_faster == comparison.rounds
     assert comparison.candidate_wins
@@ -345,6 +404,7 @@ def test_a_candidate_faster_only_in_some_rounds_does_not_win():
 
     def candidate(arrays):
         clock.now += 1.5e-3
+
     comparison = bench.compare(incumbent, candidate)
     assert comparison.candidate.seconds < comparison.incumbent.seconds / 10
     assert comparison.candidate_faster < 0.8 * comparison.rounds and not comparison.candidate_wins
@@ -358,8 +418,16 @@ def test_bisect_replays_a_record_that_packs_an_intermediate_buffer(tmp_path):
     config = {"rows": 4, "vectors": 2, "lanes": 8, "pack": True, "columns_outside": True, "parallel": False}
     path = tmp_path / "tuning.yaml"
     db = TuningDB(str(path))
-    db.put({"kernel": structural_hash(module), "host": host_fingerprint(), "function": "f",
-            "steps": SearchSpace(module, 256, False).steps(config), "default_ms": 1.0, "tuned_ms": 0.5})
+    db.put(
+        {
+            "kernel": structural_hash(module),
+            "host": host_fingerprint(),
+            "function": "f",
+            "steps": SearchSpace(module, 256, False).steps(config),
+            "default_ms": 1.0,
+            "tuned_ms": 0.5,
+        }
+    )
     db.save()
     rng = np.random.default_rng(5)
     a, b = rng.standard_normal((9, 12)).astype(np.float32), rng.standard_normal((12, 32)).astype(np.float32)
@@ -371,7 +439,9 @@ def test_bisect_replays_a_record_that_packs_an_intermediate_buffer(tmp_path):
 
 def test_tuning_again_removes_a_record_that_no_longer_wins(tmp_path, monkeypatch):
     import io
+
     from kiln.tools import tuner
+
     fn = lambda x, y: x * y + 1  # noqa: E731
     specs = (kiln.f32[16, 64], kiln.f32[64])
     path = tmp_path / "tuning.yaml"
@@ -387,13 +457,24 @@ def test_tuning_again_removes_a_record_that_no_longer_wins(tmp_path, monkeypatch
 
 def test_verify_says_when_the_thread_count_differs_from_the_tuning_run(tmp_path, monkeypatch):
     import io
-    from kiln.tools.tuner import verify_records
+
     from kiln.runtime import threads
+    from kiln.tools.tuner import verify_records
+
     module = _elementwise_kernel()
     db = TuningDB(str(tmp_path / "tuning.yaml"))
-    db.put({"kernel": structural_hash(module), "host": host_fingerprint(), "function": "f", "threads": 3,
-            "steps": [["split", "k0.nothing", 2]], "default_ms": 1.0, "tuned_ms": 0.5,
-            "kernel_ir": print_ir(module, locations=False)})
+    db.put(
+        {
+            "kernel": structural_hash(module),
+            "host": host_fingerprint(),
+            "function": "f",
+            "threads": 3,
+            "steps": [["split", "k0.nothing", 2]],
+            "default_ms": 1.0,
+            "tuned_ms": 0.5,
+            "kernel_ir": print_ir(module, locations=False),
+        }
+    )
     monkeypatch.setattr(threads, "available", lambda: True)
     monkeypatch.setenv("KILN_NUM_THREADS", "2")
     out = io.StringIO()

@@ -12,6 +12,7 @@ The same source compiles as plain C++ with ``KILN_EMULATE`` defined: the grid
 and block loops are then explicit loops on the CPU (kiln's tests check the
 kernels' numbers that way on machines without a GPU).
 """
+
 from __future__ import annotations
 
 import math
@@ -19,6 +20,8 @@ import re
 
 import numpy as np
 
+from kiln.codegen.llvm_ops import accumulates
+from kiln.codegen.status import STATUS
 from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import func as F
@@ -28,16 +31,20 @@ from kiln.dialects.affine import BIND
 from kiln.dialects.affine_expr import Binary, Const, Dim
 from kiln.dialects.types import MemRefType
 
-from kiln.codegen.status import STATUS
-from kiln.codegen.llvm_ops import accumulates
-
 THREADS_PER_BLOCK = 256
 THREADS_PER_BLOCK_MAX = 1024
 REDUCTION_BLOCKS = 1024  # enough to fill a GPU; more would only add atomics on one address
 PAIRWISE_GROUP = 64  # KILN_GROUP in PRELUDE: partial sums added per thread per pairwise launch
 CUDA_ERROR_BASE = 1000  # the host entry returns kiln's status codes as they are, CUDA's errors above this
-C_TYPES = {"f32": "float", "f64": "double", "i1": "bool", "i8": "unsigned char", "i32": "int", "i64": "long long",
-           "index": "long long"}
+C_TYPES = {
+    "f32": "float",
+    "f64": "double",
+    "i1": "bool",
+    "i8": "unsigned char",
+    "i32": "int",
+    "i64": "long long",
+    "index": "long long",
+}
 STORED = dict(C_TYPES, i1="unsigned char")
 
 PRELUDE = r"""#include <math.h>
@@ -193,11 +200,15 @@ def _literal(value, type_name: str) -> str:
         if math.isinf(v):
             return "INFINITY" if v > 0 else "-INFINITY"
         text = repr(v)
-        return text + ("f" if type_name == "f32" else "") if ("." in text or "e" in text) else text + (".0f" if type_name == "f32" else ".0")
+        return (
+            text + ("f" if type_name == "f32" else "")
+            if ("." in text or "e" in text)
+            else text + (".0f" if type_name == "f32" else ".0")
+        )
     if type_name == "i1":
         return "1" if value else "0"
     wide = type_name in ("i64", "index")
-    if int(value) == -2 ** (63 if wide else 31):  # the literal of -INT_MIN does not fit its type
+    if int(value) == -(2 ** (63 if wide else 31)):  # the literal of -INT_MIN does not fit its type
         return f"({int(value) + 1}{'LL' if wide else ''} - 1)"
     return f"{int(value)}LL" if wide else str(int(value))
 
@@ -232,8 +243,9 @@ class _FunctionEmitter:
         allocations, loose = [], []
         # Scalars computed at top level (a full reduction, a 0-d result) and read by a later
         # kernel live in __device__ variables: kernels cannot see each other's locals.
-        self.shared = {v: f"{entry_name(fn.sym_name, self.prefix)}_s{k}"
-                       for k, v in enumerate(_crossing_scalars(fn.body.ops))}
+        self.shared = {
+            v: f"{entry_name(fn.sym_name, self.prefix)}_s{k}" for k, v in enumerate(_crossing_scalars(fn.body.ops))
+        }
         shared_declarations = [f"__device__ {C_TYPES[v.type.name]} {g};" for v, g in self.shared.items()]
         for op in fn.body.ops:
             parallel = isinstance(op, (A.ForOp, A.ParallelOp)) and not op.results
@@ -266,14 +278,18 @@ class _FunctionEmitter:
         if isinstance(op, MR.AllocOp):
             t = op.result.type
             v = self.name(op.result)
-            host.append(f"    if (cudaMalloc((void **)&{v}, {max(1, t.size) * t.dtype.itemsize}) != cudaSuccess) "
-                        f"{{ status = {STATUS['out of memory']}; goto done; }}")
+            host.append(
+                f"    if (cudaMalloc((void **)&{v}, {max(1, t.size) * t.dtype.itemsize}) != cudaSuccess) "
+                f"{{ status = {STATUS['out of memory']}; goto done; }}"
+            )
             allocations.append(v)
         elif isinstance(op, MR.ViewOp):
             shift = op.byte_shift.op.value
             t = op.result.type
-            host.append(f"    {self.name(op.result)} = "
-                        f"({STORED[t.element.name]} *)((unsigned char *){self.name(op.source)} + {shift});")
+            host.append(
+                f"    {self.name(op.result)} = "
+                f"({STORED[t.element.name]} *)((unsigned char *){self.name(op.source)} + {shift});"
+            )
         elif isinstance(op, MR.GetGlobalOp):
             self.names[op.result] = self.prefix + op.attributes["name"]
         elif not isinstance(op, (AR.ConstantOp, MR.DeallocOp, F.ReturnOp)):
@@ -358,10 +374,12 @@ class _FunctionEmitter:
         partial = self.name(loops[-1].body.args[1])
         for loop in loops:  # every level's accumulator is the thread's partial result
             self.names[loop.body.args[1]] = partial
-        lines = [f"__global__ void {name}_init(void) {{ {target} = {self.expr(init)}; }}",
-                 "",
-                 f"__global__ void {name}({params}) {{",
-                 f"    {c_type} {partial} = {self.expr(init)};"] + self._grid_stride(loops, extents, total)
+        lines = [
+            f"__global__ void {name}_init(void) {{ {target} = {self.expr(init)}; }}",
+            "",
+            f"__global__ void {name}({params}) {{",
+            f"    {c_type} {partial} = {self.expr(init)};",
+        ] + self._grid_stride(loops, extents, total)
         self.lines, self.indent, self._carried = lines, 2, [partial]
         self._read_shared([loops[0]])
         self.block(loops[-1].body.ops)
@@ -373,18 +391,23 @@ class _FunctionEmitter:
             count = blocks * threads
             lines.append(f"    {name}_partials[(long long)blockIdx.x * blockDim.x + threadIdx.x] = {partial};")
             lines.append("}")
-            lines[:2] = [f"__device__ {c_type} {name}_partials[{count}];",
-                         f"__global__ void {name}_pairwise(long long stride) {{",
-                         "    long long first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * KILN_GROUP * stride;",
-                         f"    if (first < {count}LL) {name}_partials[first] = "
-                         f"kiln_pairwise_group({name}_partials + first, {count}LL - first, stride); }}",
-                         f"__global__ void {name}_result(void) {{ {target} = {name}_partials[0]; }}", ""]
+            lines[:2] = [
+                f"__device__ {c_type} {name}_partials[{count}];",
+                f"__global__ void {name}_pairwise(long long stride) {{",
+                "    long long first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * KILN_GROUP * stride;",
+                f"    if (first < {count}LL) {name}_partials[first] = "
+                f"kiln_pairwise_group({name}_partials + first, {count}LL - first, stride); }}",
+                f"__global__ void {name}_result(void) {{ {target} = {name}_partials[0]; }}",
+                "",
+            ]
             host.append(f"    KILN_LAUNCH({name}, {blocks}, {threads}{', ' if args else ''}{args});")
             stride = 1
             while stride < count:
                 groups = -(-count // (PAIRWISE_GROUP * stride))
-                host.append(f"    KILN_LAUNCH({name}_pairwise, {-(-groups // THREADS_PER_BLOCK)}, "
-                            f"{min(groups, THREADS_PER_BLOCK)}, {stride}LL);")
+                host.append(
+                    f"    KILN_LAUNCH({name}_pairwise, {-(-groups // THREADS_PER_BLOCK)}, "
+                    f"{min(groups, THREADS_PER_BLOCK)}, {stride}LL);"
+                )
                 stride *= PAIRWISE_GROUP
             host.append(f"    KILN_LAUNCH({name}_result, 1, 1);")
         else:
@@ -399,8 +422,10 @@ class _FunctionEmitter:
     def _grid_stride(self, loops, extents, total) -> list:
         """The grid-stride loop over `total` flattened iterations, and each loop's index
         recovered from the flat one (the last loop varies fastest)."""
-        lines = ["    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
-                 f"t < {total}LL; t += (long long)gridDim.x * blockDim.x) {{"]
+        lines = [
+            "    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
+            f"t < {total}LL; t += (long long)gridDim.x * blockDim.x) {{"
+        ]
         remaining = "t"
         for loop, extent in reversed(list(zip(loops, extents))):
             lines.append(f"        long long {self.name(loop.induction_variable)} = {remaining} % {extent}LL;")
@@ -418,8 +443,9 @@ class _FunctionEmitter:
     def _external_buffers(self, roots) -> list:
         """The buffers these ops use, made outside them: the kernel's parameters (globals
         are visible to every kernel, so they are not passed)."""
-        return _read_from_outside(roots, lambda v: isinstance(v.type, MemRefType)
-                                  and not isinstance(getattr(v, "op", None), MR.GetGlobalOp))
+        return _read_from_outside(
+            roots, lambda v: isinstance(v.type, MemRefType) and not isinstance(getattr(v, "op", None), MR.GetGlobalOp)
+        )
 
     # -- statements ---------------------------------------------------------------------------
     def line(self, text: str) -> None:
@@ -528,11 +554,23 @@ def _is_device(op) -> bool:
     return not isinstance(op, (MR.AllocOp, MR.ViewOp, MR.GetGlobalOp, MR.DeallocOp, AR.ConstantOp, F.ReturnOp))
 
 
-_COMBINE = {(AR.AddFOp, "f32"): "kiln_add", (AR.AddFOp, "f64"): "kiln_add", (AR.AddIOp, "i64"): "kiln_add",
-            (AR.AddIOp, "i32"): "kiln_add", (AR.MaximumFOp, "f32"): "kiln_maxf", (AR.MaximumFOp, "f64"): "kiln_max",
-            (AR.MinimumFOp, "f32"): "kiln_minf", (AR.MinimumFOp, "f64"): "kiln_min"}
-_IDENTITY = {"kiln_add": 0.0, "kiln_maxf": -math.inf, "kiln_max": -math.inf, "kiln_minf": math.inf,
-             "kiln_min": math.inf}
+_COMBINE = {
+    (AR.AddFOp, "f32"): "kiln_add",
+    (AR.AddFOp, "f64"): "kiln_add",
+    (AR.AddIOp, "i64"): "kiln_add",
+    (AR.AddIOp, "i32"): "kiln_add",
+    (AR.MaximumFOp, "f32"): "kiln_maxf",
+    (AR.MaximumFOp, "f64"): "kiln_max",
+    (AR.MinimumFOp, "f32"): "kiln_minf",
+    (AR.MinimumFOp, "f64"): "kiln_min",
+}
+_IDENTITY = {
+    "kiln_add": 0.0,
+    "kiln_maxf": -math.inf,
+    "kiln_max": -math.inf,
+    "kiln_minf": math.inf,
+    "kiln_min": math.inf,
+}
 
 
 def _full_reduction(op):
@@ -590,12 +628,23 @@ def _call(function_f32, function_f64=None):
     def emit(e, op):
         name = function_f32 if op.results[0].type.name == "f32" else (function_f64 or function_f32)
         return f"{name}({', '.join(e.expr(v) for v in op.operands)})"
+
     return emit
 
 
 _FLOAT_COMPARE = {"oeq": "==", "olt": "<", "ole": "<=", "ogt": ">", "oge": ">="}
-_INT_COMPARE = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=",
-                "ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
+_INT_COMPARE = {
+    "eq": "==",
+    "ne": "!=",
+    "slt": "<",
+    "sle": "<=",
+    "sgt": ">",
+    "sge": ">=",
+    "ult": "<",
+    "ule": "<=",
+    "ugt": ">",
+    "uge": ">=",
+}
 
 
 def _cmpf(e, op):
@@ -618,11 +667,13 @@ def _fptosi(e, op):
 
 def _rounded(symbol, name):
     """Float `symbol`, fused with a multiply only where it accumulates."""
+
     def emit(e, op):
         if accumulates(op):
             return f"({e.expr(op.lhs)} {symbol} {e.expr(op.rhs)})"
         prefix = "kiln_f" if op.result.type.name == "f32" else "kiln_d"
         return f"{prefix}{name}({e.expr(op.lhs)}, {e.expr(op.rhs)})"
+
     return emit
 
 
@@ -631,11 +682,13 @@ _UNSIGNED = {"i32": "unsigned", "i64": "unsigned long long", "index": "unsigned 
 
 def _wrapping(symbol):
     """Integer `symbol` done in the unsigned type of the same width, so it wraps (on i1: mod 2)."""
+
     def emit(e, op):
         t = op.results[0].type.name
         u = _UNSIGNED[t]
         value = f"(({u}){e.expr(op.lhs)} {symbol} ({u}){e.expr(op.rhs)})"
         return f"({C_TYPES[t]})({value} & 1u)" if t == "i1" else f"({C_TYPES[t]}){value}"
+
     return emit
 
 
@@ -645,22 +698,40 @@ def _absi(e, op):
 
 
 _EXPRESSIONS = {
-    AR.AddFOp: _rounded("+", "add"), AR.SubFOp: _rounded("-", "sub"), AR.MulFOp: _binary("*"),
+    AR.AddFOp: _rounded("+", "add"),
+    AR.SubFOp: _rounded("-", "sub"),
+    AR.MulFOp: _binary("*"),
     AR.DivFOp: _binary("/"),
-    AR.AddIOp: _wrapping("+"), AR.SubIOp: _wrapping("-"), AR.MulIOp: _wrapping("*"),
-    AR.AndIOp: _binary("&"), AR.OrIOp: _binary("|"), AR.XOrIOp: _binary("^"),
+    AR.AddIOp: _wrapping("+"),
+    AR.SubIOp: _wrapping("-"),
+    AR.MulIOp: _wrapping("*"),
+    AR.AndIOp: _binary("&"),
+    AR.OrIOp: _binary("|"),
+    AR.XOrIOp: _binary("^"),
     AR.NegFOp: lambda e, op: f"(-{e.expr(op.operand)})",
-    AR.MaximumFOp: _call("kiln_maxf", "kiln_max"), AR.MinimumFOp: _call("kiln_minf", "kiln_min"),
+    AR.MaximumFOp: _call("kiln_maxf", "kiln_max"),
+    AR.MinimumFOp: _call("kiln_minf", "kiln_min"),
     AR.MaxSIOp: lambda e, op: f"({e.expr(op.lhs)} > {e.expr(op.rhs)} ? {e.expr(op.lhs)} : {e.expr(op.rhs)})",
     AR.MinSIOp: lambda e, op: f"({e.expr(op.lhs)} < {e.expr(op.rhs)} ? {e.expr(op.lhs)} : {e.expr(op.rhs)})",
     AR.CmpFOp: _cmpf,
     AR.CmpIOp: lambda e, op: f"({e.expr(op.lhs)} {_INT_COMPARE[op.predicate]} {e.expr(op.rhs)})",
     AR.SelectOp: lambda e, op: f"({e.expr(op.condition)} ? {e.expr(op.true_value)} : {e.expr(op.false_value)})",
-    AR.ExtFOp: _cast, AR.TruncFOp: _cast, AR.SIToFPOp: _cast, AR.UIToFPOp: _cast, AR.ExtSIOp: _cast,
-    AR.ExtUIOp: _cast, AR.TruncIOp: _cast, AR.FPToSIOp: _fptosi,
-    M.ExpOp: _call("expf", "exp"), M.LogOp: _call("logf", "log"), M.SqrtOp: _call("sqrtf", "sqrt"),
-    M.TanhOp: _call("tanhf", "tanh"), M.SinOp: _call("sinf", "sin"), M.CosOp: _call("cosf", "cos"),
-    M.AbsFOp: _call("fabsf", "fabs"), M.PowFOp: _call("powf", "pow"),
+    AR.ExtFOp: _cast,
+    AR.TruncFOp: _cast,
+    AR.SIToFPOp: _cast,
+    AR.UIToFPOp: _cast,
+    AR.ExtSIOp: _cast,
+    AR.ExtUIOp: _cast,
+    AR.TruncIOp: _cast,
+    AR.FPToSIOp: _fptosi,
+    M.ExpOp: _call("expf", "exp"),
+    M.LogOp: _call("logf", "log"),
+    M.SqrtOp: _call("sqrtf", "sqrt"),
+    M.TanhOp: _call("tanhf", "tanh"),
+    M.SinOp: _call("sinf", "sin"),
+    M.CosOp: _call("cosf", "cos"),
+    M.AbsFOp: _call("fabsf", "fabs"),
+    M.PowFOp: _call("powf", "pow"),
     M.AbsIOp: _absi,
     M.IPowIOp: lambda e, op: f"({C_TYPES[op.result.type.name]})kiln_ipow({e.expr(op.lhs)}, {e.expr(op.rhs)})",
 }

@@ -8,17 +8,17 @@ usual header/body/latch blocks with phis for induction variables and
 iter_args. Float ops carry no fast-math flags: results match numpy's
 elementwise semantics (reductions add in loop order).
 """
+
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from kiln.dialects import affine as A
-from kiln.dialects import func as F
-from kiln.dialects import memref as MR
-
 from kiln.codegen import llvm_ops, llvm_parallel  # noqa: F401  (they register the arith, math, vector and parallel handlers)
 from kiln.codegen.llvm_emitter import I1, I8, I32, I64, FunctionEmitter, access_sites, handles, scalar, stored
 from kiln.codegen.status import STATUS
+from kiln.dialects import affine as A
+from kiln.dialects import func as F
+from kiln.dialects import memref as MR
 
 
 def emit_module(module, triple: str = "", data_layout: str = "", bounds_checks: bool = False) -> ir.Module:
@@ -108,8 +108,7 @@ def _yield(e: FunctionEmitter, op):
 def _load(e: FunctionEmitter, op):
     element = op.memref.type.element
     llvm_type = stored(element)
-    value = e.guarded(op, 1, lambda: e.b.load(e.address(op), align=element.dtype.itemsize),
-                      ir.Constant(llvm_type, 0))
+    value = e.guarded(op, 1, lambda: e.b.load(e.address(op), align=element.dtype.itemsize), ir.Constant(llvm_type, 0))
     e.values[op.result] = e.b.trunc(value, I1) if element.name == "i1" else value
 
 
@@ -124,9 +123,12 @@ def _store(e: FunctionEmitter, op):
 @handles(A.VectorLoadOp)
 def _vector_load(e: FunctionEmitter, op):
     t = op.result.type
-    value = e.guarded(op, t.lanes, lambda: e.b.load(e.b.bitcast(e.address(op), stored(t).as_pointer()),
-                                                     align=t.element.dtype.itemsize),
-                      ir.Constant(stored(t), None))
+    value = e.guarded(
+        op,
+        t.lanes,
+        lambda: e.b.load(e.b.bitcast(e.address(op), stored(t).as_pointer()), align=t.element.dtype.itemsize),
+        ir.Constant(stored(t), None),
+    )
     e.values[op.result] = e.b.trunc(value, scalar(t)) if t.element.name == "i1" else value
 
 
@@ -136,8 +138,11 @@ def _vector_store(e: FunctionEmitter, op):
     value = e.get(op.operands[0])
     if t.element.name == "i1":
         value = e.b.zext(value, stored(t))
-    e.guarded(op, t.lanes, lambda: e.b.store(value, e.b.bitcast(e.address(op), stored(t).as_pointer()),
-                                             align=t.element.dtype.itemsize))
+    e.guarded(
+        op,
+        t.lanes,
+        lambda: e.b.store(value, e.b.bitcast(e.address(op), stored(t).as_pointer()), align=t.element.dtype.itemsize),
+    )
 
 
 @handles(MR.AllocOp)

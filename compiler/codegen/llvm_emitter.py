@@ -9,23 +9,25 @@ in ``llvm_codegen`` (affine, memref, func), ``llvm_ops`` (arith, math, vector) a
 Memrefs are bare pointers to row-major data (their static shapes give the strides);
 ``index`` is i64; ``i1`` is stored in memory as one byte, like numpy's bool.
 """
+
 from __future__ import annotations
 
 import re
 
 import llvmlite.ir as ir
 
+from kiln.codegen.status import OUT_OF_BOUNDS
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
 from kiln.dialects.affine_expr import Binary, Const, Dim
 from kiln.dialects.types import MemRefType, VectorType
 
-from kiln.codegen.status import OUT_OF_BOUNDS
 
 def access_sites(function) -> list:
     """Every load and store of a scheduled function, in a fixed order: the numbering
     debug builds use to say which access went out of bounds."""
     return [op for op in function.walk() if isinstance(op, (A.LoadOp, A.StoreOp, A.VectorLoadOp, A.VectorStoreOp))]
+
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 _SCALARS = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "i1": I1, "i8": I8, "i32": I32, "i64": I64, "index": I64}
@@ -184,4 +186,5 @@ def handles(*op_classes):
         for cls in op_classes:
             HANDLERS[cls] = fn
         return fn
+
     return register

@@ -8,6 +8,7 @@ float64 in the tests), with IEEE behaviour at the edges: NaN stays NaN,
 exp overflows to inf and underflows through the subnormals to 0, tanh(±inf)
 is ±1.
 """
+
 from __future__ import annotations
 
 import llvmlite.ir as ir
@@ -17,8 +18,7 @@ I32 = ir.IntType(32)
 
 _LOG2E = 1.44269504088896341
 _LN2_HI, _LN2_LO = 0.693359375, -2.12194440e-4
-_EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
-             5.0000001201e-1)
+_EXP_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
 _TANH_POLY = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1)
 
 

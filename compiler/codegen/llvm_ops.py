@@ -3,19 +3,19 @@
 Every handler works on scalars and on vectors alike (LLVM's instructions and
 intrinsics are overloaded on vector types); only math.ipowi is scalar-only.
 """
+
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from kiln.codegen.llvm_emitter import HANDLERS, I1, I32, FunctionEmitter, handles, scalar, suffix
+from kiln.codegen.llvm_math import expf, tanhf
+from kiln.codegen.status import STATUS
 from kiln.dialects import arith as AR
 from kiln.dialects import math as M
 from kiln.dialects import vector as V
 from kiln.dialects.ir import BlockArgument
 from kiln.dialects.types import VectorType, element_of
-
-from kiln.codegen.llvm_math import expf, tanhf
-from kiln.codegen.llvm_emitter import HANDLERS, I1, I32, FunctionEmitter, handles, scalar, suffix
-from kiln.codegen.status import STATUS
 
 
 @handles(AR.ConstantOp)
@@ -51,15 +51,18 @@ def accumulates(op) -> bool:
 def _binary(build):
     def handler(e, op):
         e.values[op.result] = build(e.b, e.get(op.operands[0]), e.get(op.operands[1]))
+
     return handler
 
 
 def _accumulating(build):
     """A float add or subtract: `contract` (LLVM may fuse a multiply into it) only where it
     accumulates; no other fast-math freedom is given."""
+
     def handler(e, op):
         flags = _CONTRACT if accumulates(op) else ()
         e.values[op.result] = build(e.b, e.get(op.operands[0]), e.get(op.operands[1]), flags)
+
     return handler
 
 
@@ -67,10 +70,14 @@ HANDLERS[AR.AddFOp] = _accumulating(lambda b, x, y, flags: b.fadd(x, y, flags=fl
 HANDLERS[AR.SubFOp] = _accumulating(lambda b, x, y, flags: b.fsub(x, y, flags=flags))
 for _cls, _build in {
     # A multiply fuses only into an add that allows it too (see accumulates).
-    AR.MulFOp: lambda b, x, y: b.fmul(x, y, flags=_CONTRACT), AR.DivFOp: lambda b, x, y: b.fdiv(x, y),
-    AR.AddIOp: lambda b, x, y: b.add(x, y), AR.SubIOp: lambda b, x, y: b.sub(x, y),
-    AR.MulIOp: lambda b, x, y: b.mul(x, y), AR.AndIOp: lambda b, x, y: b.and_(x, y),
-    AR.OrIOp: lambda b, x, y: b.or_(x, y), AR.XOrIOp: lambda b, x, y: b.xor(x, y),
+    AR.MulFOp: lambda b, x, y: b.fmul(x, y, flags=_CONTRACT),
+    AR.DivFOp: lambda b, x, y: b.fdiv(x, y),
+    AR.AddIOp: lambda b, x, y: b.add(x, y),
+    AR.SubIOp: lambda b, x, y: b.sub(x, y),
+    AR.MulIOp: lambda b, x, y: b.mul(x, y),
+    AR.AndIOp: lambda b, x, y: b.and_(x, y),
+    AR.OrIOp: lambda b, x, y: b.or_(x, y),
+    AR.XOrIOp: lambda b, x, y: b.xor(x, y),
 }.items():
     HANDLERS[_cls] = _binary(_build)
 
@@ -78,31 +85,45 @@ for _cls, _build in {
 def _call_intrinsic(base, arity=1, extra=()):
     def handler(e, op):
         t = op.result.type
-        fn = e.intrinsic(base, t, arity) if not extra else e.declare(
-            f"llvm.{base}.{suffix(t)}", scalar(t), [scalar(t)] * arity + [c.type for c in extra])
+        fn = (
+            e.intrinsic(base, t, arity)
+            if not extra
+            else e.declare(f"llvm.{base}.{suffix(t)}", scalar(t), [scalar(t)] * arity + [c.type for c in extra])
+        )
         e.values[op.result] = e.b.call(fn, [e.get(v) for v in op.operands] + list(extra))
+
     return handler
 
 
 def _f32_inline(emit, otherwise):
     """float32 (scalar or vector) through `emit`'s inline sequence; float64 through libm."""
+
     def handler(e, op):
         if element_of(op.result.type).name == "f32":
             e.values[op.result] = emit(e.b, e.get(op.operand))
         else:
             otherwise(e, op)
+
     return handler
 
 
-HANDLERS.update({
-    AR.MaximumFOp: _call_intrinsic("maximum", 2), AR.MinimumFOp: _call_intrinsic("minimum", 2),
-    AR.MaxSIOp: _call_intrinsic("smax", 2), AR.MinSIOp: _call_intrinsic("smin", 2),
-    M.ExpOp: _f32_inline(expf, _call_intrinsic("exp")), M.LogOp: _call_intrinsic("log"),
-    M.SqrtOp: _call_intrinsic("sqrt"), M.SinOp: _call_intrinsic("sin"), M.CosOp: _call_intrinsic("cos"),
-    M.TanhOp: _f32_inline(tanhf, _call_intrinsic("tanh")),
-    M.AbsFOp: _call_intrinsic("fabs"), M.PowFOp: _call_intrinsic("pow", 2),
-    M.AbsIOp: _call_intrinsic("abs", 1, (ir.Constant(I1, 0),)),
-})
+HANDLERS.update(
+    {
+        AR.MaximumFOp: _call_intrinsic("maximum", 2),
+        AR.MinimumFOp: _call_intrinsic("minimum", 2),
+        AR.MaxSIOp: _call_intrinsic("smax", 2),
+        AR.MinSIOp: _call_intrinsic("smin", 2),
+        M.ExpOp: _f32_inline(expf, _call_intrinsic("exp")),
+        M.LogOp: _call_intrinsic("log"),
+        M.SqrtOp: _call_intrinsic("sqrt"),
+        M.SinOp: _call_intrinsic("sin"),
+        M.CosOp: _call_intrinsic("cos"),
+        M.TanhOp: _f32_inline(tanhf, _call_intrinsic("tanh")),
+        M.AbsFOp: _call_intrinsic("fabs"),
+        M.PowFOp: _call_intrinsic("pow", 2),
+        M.AbsIOp: _call_intrinsic("abs", 1, (ir.Constant(I1, 0),)),
+    }
+)
 
 
 @handles(AR.NegFOp)
@@ -110,10 +131,34 @@ def _negf(e, op):
     e.values[op.result] = e.b.fneg(e.get(op.operand))
 
 
-_FCMP = {"oeq": "==", "one": "!=", "olt": "<", "ole": "<=", "ogt": ">", "oge": ">=", "ord": "ord", "uno": "uno",
-         "ueq": "==", "une": "!=", "ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
-_ICMP = {"eq": "==", "ne": "!=", "slt": "<", "sle": "<=", "sgt": ">", "sge": ">=",
-         "ult": "<", "ule": "<=", "ugt": ">", "uge": ">="}
+_FCMP = {
+    "oeq": "==",
+    "one": "!=",
+    "olt": "<",
+    "ole": "<=",
+    "ogt": ">",
+    "oge": ">=",
+    "ord": "ord",
+    "uno": "uno",
+    "ueq": "==",
+    "une": "!=",
+    "ult": "<",
+    "ule": "<=",
+    "ugt": ">",
+    "uge": ">=",
+}
+_ICMP = {
+    "eq": "==",
+    "ne": "!=",
+    "slt": "<",
+    "sle": "<=",
+    "sgt": ">",
+    "sge": ">=",
+    "ult": "<",
+    "ule": "<=",
+    "ugt": ">",
+    "uge": ">=",
+}
 
 
 @handles(AR.CmpFOp)
@@ -133,8 +178,15 @@ def _select(e, op):
     e.values[op.result] = e.b.select(*(e.get(v) for v in op.operands))
 
 
-_CASTS = {AR.ExtFOp: "fpext", AR.TruncFOp: "fptrunc", AR.SIToFPOp: "sitofp", AR.UIToFPOp: "uitofp",
-          AR.ExtSIOp: "sext", AR.ExtUIOp: "zext", AR.TruncIOp: "trunc"}
+_CASTS = {
+    AR.ExtFOp: "fpext",
+    AR.TruncFOp: "fptrunc",
+    AR.SIToFPOp: "sitofp",
+    AR.UIToFPOp: "uitofp",
+    AR.ExtSIOp: "sext",
+    AR.ExtUIOp: "zext",
+    AR.TruncIOp: "trunc",
+}
 
 
 @handles(*_CASTS)
@@ -152,7 +204,7 @@ def _fptosi(e, op):
     x = e.get(op.operand)
     bound = float(2 ** (bits - 1))  # exact in float32 and float64
     inside = e.b.and_(e.b.fcmp_ordered(">", x, _splat(src, -bound)), e.b.fcmp_ordered("<", x, _splat(src, bound)))
-    e.values[op.result] = e.b.select(inside, e.b.fptosi(x, dst), _splat(dst, -2 ** (bits - 1)))
+    e.values[op.result] = e.b.select(inside, e.b.fptosi(x, dst), _splat(dst, -(2 ** (bits - 1))))
 
 
 def _splat(t: ir.Type, value):
@@ -205,13 +257,21 @@ def _define_ipowi(module, t: ir.Type, name: str) -> ir.Function:
 def _broadcast(e, op):
     t = scalar(op.result.type)
     lane = e.b.insert_element(ir.Constant(t, ir.Undefined), e.get(op.source), ir.Constant(I32, 0))
-    e.values[op.result] = e.b.shuffle_vector(lane, ir.Constant(t, ir.Undefined),
-                                             ir.Constant(ir.VectorType(I32, op.result.type.lanes), None))
+    e.values[op.result] = e.b.shuffle_vector(
+        lane, ir.Constant(t, ir.Undefined), ir.Constant(ir.VectorType(I32, op.result.type.lanes), None)
+    )
 
 
-_REDUCE = {"add": ("fadd", "add"), "mul": ("fmul", "mul"), "maximumf": ("fmaximum", None),
-           "minimumf": ("fminimum", None), "maxsi": (None, "smax"), "minsi": (None, "smin"),
-           "and": (None, "and"), "or": (None, "or")}
+_REDUCE = {
+    "add": ("fadd", "add"),
+    "mul": ("fmul", "mul"),
+    "maximumf": ("fmaximum", None),
+    "minimumf": ("fminimum", None),
+    "maxsi": (None, "smax"),
+    "minsi": (None, "smin"),
+    "and": (None, "and"),
+    "or": (None, "or"),
+}
 
 
 @handles(V.ReductionOp)

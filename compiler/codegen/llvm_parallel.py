@@ -10,14 +10,14 @@ each OpenMP thread runs on its own contiguous chunk of iterations.
 Without libgomp the loop is emitted as an ordinary loop (and kiln.runtime.threads warns,
 once, that parallel loops run on one thread).
 """
+
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
+from kiln.codegen.llvm_emitter import I8, I32, I64, FunctionEmitter, handles
 from kiln.dialects import affine as A
 from kiln.runtime import threads
-
-from kiln.codegen.llvm_emitter import I8, I32, I64, FunctionEmitter, handles
 
 _VOID_FN = ir.FunctionType(ir.VoidType(), [I8.as_pointer()])
 

@@ -6,6 +6,7 @@ under ``LLVM_LOCK`` (LLVM's global context and the shared target machine serve o
 thread at a time); a caller that keeps a parsed module holds the lock until it is
 closed, as the pipeline does.
 """
+
 from __future__ import annotations
 
 import functools

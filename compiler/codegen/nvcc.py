@@ -5,6 +5,7 @@ float operation rounded on its own as numpy's are).
 Libraries are cached on disk under the SHA-256 of compiler and source, with the
 SHA-256 of the built file recorded beside it and compared before one is reused.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,8 +44,12 @@ def _cached_or_built(source: str, emulate: bool, cache: DiskCache, compiler: str
         if recorded is not None and recorded == _file_digest(library):
             return library
         if recorded is not None:  # changed on disk since it was built: never load it
-            warnings.warn(f"kiln: the cached CUDA library {library} does not match the SHA-256 recorded when "
-                          "it was built (changed or damaged on disk); rebuilding it", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"kiln: the cached CUDA library {library} does not match the SHA-256 recorded when "
+                "it was built (changed or damaged on disk); rebuilding it",
+                RuntimeWarning,
+                stacklevel=3,
+            )
     os.makedirs(os.path.dirname(library), exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
         source_path = os.path.join(work, "kernels.cu")
@@ -53,12 +58,35 @@ def _cached_or_built(source: str, emulate: bool, cache: DiskCache, compiler: str
         output = os.path.join(work, "kernels.so")
         if emulate:
             # each operation rounded on its own, as numpy's are, also where the host has FMA
-            command = [compiler, "-DKILN_EMULATE", "-x", "c++", "-O2", "-ffp-contract=off", "-fPIC", "-shared",
-                       source_path, "-o", output]
+            command = [
+                compiler,
+                "-DKILN_EMULATE",
+                "-x",
+                "c++",
+                "-O2",
+                "-ffp-contract=off",
+                "-fPIC",
+                "-shared",
+                source_path,
+                "-o",
+                output,
+            ]
         else:
             # The shared CUDA runtime: the one kiln's Python side allocates device memory with.
-            command = [compiler, "-O3", "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared",
-                       "-diag-suppress", "177", source_path, "-o", output]
+            command = [
+                compiler,
+                "-O3",
+                "-shared",
+                "-Xcompiler",
+                "-fPIC",
+                "-cudart",
+                "shared",
+                "-diag-suppress",
+                "177",
+                source_path,
+                "-o",
+                output,
+            ]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode:
             raise RuntimeError(f"compiling CUDA C failed:\n{result.stderr[-4000:]}")

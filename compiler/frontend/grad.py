@@ -7,19 +7,19 @@ inlined into the enclosing trace: the ``tensor`` stage shows the forward and
 backward graph together, each op with the user's source line. Calling a gradient
 directly on arrays compiles it; that is the driver's job (``kiln.transforms``).
 """
+
 from __future__ import annotations
 
 import functools
 
 import numpy as np
 
-from kiln.passes.autodiff import value_and_grad as differentiate
-
-from kiln.frontend import pytree
 from kiln.errors import ArgumentError, DTypeError, KilnError, user_facing
+from kiln.frontend import pytree
 from kiln.frontend.specs import TensorSpec
 from kiln.frontend.trace import LeafSpec, leaf_spec, ssa_name, trace_flat
 from kiln.frontend.tracing import Tracer, current_context, is_tracing
+from kiln.passes.autodiff import value_and_grad as differentiate
 
 
 class GradFunction:
@@ -41,16 +41,20 @@ class GradFunction:
     @user_facing
     def __call__(self, *args, **kwargs):
         if not is_tracing():
-            raise KilnError(f"the gradient of {getattr(self.fn, '__name__', 'a function')} is traced inside a "
-                            "compiled function; call it through kiln.grad or kiln.compile")
+            raise KilnError(
+                f"the gradient of {getattr(self.fn, '__name__', 'a function')} is traced inside a "
+                "compiled function; call it through kiln.grad or kiln.compile"
+            )
         return self._traced(args, kwargs)
 
     def _traced(self, args, kwargs):
         name = getattr(self.fn, "__name__", "function")
         for index in self.argnums:
             if not -len(args) <= index < len(args):
-                raise ArgumentError(f"argnums {index} is out of range: {name} was called with "
-                                    f"{len(args)} positional argument{'s' if len(args) != 1 else ''}")
+                raise ArgumentError(
+                    f"argnums {index} is out of range: {name} was called with "
+                    f"{len(args)} positional argument{'s' if len(args) != 1 else ''}"
+                )
         argnums = [index % len(args) for index in self.argnums]
         entries, treedef = pytree.flatten_with_paths((args, kwargs))
         paths = [_readable(path) for path, _ in entries]
@@ -62,8 +66,10 @@ class GradFunction:
         for group, index in zip(wrt_groups, argnums):
             for k in group:
                 if not np.dtype(specs[k].spec.dtype).kind == "f":
-                    raise DTypeError(f"cannot differentiate {name} with respect to argument {index} "
-                                     f"({paths[k]}, {specs[k].spec.dtype}): gradients need float inputs")
+                    raise DTypeError(
+                        f"cannot differentiate {name} with respect to argument {index} "
+                        f"({paths[k]}, {specs[k].spec.dtype}): gradients need float inputs"
+                    )
 
         def build(tracers):
             call_args, call_kwargs = pytree.unflatten(treedef, tracers)
@@ -77,12 +83,16 @@ class GradFunction:
         transformed = differentiate(sub.function, wrt)
 
         ctx = current_context()
-        inputs = [leaf if isinstance(leaf, Tracer) else ctx.constant(np.asarray(leaf, spec.spec.dtype))
-                  for leaf, spec in zip(leaves, specs)]
+        inputs = [
+            leaf if isinstance(leaf, Tracer) else ctx.constant(np.asarray(leaf, spec.spec.dtype))
+            for leaf, spec in zip(leaves, specs)
+        ]
         value, *grads = inline(ctx, transformed, inputs + sub.captures)
         grads = iter(grads)
-        structured = [pytree.unflatten(pytree.flatten(args[i])[1], [next(grads) for _ in group])
-                      for i, group in zip(argnums, wrt_groups)]
+        structured = [
+            pytree.unflatten(pytree.flatten(args[i])[1], [next(grads) for _ in group])
+            for i, group in zip(argnums, wrt_groups)
+        ]
         result = structured[0] if self.single else tuple(structured)
         return (value, result) if self.with_value else result
 

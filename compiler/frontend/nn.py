@@ -1,11 +1,11 @@
 """Neural-network helpers numpy lacks. Each works on numpy arrays (eagerly)
 and on traced values (inside ``@kiln.compile``), with the same code."""
+
 from __future__ import annotations
 
 import numpy as np
 
 from kiln.dialects.tensor import conv2d_reference
-
 from kiln.frontend.traced_ops import conv2d as traced_conv2d
 from kiln.frontend.tracing import Tracer
 
@@ -35,7 +35,10 @@ def conv2d(x, weight, stride=1, padding=0):
     """2-D convolution (cross-correlation), NCHW input, FCHW weight, zero padding."""
     if isinstance(x, Tracer) or isinstance(weight, Tracer):
         return traced_conv2d(x, weight, stride, padding)
-    pair = (lambda v: (v, v) if np.ndim(v) == 0 else tuple(v))
+
+    def pair(v):
+        return (v, v) if np.ndim(v) == 0 else tuple(v)
+
     x, weight = np.asarray(x), np.asarray(weight)
     dtype = np.result_type(x, weight)
     return conv2d_reference(x.astype(dtype), weight.astype(dtype), pair(stride), pair(padding))

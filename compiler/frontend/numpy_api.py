@@ -5,6 +5,7 @@ the tensor op from operands that numpy's own type resolution has already
 promoted (``ufunc.resolve_dtypes`` is the single source of promotion rules,
 NEP 50 weak scalars included) and that have been broadcast to one shape.
 """
+
 from __future__ import annotations
 
 import functools
@@ -15,23 +16,25 @@ import numpy as np
 
 from kiln.dialects import tensor as T
 from kiln.dialects.types import SUPPORTED_DTYPES
-
-from kiln.frontend import traced_ops as ops
 from kiln.errors import DTypeError, UnsupportedError
+from kiln.frontend import traced_ops as ops
 from kiln.frontend.tracing import NUMPY_PROTOCOL, user_location
 
 
 def _op(op_class, bool_op=None, **attributes):
     """Rule emitting `op_class`, or `bool_op` when numpy computes in bool (add on bools is or)."""
+
     def rule(ctx, operands):
         chosen = bool_op if operands[0].dtype == np.bool_ and bool_op is not None else op_class
         return ctx.emit(chosen, operands, attributes or None)
+
     return rule
 
 
 def _identity_on_bool(op_class):
     def rule(ctx, operands):
         return operands[0] if operands[0].dtype == np.bool_ else ctx.emit(op_class, operands)
+
     return rule
 
 
@@ -42,8 +45,7 @@ def _square(ctx, operands):
 def _reciprocal(ctx, operands):
     (x,) = operands
     if x.dtype.kind != "f":
-        raise DTypeError(f"np.reciprocal of {x.dtype} is integer division in numpy; use 1.0 / x",
-                         user_location())
+        raise DTypeError(f"np.reciprocal of {x.dtype} is integer division in numpy; use 1.0 / x", user_location())
     one = ops.broadcast_to(ops.lift(ctx, np.ones((), x.dtype), x.dtype), x.shape)
     return ctx.emit(T.DivOp, [one, x])
 
@@ -51,9 +53,12 @@ def _reciprocal(ctx, operands):
 def _bool_only(op_class, name):
     def rule(ctx, operands):
         if operands[0].dtype != np.bool_:
-            raise UnsupportedError(f"np.{name} on {operands[0].dtype} (bitwise on integers) is not supported; "
-                                   "it works on bool arrays", user_location())
+            raise UnsupportedError(
+                f"np.{name} on {operands[0].dtype} (bitwise on integers) is not supported; it works on bool arrays",
+                user_location(),
+            )
         return ctx.emit(op_class, operands)
+
     return rule
 
 
@@ -96,13 +101,19 @@ UFUNC_RULES = {
 # kiln's and/or/not take bools, so their operands are cast to bool first.
 _TRUTH_UFUNCS = (np.logical_and, np.logical_or, np.logical_xor, np.logical_not)
 # ufunc.reduce as the reduction it is: np.add.reduce(x, axis=1) is np.sum(x, axis=1).
-_REDUCE_METHODS = {np.add: np.sum, np.multiply: np.prod, np.maximum: np.max, np.minimum: np.min,
-                   np.logical_and: np.all, np.logical_or: np.any}
+_REDUCE_METHODS = {
+    np.add: np.sum,
+    np.multiply: np.prod,
+    np.maximum: np.max,
+    np.minimum: np.min,
+    np.logical_and: np.all,
+    np.logical_or: np.any,
+}
 
 
 def _name(fn) -> str:
     module = getattr(fn, "__module__", None) or "numpy"
-    module = "np" + module[len("numpy"):] if module.startswith("numpy") else module
+    module = "np" + module[len("numpy") :] if module.startswith("numpy") else module
     return f"{module}.{fn.__name__}"
 
 
@@ -114,8 +125,11 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
     kwargs = dict(kwargs)
     out = kwargs.pop("out", None)
     if any(o is not None for o in (out if isinstance(out, tuple) else (out,))):
-        raise UnsupportedError(f"{name}(..., out=...) is not supported inside a compiled function "
-                               "(traced arrays are immutable); use the returned value", user_location())
+        raise UnsupportedError(
+            f"{name}(..., out=...) is not supported inside a compiled function "
+            "(traced arrays are immutable); use the returned value",
+            user_location(),
+        )
     if method == "reduce" and ufunc in _REDUCE_METHODS:
         if len(inputs) != 1:
             raise UnsupportedError(f"{name} takes one array", user_location())
@@ -126,8 +140,7 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
     if method not in ("__call__", "outer") or method == "outer" and ufunc.nin != 2:
         raise UnsupportedError(f"{name} is not supported by kiln", user_location())
     if kwargs:
-        raise UnsupportedError(f"{name}: keyword(s) {', '.join(sorted(kwargs))} are not supported",
-                               user_location())
+        raise UnsupportedError(f"{name}: keyword(s) {', '.join(sorted(kwargs))} are not supported", user_location())
     if method == "outer":
         # numpy makes arrays of both operands first, so Python scalars are strong here.
         a, b = (ops.strong(x) if isinstance(x, ops.Tracer) else np.asarray(ops.check_operand(x)) for x in inputs)
@@ -151,29 +164,42 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
     except (TypeError, ValueError) as exc:
         listed = ", ".join(str(k.__name__ if isinstance(k, type) else k) for k in keys)
         raise DTypeError(f"{name} does not take ({listed}): {exc}", user_location()) from None
-    in_dtypes, out_dtype = loop[:ufunc.nin], loop[ufunc.nin]
+    in_dtypes, out_dtype = loop[: ufunc.nin], loop[ufunc.nin]
     if ufunc in _TRUTH_UFUNCS:
         in_dtypes = (np.dtype(bool),) * ufunc.nin
-    if ufunc in _COMPARISONS and all(d.kind == "i" for d in in_dtypes) and \
-            any(isinstance(x, ops.Tracer) and x.weak for x in operands):
+    if (
+        ufunc in _COMPARISONS
+        and all(d.kind == "i" for d in in_dtypes)
+        and any(isinstance(x, ops.Tracer) and x.weak for x in operands)
+    ):
         # A Python int argument compares exactly whatever its value, as a constant does
         # (_compare_outside_range): in int64, which holds every value it can have.
         in_dtypes = (np.dtype(np.int64),) * 2
     for dtype in (*in_dtypes, out_dtype):
         if dtype not in SUPPORTED_DTYPES:
             listed = ", ".join(str(d) for d in in_dtypes)
-            raise DTypeError(f"{name} on ({listed}) computes in {dtype}, which kiln does not "
-                             "support; cast the inputs first (e.g. .astype(np.float32))", user_location())
+            raise DTypeError(
+                f"{name} on ({listed}) computes in {dtype}, which kiln does not "
+                "support; cast the inputs first (e.g. .astype(np.float32))",
+                user_location(),
+            )
 
     ctx = ops.context_of(operands)
     tracers = [ops.lift(ctx, x, d) for x, d in zip(operands, in_dtypes)]
     shape = ops.broadcast_shapes(*(t.shape for t in tracers))
     tracers = [ops.broadcast_to(t, shape) for t in tracers]
-    if ufunc is np.power and isinstance(operands[0], ops.Tracer) and operands[0].dtype == np.bool_ \
-            and _is_constant(operands[1], 2):
+    if (
+        ufunc is np.power
+        and isinstance(operands[0], ops.Tracer)
+        and operands[0].dtype == np.bool_
+        and _is_constant(operands[1], 2)
+    ):
         # numpy's power loop squares for a scalar exponent of 2, and np.square of bool is int8
-        raise DTypeError("np.power of a bool array by 2 computes in int8 (numpy squares it), which kiln "
-                         "does not support; cast the array first (e.g. .astype(np.int32))", user_location())
+        raise DTypeError(
+            "np.power of a bool array by 2 computes in int8 (numpy squares it), which kiln "
+            "does not support; cast the array first (e.g. .astype(np.int32))",
+            user_location(),
+        )
     if ufunc is np.power and out_dtype.kind == "f" and _is_constant(operands[1], 0.5):
         # numpy's float power loop takes the square root for a scalar exponent of 0.5:
         # (-0.0) ** 0.5 is -0.0 and (-inf) ** 0.5 NaN there, where pow gives 0.0 and inf.
@@ -186,8 +212,14 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
     return result
 
 
-_COMPARISONS = {np.equal: operator.eq, np.not_equal: operator.ne, np.less: operator.lt,
-                np.less_equal: operator.le, np.greater: operator.gt, np.greater_equal: operator.ge}
+_COMPARISONS = {
+    np.equal: operator.eq,
+    np.not_equal: operator.ne,
+    np.less: operator.lt,
+    np.less_equal: operator.le,
+    np.greater: operator.gt,
+    np.greater_equal: operator.ge,
+}
 
 
 def _compare_outside_range(ufunc, operands):
@@ -210,8 +242,12 @@ def _compare_outside_range(ufunc, operands):
 
 def _is_constant(x, value) -> bool:
     """Whether `x` is the scalar `value`, known while tracing (a traced exponent's value is not)."""
-    return not isinstance(x, ops.Tracer) and np.ndim(x) == 0 and np.asarray(x).dtype.kind in "fiu" \
+    return (
+        not isinstance(x, ops.Tracer)
+        and np.ndim(x) == 0
+        and np.asarray(x).dtype.kind in "fiu"
         and float(np.asarray(x)) == value
+    )
 
 
 def _no_extras(name, extras):
@@ -401,8 +437,9 @@ def apply_function(func, args, kwargs):
     try:
         _signature(rule).bind(*args, **kwargs)
     except TypeError as exc:
-        raise UnsupportedError(f"{_name(func)} with these arguments is not supported by kiln ({exc})",
-                               user_location()) from None
+        raise UnsupportedError(
+            f"{_name(func)} with these arguments is not supported by kiln ({exc})", user_location()
+        ) from None
     result = rule(*args, **kwargs)
     return ops.strong(result) if isinstance(result, ops.Tracer) else result
 

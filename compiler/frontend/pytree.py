@@ -4,6 +4,7 @@ Dict keys are visited in sorted order, so ``{"w": ..., "b": ...}`` flattens to
 ``[b, w]`` whatever the insertion order (the leaf order of compiled signatures).
 None is an empty node; a namedtuple keeps its type.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class TreeDef:
-    kind: str          # "leaf", "none", "tuple", "list", "dict" or "namedtuple"
+    kind: str  # "leaf", "none", "tuple", "list", "dict" or "namedtuple"
     aux: object = None  # dict keys, or the namedtuple class
     children: tuple = ()
 

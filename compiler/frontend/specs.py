@@ -3,6 +3,7 @@
 Specs let a function be lowered without data (``predict.lower(kiln.f32[8, 4])``)
 and give the command line its input types through parameter annotations.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

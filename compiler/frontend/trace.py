@@ -4,6 +4,7 @@ The arguments are bound to the function's parameters and flattened into
 leaves; each leaf becomes one function argument (named after its path, e.g.
 ``%params_w1``), and the function is run once on Tracers to record its ops.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -15,9 +16,8 @@ import numpy as np
 from kiln.dialects import builtin, verify
 from kiln.dialects import func as F
 from kiln.dialects.types import SUPPORTED_DTYPES, FunctionType, tensor_type
-
-from kiln.frontend import pytree
 from kiln.errors import ArgumentError, DTypeError, KilnError
+from kiln.frontend import pytree
 from kiln.frontend.specs import TensorSpec
 from kiln.frontend.tracing import TraceContext, Tracer
 
@@ -28,6 +28,7 @@ _INT32 = np.iinfo(np.int32)
 @dataclass(frozen=True)
 class LeafSpec:
     """What a compiled function is specialized on, per leaf: shape, dtype, weakness."""
+
     spec: TensorSpec
     weak: bool = False
     # A Python int outside int32: numpy refuses to cast it to int32 (OverflowError), so the
@@ -42,6 +43,7 @@ class BoundCall:
     Parameters left at their defaults and those named static are not traced:
     the function sees their Python values, and they are part of the cache key.
     """
+
     signature: inspect.Signature
     arguments: dict
     static: tuple
@@ -73,7 +75,7 @@ def bind(fn, args, kwargs, static_argnames=(), signature=None) -> BoundCall:
     traced = {k: v for k, v in bound.arguments.items() if k not in static_argnames}
     leaves, treedef = pytree.flatten_with_paths(tuple(traced.values()))
     names = list(traced)
-    paths = [names[int(re.match(r"\[(\d+)\]", p).group(1))] + p[p.index("]") + 1:] for p, _ in leaves]
+    paths = [names[int(re.match(r"\[(\d+)\]", p).group(1))] + p[p.index("]") + 1 :] for p, _ in leaves]
     return BoundCall(signature, dict(bound.arguments), static, treedef, paths, [leaf for _, leaf in leaves])
 
 
@@ -93,12 +95,15 @@ def leaf_spec(path: str, leaf) -> LeafSpec:
         if isinstance(leaf, int) and not _INT32.min <= leaf <= _INT32.max:
             return LeafSpec(spec, weak, wide=True)
     else:
-        raise ArgumentError(f"argument '{path}' is a {type(leaf).__name__}; compiled functions take numpy "
-                            "arrays, Python scalars, and tuples, lists and dicts of them")
+        raise ArgumentError(
+            f"argument '{path}' is a {type(leaf).__name__}; compiled functions take numpy "
+            "arrays, Python scalars, and tuples, lists and dicts of them"
+        )
     if spec.dtype not in SUPPORTED_DTYPES:
         supported = ", ".join(str(d) for d in SUPPORTED_DTYPES)
-        raise DTypeError(f"argument '{path}' has dtype {spec.dtype}, which kiln does not support "
-                         f"(it supports {supported})")
+        raise DTypeError(
+            f"argument '{path}' has dtype {spec.dtype}, which kiln does not support (it supports {supported})"
+        )
     return LeafSpec(spec, weak)
 
 
@@ -143,9 +148,11 @@ def trace_flat(name: str, build, specs: list, names: list) -> TracedFunction:
 
 def trace(fn, call: BoundCall, specs: list) -> TracedFunction:
     """Run `fn` on Tracers standing for `call`'s leaves; record a verified module."""
+
     def build(tracers):
         args, kwargs = call.rebuild(tracers)
         return fn(*args, **kwargs)
+
     traced = trace_flat(fn.__name__, build, specs, [ssa_name(p) for p in call.paths])
     if traced.captures:
         raise KilnError(f"{fn.__name__} reads traced values of an enclosing function; pass them as arguments")
@@ -160,5 +167,7 @@ def _output_value(ctx: TraceContext, leaf, index: int):
         if array.dtype not in SUPPORTED_DTYPES:
             raise DTypeError(f"result #{index} has dtype {array.dtype}, which kiln does not support")
         return ctx.constant(array).value
-    raise ArgumentError(f"result #{index} is a {type(leaf).__name__}; compiled functions return arrays, "
-                        "scalars, and tuples, lists and dicts of them")
+    raise ArgumentError(
+        f"result #{index} is a {type(leaf).__name__}; compiled functions return arrays, "
+        "scalars, and tuples, lists and dicts of them"
+    )

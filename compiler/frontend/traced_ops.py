@@ -1,10 +1,11 @@
 """numpy semantics on traced values: promotion, broadcasting, axes, indexing.
 
 Each function takes Tracers (and numpy arrays or Python scalars mixed in),
-makes numpy's implicit rules explicit in the IR (``tensor.cast``,
-``tensor.broadcast_to``), and emits the tensor ops that compute the result.
+makes numpy's implicit rules explicit in the IR (``kiln.convert``,
+``kiln.broadcast_to``), and emits the tensor ops that compute the result.
 Errors are raised at the user's line.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -13,7 +14,6 @@ import numpy as np
 
 from kiln.dialects import tensor as T
 from kiln.dialects.types import SUPPORTED_DTYPES, tensor_type
-
 from kiln.errors import DTypeError, OutOfBoundsError, ShapeError, UnsupportedError
 from kiln.frontend.tracing import NUMPY_PROTOCOL, Tracer, current_context, user_location
 
@@ -33,8 +33,9 @@ def check_dtype(dtype, what: str) -> np.dtype:
     except TypeError:
         raise DTypeError(f"{what}: {dtype!r} is not a dtype", user_location()) from None
     if dtype not in SUPPORTED_DTYPES:
-        raise DTypeError(f"{what} has dtype {dtype}, which kiln does not support (it supports {_DTYPE_NAMES})",
-                         user_location())
+        raise DTypeError(
+            f"{what} has dtype {dtype}, which kiln does not support (it supports {_DTYPE_NAMES})", user_location()
+        )
     return dtype
 
 
@@ -60,8 +61,9 @@ def check_operand(x):
         return x
     if isinstance(x, complex):
         raise DTypeError("complex numbers are not supported", user_location())
-    raise UnsupportedError(f"cannot use a {type(x).__name__} in a traced computation "
-                           "(only arrays and numbers)", user_location())
+    raise UnsupportedError(
+        f"cannot use a {type(x).__name__} in a traced computation (only arrays and numbers)", user_location()
+    )
 
 
 def promotion_key(x):
@@ -106,10 +108,12 @@ def cast(x: Tracer, dtype) -> Tracer:
         return x
     if x.weak and dtype == np.int32 and x.value in x.ctx.wide_ints:
         # numpy 2 refuses to convert a Python int its array's dtype cannot hold (NEP 50)
-        raise DTypeError("a Python int argument outside int32 is used with an int32 array; numpy raises "
-                         "OverflowError here (cast the array to int64, or pass np.int64(value))",
-                         user_location())
-    return current_context().emit(T.CastOp, [x], result_type=tensor_type(x.shape, dtype), weak=x.weak)
+        raise DTypeError(
+            "a Python int argument outside int32 is used with an int32 array; numpy raises "
+            "OverflowError here (cast the array to int64, or pass np.int64(value))",
+            user_location(),
+        )
+    return current_context().emit(T.ConvertOp, [x], result_type=tensor_type(x.shape, dtype), weak=x.weak)
 
 
 def astype(x: Tracer, dtype, casting="unsafe") -> Tracer:
@@ -186,8 +190,7 @@ def reduce(kind: str, x, axis=None, keepdims=False, dtype=None) -> Tracer:
     elif kind == "sum" and x.dtype in (np.bool_, np.int32):
         x = cast(x, np.int64)  # numpy sums small integers in the default int
     if kind != "sum" and any(x.shape[a] == 0 for a in axes):
-        raise ShapeError(f"np.{kind} of an empty axis has no identity (shape {x.shape}, axis {axis})",
-                         user_location())
+        raise ShapeError(f"np.{kind} of an empty axis has no identity (shape {x.shape}, axis {axis})", user_location())
     return current_context().emit(_REDUCE_OPS[kind], [x], {"axes": axes, "keepdims": bool(keepdims)})
 
 
@@ -209,8 +212,8 @@ def prod(x, axis=None, keepdims=False, dtype=None) -> Tracer:
         rows = broadcast_to(lift(current_context(), np.ones((), x.dtype), x.dtype), rows.shape[:-1] + (1,))
     while rows.shape[-1] > 1:
         half = rows.shape[-1] // 2
-        product = np.multiply(rows[..., :half], rows[..., half:2 * half])
-        rows = product if rows.shape[-1] % 2 == 0 else concatenate([product, rows[..., 2 * half:]], -1)
+        product = np.multiply(rows[..., :half], rows[..., half : 2 * half])
+        rows = product if rows.shape[-1] % 2 == 0 else concatenate([product, rows[..., 2 * half :]], -1)
     shape = tuple(1 if a in axes else d for a, d in enumerate(x.shape)) if keepdims else rows.shape[:-1]
     return strong(reshape(rows, shape))
 
@@ -250,13 +253,12 @@ def repeat(x, repeats, axis=None) -> Tracer:
     """np.repeat with one count for every element: a broadcast along a new axis, merged."""
     x = as_tracer(x)
     if isinstance(repeats, Tracer) or not isinstance(repeats, (int, np.integer)) or repeats < 0:
-        raise UnsupportedError(f"np.repeat needs one non-negative Python int count, got {repeats!r}",
-                               user_location())
+        raise UnsupportedError(f"np.repeat needs one non-negative Python int count, got {repeats!r}", user_location())
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
     axis = normalize_axis(axis, x.ndim)
-    spread = broadcast_to(expand_dims(x, axis + 1), x.shape[:axis + 1] + (int(repeats),) + x.shape[axis + 1:])
-    return strong(reshape(spread, x.shape[:axis] + (x.shape[axis] * int(repeats),) + x.shape[axis + 1:]))
+    spread = broadcast_to(expand_dims(x, axis + 1), x.shape[: axis + 1] + (int(repeats),) + x.shape[axis + 1 :])
+    return strong(reshape(spread, x.shape[:axis] + (x.shape[axis] * int(repeats),) + x.shape[axis + 1 :]))
 
 
 def reduced_count(x, axis) -> int:
@@ -286,8 +288,12 @@ def _per_count(total: Tracer, count: int) -> Tracer:
     gives them; numpy warns there, and so does kiln."""
     if count == 0:
         loc = user_location()
-        warnings.warn_explicit("kiln: a mean or variance over no elements (or with ddof >= n) is nan",
-                               RuntimeWarning, loc.file if loc else "<kiln>", loc.line if loc else 0)
+        warnings.warn_explicit(
+            "kiln: a mean or variance over no elements (or with ddof >= n) is nan",
+            RuntimeWarning,
+            loc.file if loc else "<kiln>",
+            loc.line if loc else 0,
+        )
     wide = total if total.dtype == np.float64 else astype(total, np.float64)
     return astype(np.true_divide(wide, np.float64(count)), total.dtype)
 
@@ -306,8 +312,10 @@ def matmul(a, b) -> Tracer:
     if vector_b:
         b = reshape(b, b.shape + (1,))
     if a.shape[-1] != b.shape[-2]:
-        raise ShapeError(f"matmul: contracted dimensions differ: {a.shape} @ {b.shape} "
-                         f"({a.shape[-1]} != {b.shape[-2]})", user_location())
+        raise ShapeError(
+            f"matmul: contracted dimensions differ: {a.shape} @ {b.shape} ({a.shape[-1]} != {b.shape[-2]})",
+            user_location(),
+        )
     batch = broadcast_shapes(a.shape[:-2], b.shape[:-2])
     a = broadcast_to(a, batch + a.shape[-2:])
     b = broadcast_to(b, batch + b.shape[-2:])
@@ -324,8 +332,11 @@ def dot(a, b) -> Tracer:
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return np.multiply(a, b)
     if np.ndim(a) > 2 or np.ndim(b) > 2:
-        raise UnsupportedError("np.dot of arrays with more than 2 dimensions is not supported; use np.matmul "
-                               "(or @), whose batching rules differ", user_location())
+        raise UnsupportedError(
+            "np.dot of arrays with more than 2 dimensions is not supported; use np.matmul "
+            "(or @), whose batching rules differ",
+            user_location(),
+        )
     return matmul(a, b)
 
 
@@ -352,8 +363,9 @@ def reshape(x, shape, order="C") -> Tracer:
             raise ShapeError(f"cannot reshape an array of size {x.size} into shape {shape}", user_location())
         shape = tuple(x.size // known if d == -1 else d for d in shape)
     if int(np.prod(shape, dtype=np.int64)) != x.size:
-        raise ShapeError(f"cannot reshape an array of size {x.size} (shape {x.shape}) into shape {shape}",
-                         user_location())
+        raise ShapeError(
+            f"cannot reshape an array of size {x.size} (shape {x.shape}) into shape {shape}", user_location()
+        )
     if shape == x.shape:
         return x
     return current_context().emit(T.ReshapeOp, [x], result_type=tensor_type(shape, x.dtype), weak=x.weak)
@@ -421,7 +433,7 @@ def diagonal(x, offset=0, axis1=0, axis2=1) -> Tracer:
     count = max(0, min(rows, cols - offset) if offset >= 0 else min(rows + offset, cols))
     start = offset if offset >= 0 else -offset * cols
     flat = reshape(x, x.shape[:-2] + (rows * cols,))
-    return strong(flat[..., start:start + count * (cols + 1):cols + 1])
+    return strong(flat[..., start : start + count * (cols + 1) : cols + 1])
 
 
 def getitem(x: Tracer, key) -> Tracer:
@@ -429,15 +441,24 @@ def getitem(x: Tracer, key) -> Tracer:
     key = key if isinstance(key, tuple) else (key,)
     for k in key:
         if isinstance(k, Tracer) and k.ndim == 0:
-            raise UnsupportedError("indexing with a traced number is not supported: its value is known only at "
-                                   "run time, and kiln needs an index while tracing; make it a static argument "
-                                   "(kiln.compile(fn, static_argnames=...)) or select with np.where",
-                                   user_location())
+            raise UnsupportedError(
+                "indexing with a traced number is not supported: its value is known only at "
+                "run time, and kiln needs an index while tracing; make it a static argument "
+                "(kiln.compile(fn, static_argnames=...)) or select with np.where",
+                user_location(),
+            )
         if isinstance(k, (Tracer, np.ndarray, list)) or (isinstance(k, np.generic) and k.dtype == np.bool_):
-            raise UnsupportedError("advanced indexing (with arrays, lists or masks) is not supported; use basic "
-                                   "slices, np.where for masks, or reshape/concatenate", user_location())
-        if not (k is None or k is Ellipsis or isinstance(k, slice) or
-                (isinstance(k, (int, np.integer)) and not isinstance(k, bool))):
+            raise UnsupportedError(
+                "advanced indexing (with arrays, lists or masks) is not supported; use basic "
+                "slices, np.where for masks, or reshape/concatenate",
+                user_location(),
+            )
+        if not (
+            k is None
+            or k is Ellipsis
+            or isinstance(k, slice)
+            or (isinstance(k, (int, np.integer)) and not isinstance(k, bool))
+        ):
             raise UnsupportedError(f"cannot index with {k!r}", user_location())
     if sum(k is Ellipsis for k in key) > 1:
         raise ShapeError("an index can only have a single ellipsis ('...')", user_location())
@@ -446,7 +467,7 @@ def getitem(x: Tracer, key) -> Tracer:
         raise ShapeError(f"too many indices ({indexing}) for an array of rank {x.ndim}", user_location())
     if Ellipsis in key:
         at = key.index(Ellipsis)
-        key = key[:at] + (slice(None),) * (x.ndim - indexing) + key[at + 1:]
+        key = key[:at] + (slice(None),) * (x.ndim - indexing) + key[at + 1 :]
     else:
         key = key + (slice(None),) * (x.ndim - indexing)
 
@@ -469,8 +490,9 @@ def getitem(x: Tracer, key) -> Tracer:
         dim += 1
     result = x
     if (start, stop, step) != ([0] * x.ndim, list(x.shape), [1] * x.ndim):
-        result = current_context().emit(T.SliceOp, [x], {"start": tuple(start), "stop": tuple(stop), "step": tuple(step)},
-                            weak=x.weak)
+        result = current_context().emit(
+            T.SliceOp, [x], {"start": tuple(start), "stop": tuple(stop), "step": tuple(step)}, weak=x.weak
+        )
     return reshape(result, tuple(out_shape))
 
 
@@ -487,10 +509,12 @@ def concatenate(arrays, axis=0, dtype=None) -> Tracer:
         raise ShapeError("zero-dimensional arrays cannot be concatenated", user_location())
     axis = normalize_axis(axis, tracers[0].ndim)
     for t in tracers[1:]:
-        if t.ndim != tracers[0].ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, tracers[0].shape))
-                                            if i != axis):
-            raise ShapeError(f"cannot concatenate shapes {tracers[0].shape} and {t.shape} along axis {axis}",
-                             user_location())
+        if t.ndim != tracers[0].ndim or any(
+            a != b for i, (a, b) in enumerate(zip(t.shape, tracers[0].shape)) if i != axis
+        ):
+            raise ShapeError(
+                f"cannot concatenate shapes {tracers[0].shape} and {t.shape} along axis {axis}", user_location()
+            )
     if len(tracers) == 1:
         return tracers[0]
     return ctx.emit(T.ConcatOp, tracers, {"axis": axis})
@@ -500,8 +524,7 @@ def stack(arrays, axis=0) -> Tracer:
     arrays = [check_operand(a) for a in arrays]
     shapes = {np.shape(a) for a in arrays}
     if len(shapes) != 1:
-        raise ShapeError(f"all input arrays must have the same shape to stack, got {sorted(shapes)}",
-                         user_location())
+        raise ShapeError(f"all input arrays must have the same shape to stack, got {sorted(shapes)}", user_location())
     ctx = context_of(arrays)
     ndim = len(shapes.pop()) + 1
     axis = normalize_axis(axis, ndim)

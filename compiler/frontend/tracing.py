@@ -6,6 +6,7 @@ implements numpy's ``__array_ufunc__`` and ``__array_function__`` protocols, so
 plain numpy code runs unchanged. Every recorded op remembers the line of the
 user's code that made it; errors point there.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -19,9 +20,8 @@ import numpy as np
 from kiln.dialects import Builder, Location, Value
 from kiln.dialects import tensor as T
 from kiln.dialects.types import tensor_type
-
-from kiln.version import source_roots
 from kiln.errors import KilnError, TracerBoolError, TracerConversionError, UnsupportedAttributeError
+from kiln.version import source_roots
 
 
 @functools.lru_cache(maxsize=None)
@@ -73,9 +73,11 @@ def is_tracing() -> bool:
 
 def current_context() -> "TraceContext":
     if not _STACK.active:
-        raise KilnError("a traced value was used after the function that made it finished tracing "
-                        "(was it stored in a global or an attribute, or used from another thread?)",
-                        user_location())
+        raise KilnError(
+            "a traced value was used after the function that made it finished tracing "
+            "(was it stored in a global or an attribute, or used from another thread?)",
+            user_location(),
+        )
     return _STACK.active[-1]
 
 
@@ -102,12 +104,13 @@ class TraceContext:
 
     def emit(self, op_class, operands, attributes=None, result_type=None, weak=False, loc=None) -> "Tracer":
         values = [self.value_of(t) for t in operands]
-        op = self.builder.create(op_class, values, attributes, None if result_type is None else [result_type],
-                                 loc=loc or user_location())
+        op = self.builder.create(
+            op_class, values, attributes, None if result_type is None else [result_type], loc=loc or user_location()
+        )
         return Tracer(op.result, self, weak)
 
     def constant(self, array: np.ndarray, weak: bool = False) -> "Tracer":
-        """A tensor.constant for `array`; one op per distinct captured array or scalar."""
+        """A kiln.constant for `array`; one op per distinct captured array or scalar."""
         array = np.asarray(array)
         key = (array.dtype.str, array.shape, array.tobytes()) if array.size <= 16 else id(array)
         if key not in self._constants:
@@ -127,8 +130,11 @@ class TraceContext:
                 self._captured[key] = self.func.body.add_argument(tracer.value.type, "captured")
                 self.captures.append(tracer)
             return self._captured[key]
-        raise KilnError("a traced value escaped the function that made it (stored in a global, "
-                        "an attribute or a closure?) and was used in another trace", user_location())
+        raise KilnError(
+            "a traced value escaped the function that made it (stored in a global, "
+            "an attribute or a closure?) and was used in another trace",
+            user_location(),
+        )
 
 
 # The numpy layer (numpy_api, traced_ops) is built on Tracer, so Tracer cannot import it: it
@@ -146,11 +152,13 @@ def _operator(ufunc, *inputs):
 def _binary(ufunc):
     """x op y, y op x, and x op= y, which rebinds (x += 1 makes a new traced value, as traced
     arrays are immutable; numpy's mixin would write through out=)."""
+
     def forward(self, other):
         return _operator(ufunc, self, other)
 
     def reflected(self, other):
         return _operator(ufunc, other, self)
+
     return forward, reflected, forward
 
 
@@ -241,12 +249,15 @@ class Tracer:
         raise TracerBoolError(
             "the truth value of a traced array is not known while tracing (Python if, while, "
             "and/or, bool()); choose between values with np.where(condition, x, y) instead",
-            user_location())
+            user_location(),
+        )
 
     def _concrete(self, what: str):
         raise TracerConversionError(
             f"cannot convert a traced array to {what} inside a compiled function: its value is known "
-            "only at run time; keep computing with numpy operations on it", user_location())
+            "only at run time; keep computing with numpy operations on it",
+            user_location(),
+        )
 
     def __array__(self, dtype=None, copy=None):
         self._concrete("a numpy array (np.asarray, np.array)")
@@ -281,13 +292,17 @@ class Tracer:
         return np.round(self, ndigits or 0)
 
     def __contains__(self, item):
-        raise TracerBoolError(f"'v in x' needs the values of a traced array, known only at run time; "
-                              "use np.any(x == v) instead", user_location())
+        raise TracerBoolError(
+            "'v in x' needs the values of a traced array, known only at run time; use np.any(x == v) instead",
+            user_location(),
+        )
 
     def __setitem__(self, key, value):
         raise TracerConversionError(
             "traced arrays are immutable: x[...] = v cannot be compiled; build the new array with "
-            "np.where, np.concatenate or arithmetic instead", user_location())
+            "np.where, np.concatenate or arithmetic instead",
+            user_location(),
+        )
 
     def __delitem__(self, key):
         raise TracerConversionError("traced arrays are immutable: del x[...] cannot be compiled", user_location())
@@ -356,16 +371,48 @@ class Tracer:
 
 
 # ndarray methods whose arguments are those of the numpy function of the same name after the array.
-_FUNCTION_METHODS = frozenset((
-    "all", "any", "argmax", "argmin", "argpartition", "argsort", "choose", "clip",
-    "cumprod", "cumsum", "diagonal", "dot", "max", "mean", "min", "nonzero", "prod", "ravel", "repeat",
-    "round", "searchsorted", "squeeze", "std", "sum", "swapaxes", "take", "trace", "var"))
+_FUNCTION_METHODS = frozenset(
+    (
+        "all",
+        "any",
+        "argmax",
+        "argmin",
+        "argpartition",
+        "argsort",
+        "choose",
+        "clip",
+        "cumprod",
+        "cumsum",
+        "diagonal",
+        "dot",
+        "max",
+        "mean",
+        "min",
+        "nonzero",
+        "prod",
+        "ravel",
+        "repeat",
+        "round",
+        "searchsorted",
+        "squeeze",
+        "std",
+        "sum",
+        "swapaxes",
+        "take",
+        "trace",
+        "var",
+    )
+)
 
 _METHOD_HINTS = (
-    (("fill", "put", "sort", "partition", "resize", "setfield", "setflags", "byteswap"),
-     ": traced arrays are immutable; build a new array instead (np.full_like, np.where, np.concatenate)"),
-    (("base", "ctypes", "data", "flags", "strides", "flat", "view", "getfield", "device", "to_device"),
-     ": a traced array has no memory of its own while the function is traced"),
+    (
+        ("fill", "put", "sort", "partition", "resize", "setfield", "setflags", "byteswap"),
+        ": traced arrays are immutable; build a new array instead (np.full_like, np.where, np.concatenate)",
+    ),
+    (
+        ("base", "ctypes", "data", "flags", "strides", "flat", "view", "getfield", "device", "to_device"),
+        ": a traced array has no memory of its own while the function is traced",
+    ),
     (("tobytes", "tofile", "dump", "dumps"), ": its values are known only when the compiled function runs"),
 )
 

@@ -7,6 +7,7 @@ stage after every pass be executed (``kiln.bisect``), independent of LLVM.
 Out-of-bounds loads and stores raise OutOfBoundsError naming the op instead of
 reading a neighbour's memory.
 """
+
 from __future__ import annotations
 
 import functools
@@ -20,7 +21,6 @@ from kiln.dialects import math as M
 from kiln.dialects import memref as MR
 from kiln.dialects import vector as V
 from kiln.dialects.diagnostics import KilnError
-
 from kiln.errors import OutOfBoundsError
 
 
@@ -32,9 +32,9 @@ def run_affine(module, args) -> list:
     function = module.body.ops[-1]
     globals_ = {op.sym_name: op.initial_value for op in module.body.ops if isinstance(op, MR.GlobalOp)}
     arguments = function.arguments
-    outputs = [np.zeros(a.type.shape, a.type.dtype) for a in arguments[len(args):]]
+    outputs = [np.zeros(a.type.shape, a.type.dtype) for a in arguments[len(args) :]]
     env = {v: np.array(a, dtype=v.type.dtype) for v, a in zip(arguments, list(args))}
-    env.update(zip(arguments[len(args):], outputs))
+    env.update(zip(arguments[len(args) :], outputs))
     with np.errstate(all="ignore"):  # compiled code does not warn on inf/nan; neither does its oracle
         _Runner(env, globals_).block(function.body.ops)
     return outputs
@@ -75,14 +75,14 @@ class _Runner:
         elif isinstance(op, (A.LoadOp, A.VectorLoadOp)):
             array, index = self.access(op)
             if isinstance(op, A.VectorLoadOp):
-                env[op.result] = array[index[:-1]][index[-1]:index[-1] + op.result.type.lanes].copy()
+                env[op.result] = array[index[:-1]][index[-1] : index[-1] + op.result.type.lanes].copy()
             else:
                 env[op.result] = array[index]
         elif isinstance(op, (A.StoreOp, A.VectorStoreOp)):
             array, index = self.access(op)
             value = env[op.operands[0]]
             if isinstance(op, A.VectorStoreOp):
-                array[index[:-1]][index[-1]:index[-1] + len(value)] = value
+                array[index[:-1]][index[-1] : index[-1] + len(value)] = value
             else:
                 array[index] = value
         elif isinstance(op, (MR.AllocOp, MR.AllocaOp)):
@@ -108,20 +108,27 @@ class _Runner:
         shift, size = int(self.env[op.byte_shift]), t.size * t.dtype.itemsize
         raw = self.env[op.source].view(np.uint8)
         if not 0 <= shift <= shift + size <= raw.size:
-            raise OutOfBoundsError(f"{op.name} of bytes [{shift}, {shift + size}) is outside "
-                                   f"{op.source.type}", op.loc)
+            raise OutOfBoundsError(f"{op.name} of bytes [{shift}, {shift + size}) is outside {op.source.type}", op.loc)
         if shift % t.dtype.itemsize:
             raise OutOfBoundsError(f"{op.name} at byte {shift} is not aligned for {t.element}", op.loc)
-        return raw[shift:shift + size].view(t.dtype).reshape(t.shape)
+        return raw[shift : shift + size].view(t.dtype).reshape(t.shape)
 
     def access(self, op):
         array = self.env[op.memref]
         index = op.map.evaluate([int(self.env[v]) for v in op.indices])
-        lanes = op.result.type.lanes if isinstance(op, A.VectorLoadOp) else \
-            len(self.env[op.operands[0]]) if isinstance(op, A.VectorStoreOp) else 1
+        lanes = (
+            op.result.type.lanes
+            if isinstance(op, A.VectorLoadOp)
+            else len(self.env[op.operands[0]])
+            if isinstance(op, A.VectorStoreOp)
+            else 1
+        )
         shape = array.shape
-        if len(index) != len(shape) or any(not 0 <= i < n for i, n in zip(index, shape)) or \
-                (shape and index[-1] + lanes > shape[-1]):
+        if (
+            len(index) != len(shape)
+            or any(not 0 <= i < n for i, n in zip(index, shape))
+            or (shape and index[-1] + lanes > shape[-1])
+        ):
             raise OutOfBoundsError(f"{op.name} at {list(index)} is outside {op.memref.type}", op.loc)
         return array, tuple(index)
 
@@ -151,11 +158,28 @@ def _ipow(op, base, exponent):
     return np.power(base, exponent)
 
 
-_FLOAT_COMPARE = {"oeq": np.equal, "olt": np.less, "ole": np.less_equal, "ogt": np.greater,
-                  "oge": np.greater_equal, "une": np.not_equal}
-_INT_COMPARE = {"eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal, "sgt": np.greater,
-                "sge": np.greater_equal, "ult": np.less, "ule": np.less_equal, "ugt": np.greater,
-                "uge": np.greater_equal}
+_FLOAT_COMPARE = {
+    "oeq": np.equal,
+    "olt": np.less,
+    "ole": np.less_equal,
+    "ogt": np.greater,
+    "oge": np.greater_equal,
+    "une": np.not_equal,
+}
+_INT_COMPARE = {
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "slt": np.less,
+    "sle": np.less_equal,
+    "sgt": np.greater,
+    "sge": np.greater_equal,
+    "ult": np.less,
+    "ule": np.less_equal,
+    "ugt": np.greater,
+    "uge": np.greater_equal,
+}
+
+
 def _maximumf(a, b):
     """arith.maximumf as LLVM's llvm.maximum computes it: NaN if either is, and -0.0 < 0.0
     (np.maximum returns its second operand when the two compare equal)."""
@@ -166,9 +190,16 @@ def _minimumf(a, b):
     return np.where(a == b, np.where(np.signbit(a), a, b), np.minimum(a, b))
 
 
-_REDUCE = {"add": np.sum, "mul": np.prod, "maximumf": lambda v: functools.reduce(_maximumf, v),
-           "minimumf": lambda v: functools.reduce(_minimumf, v), "maxsi": np.max,
-           "minsi": np.min, "and": np.bitwise_and.reduce, "or": np.bitwise_or.reduce}
+_REDUCE = {
+    "add": np.sum,
+    "mul": np.prod,
+    "maximumf": lambda v: functools.reduce(_maximumf, v),
+    "minimumf": lambda v: functools.reduce(_minimumf, v),
+    "maxsi": np.max,
+    "minsi": np.min,
+    "and": np.bitwise_and.reduce,
+    "or": np.bitwise_or.reduce,
+}
 
 
 def _cast(op, x):
@@ -176,22 +207,41 @@ def _cast(op, x):
 
 
 _SCALAR = {
-    AR.AddFOp: lambda op, a, b: a + b, AR.SubFOp: lambda op, a, b: a - b, AR.MulFOp: lambda op, a, b: a * b,
-    AR.DivFOp: lambda op, a, b: np.divide(a, b), AR.NegFOp: lambda op, a: -a,
-    AR.MaximumFOp: lambda op, a, b: _maximumf(a, b), AR.MinimumFOp: lambda op, a, b: _minimumf(a, b),
-    AR.AddIOp: lambda op, a, b: a + b, AR.SubIOp: lambda op, a, b: a - b, AR.MulIOp: lambda op, a, b: a * b,
-    AR.MaxSIOp: lambda op, a, b: np.maximum(a, b), AR.MinSIOp: lambda op, a, b: np.minimum(a, b),
-    AR.AndIOp: lambda op, a, b: a & b, AR.OrIOp: lambda op, a, b: a | b, AR.XOrIOp: lambda op, a, b: a ^ b,
+    AR.AddFOp: lambda op, a, b: a + b,
+    AR.SubFOp: lambda op, a, b: a - b,
+    AR.MulFOp: lambda op, a, b: a * b,
+    AR.DivFOp: lambda op, a, b: np.divide(a, b),
+    AR.NegFOp: lambda op, a: -a,
+    AR.MaximumFOp: lambda op, a, b: _maximumf(a, b),
+    AR.MinimumFOp: lambda op, a, b: _minimumf(a, b),
+    AR.AddIOp: lambda op, a, b: a + b,
+    AR.SubIOp: lambda op, a, b: a - b,
+    AR.MulIOp: lambda op, a, b: a * b,
+    AR.MaxSIOp: lambda op, a, b: np.maximum(a, b),
+    AR.MinSIOp: lambda op, a, b: np.minimum(a, b),
+    AR.AndIOp: lambda op, a, b: a & b,
+    AR.OrIOp: lambda op, a, b: a | b,
+    AR.XOrIOp: lambda op, a, b: a ^ b,
     AR.CmpFOp: lambda op, a, b: _FLOAT_COMPARE[op.predicate](a, b),
     AR.CmpIOp: lambda op, a, b: _INT_COMPARE[op.predicate](a, b),
     AR.SelectOp: lambda op, c, a, b: np.where(c, a, b),
-    AR.ExtFOp: _cast, AR.TruncFOp: _cast, AR.SIToFPOp: _cast, AR.ExtSIOp: _cast, AR.TruncIOp: _cast,
+    AR.ExtFOp: _cast,
+    AR.TruncFOp: _cast,
+    AR.SIToFPOp: _cast,
+    AR.ExtSIOp: _cast,
+    AR.TruncIOp: _cast,
     AR.UIToFPOp: lambda op, x: np.asarray(x).astype(np.uint64).astype(op.result.type.dtype),
     AR.ExtUIOp: lambda op, x: np.asarray(x).astype(np.uint64).astype(op.result.type.dtype),
     AR.FPToSIOp: lambda op, x: AR.float_to_int(x, op.result.type.dtype),
-    M.ExpOp: lambda op, x: np.exp(x), M.LogOp: lambda op, x: np.log(x), M.SqrtOp: lambda op, x: np.sqrt(x),
-    M.TanhOp: lambda op, x: np.tanh(x), M.SinOp: lambda op, x: np.sin(x), M.CosOp: lambda op, x: np.cos(x),
-    M.AbsFOp: lambda op, x: np.abs(x), M.AbsIOp: lambda op, x: np.abs(x), M.PowFOp: lambda op, a, b: np.power(a, b),
+    M.ExpOp: lambda op, x: np.exp(x),
+    M.LogOp: lambda op, x: np.log(x),
+    M.SqrtOp: lambda op, x: np.sqrt(x),
+    M.TanhOp: lambda op, x: np.tanh(x),
+    M.SinOp: lambda op, x: np.sin(x),
+    M.CosOp: lambda op, x: np.cos(x),
+    M.AbsFOp: lambda op, x: np.abs(x),
+    M.AbsIOp: lambda op, x: np.abs(x),
+    M.PowFOp: lambda op, a, b: np.power(a, b),
     M.IPowIOp: _ipow,
     V.BroadcastOp: lambda op, x: np.full(op.result.type.lanes, x, op.result.type.dtype),
     V.ReductionOp: lambda op, v, *acc: _REDUCE[op.kind](np.concatenate([v, np.asarray(acc, v.dtype).reshape(-1)])),

@@ -4,6 +4,7 @@ Each op's ``evaluate`` holds its numpy semantics; the interpreter only walks
 the function's block in order. It is the oracle compiled code is tested
 against, so it checks every result against the op's declared type.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -24,7 +25,8 @@ def run_function(function: F.FuncOp, args) -> list:
             result = np.asarray(op.evaluate(*(env[v] for v in op.operands)))
             expected = op.result.type
             if result.shape != expected.shape or result.dtype != expected.dtype:
-                raise VerificationError(f"{op.name} evaluated to {result.dtype}{list(result.shape)}, "
-                                        f"but its type is {expected}", op.loc)
+                raise VerificationError(
+                    f"{op.name} evaluated to {result.dtype}{list(result.shape)}, but its type is {expected}", op.loc
+                )
             env[op.result] = result
     raise VerificationError(f"@{function.sym_name} has no func.return", function.loc)

@@ -15,6 +15,7 @@ estimate first and then each step as it finishes, with the time left;
 ``shrink_specs`` finds smaller input shapes, same ranks, whose estimate fits
 a budget (what ``kiln bisect`` does by default).
 """
+
 from __future__ import annotations
 
 import functools
@@ -27,24 +28,23 @@ import numpy as np
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
 from kiln.dialects import parse_ir, print_ir
-from kiln.passes.registry import run_passes
-from kiln.passes.schedule import apply_step
-
-from kiln.interpreters.affine_interpreter import run_affine
 from kiln.errors import KilnError
+from kiln.frontend import pytree
+from kiln.frontend.specs import TensorSpec
+from kiln.interpreters.affine_interpreter import run_affine
 from kiln.interpreters.tensor_interpreter import run_function
 from kiln.jit import CompiledFunction, compile
 from kiln.passes.kernels import restore_buffer_names
-from kiln.frontend.specs import TensorSpec
-from kiln.frontend import pytree
+from kiln.passes.registry import run_passes
+from kiln.passes.schedule import apply_step
 
 
 @dataclass
 class Step:
-    name: str           # "cse", "lower-tensor-to-affine", "schedule: split(k0.i, 8)", "native code"
-    error: float        # the largest difference from the reference, relative to its magnitude
+    name: str  # "cse", "lower-tensor-to-affine", "schedule: split(k0.i, 8)", "native code"
+    error: float  # the largest difference from the reference, relative to its magnitude
     ok: bool
-    failure: str = ""   # what the run raised, if it could not finish (an out-of-bounds access...)
+    failure: str = ""  # what the run raised, if it could not finish (an out-of-bounds access...)
 
 
 @dataclass
@@ -77,8 +77,9 @@ LONG = 60.0  # seconds: a bisection estimated to take longer than this says so b
 @dataclass
 class Estimate:
     """What a bisection will cost, dominated by the affine interpreter."""
-    runs: int                 # affine interpreter runs: the lowering, then one per schedule step
-    ops: int                  # scalar ops one run executes
+
+    runs: int  # affine interpreter runs: the lowering, then one per schedule step
+    ops: int  # scalar ops one run executes
     seconds_per_op: float
 
     @property
@@ -86,8 +87,10 @@ class Estimate:
         return self.runs * self.ops * self.seconds_per_op
 
     def __str__(self) -> str:
-        return (f"about {duration(self.seconds)} ({self.runs} runs of the affine interpreter over "
-                f"{self.ops:.3g} scalar ops each, at {self.seconds_per_op * 1e6:.0f} us an op)")
+        return (
+            f"about {duration(self.seconds)} ({self.runs} runs of the affine interpreter over "
+            f"{self.ops:.3g} scalar ops each, at {self.seconds_per_op * 1e6:.0f} us an op)"
+        )
 
 
 def duration(seconds: float) -> str:
@@ -169,8 +172,10 @@ def shrink_specs(compiled, specs, seconds: float) -> tuple:
             break
         # loop nests are up to three deep (a matmul): cost ~ scale**3
         scale *= min(0.9, max(0.1, (seconds / current.seconds) ** (1 / 3)))
-        shrunk = [TensorSpec(tuple(e if e <= 3 else max(3, round(e * scale)) for e in leaf.shape), leaf.dtype)
-                  for leaf in leaves]
+        shrunk = [
+            TensorSpec(tuple(e if e <= 3 else max(3, round(e * scale)) for e in leaf.shape), leaf.dtype)
+            for leaf in leaves
+        ]
         candidate = pytree.unflatten(treedef, shrunk)
         try:
             current = estimate(compiled.lower(*candidate)._pipeline)
@@ -206,9 +211,13 @@ def bisect(fn, *args, rtol: float | None = None, progress=None) -> BisectReport:
     if progress is not None:
         progress(f"kiln bisect of {function.sym_name}: {total} steps; {cost}")
     elif cost.seconds > LONG:
-        warnings.warn(f"kiln.bisect of {function.sym_name} will take {cost}; pass smaller arrays (the same ranks "
-                      "usually show the same fault), or progress=print to follow it; 'kiln bisect' shrinks "
-                      "annotated inputs by itself", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"kiln.bisect of {function.sym_name} will take {cost}; pass smaller arrays (the same ranks "
+            "usually show the same fault), or progress=print to follow it; 'kiln bisect' shrinks "
+            "annotated inputs by itself",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
     def check(name, run, before, after, interpreted=False) -> bool:
         step_started = time.perf_counter()
@@ -238,25 +247,41 @@ def bisect(fn, *args, rtol: float | None = None, progress=None) -> BisectReport:
     for name in pipeline.graph_passes:
         before = print_ir(module, locations=False)
         module = run_passes(module.clone({}), [name])
-        if not check(name, lambda m=module: run_function(m.body.ops[0], inputs), lambda b=before: b,
-                     lambda m=module: print_ir(m, locations=False)):
+        if not check(
+            name,
+            lambda m=module: run_function(m.body.ops[0], inputs),
+            lambda b=before: b,
+            lambda m=module: print_ir(m, locations=False),
+        ):
             return report
     before = print_ir(module, locations=False)
     affine = run_passes(module.clone({}), ["lower-tensor-to-affine"])
     restore_buffer_names(affine.body.ops[-1], pipeline.schedule.steps)  # as a tuning record named them
-    if not check("lower-tensor-to-affine", lambda: run_affine(affine, inputs), lambda: before,
-                 lambda: print_ir(affine, locations=False), interpreted=True):
+    if not check(
+        "lower-tensor-to-affine",
+        lambda: run_affine(affine, inputs),
+        lambda: before,
+        lambda: print_ir(affine, locations=False),
+        interpreted=True,
+    ):
         return report
     for step in pipeline.schedule.steps:
         before = print_ir(affine, locations=False)
         affine = affine.clone({})
         apply_step(affine.body.ops[-1], step)
         label = f"schedule: {step[0]}({', '.join(map(str, step[1:]))})"
-        if not check(label, lambda m=affine: run_affine(m, inputs), lambda b=before: b,
-                     lambda m=affine: print_ir(m, locations=False), interpreted=True):
+        if not check(
+            label,
+            lambda m=affine: run_affine(m, inputs),
+            lambda b=before: b,
+            lambda m=affine: print_ir(m, locations=False),
+            interpreted=True,
+        ):
             return report
+
     def native():
         return [np.asarray(r) for r in pytree.flatten(compiled(*args))[0]]  # leaves, as the IR returns them
+
     check("native code", native, lambda: print_ir(affine, locations=False), lambda: pipeline.optimized_llvm())
     return report
 

@@ -9,6 +9,7 @@ call, so two threads may call it at once. Nothing of Python is needed to call
 it; the library links only the C library, libm and (for parallel loops)
 libgomp.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,15 +21,14 @@ import tempfile
 
 import numpy as np
 
-from kiln.runtime import threads
-
-from kiln.errors import KilnError
-from kiln.version import __version__
-from kiln.frontend.grad import GradFunction
-from kiln.jit import CompiledFunction
-from kiln.transforms import value_and_grad
 from kiln.codegen.llvm_emitter import symbol_name
 from kiln.codegen.status import STATUS
+from kiln.errors import KilnError
+from kiln.frontend.grad import GradFunction
+from kiln.jit import CompiledFunction
+from kiln.runtime import threads
+from kiln.transforms import value_and_grad
+from kiln.version import __version__
 
 C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "uint8_t"}
 
@@ -82,10 +82,14 @@ def build_library(compiled, specs, out_dir: str, name: str | None = None, grad_a
 
 def _signature(entry, pipeline, symbol) -> dict:
     function = pipeline.module("tensor").body.ops[0]
-    inputs = [{"name": a.name_hint or f"in{k}", "dtype": str(a.type.dtype), "shape": list(a.type.shape)}
-              for k, a in enumerate(function.arguments)]
-    outputs = [{"name": f"out{k}", "dtype": str(t.dtype), "shape": list(t.shape)}
-               for k, t in enumerate(function.function_type.results)]
+    inputs = [
+        {"name": a.name_hint or f"in{k}", "dtype": str(a.type.dtype), "shape": list(a.type.shape)}
+        for k, a in enumerate(function.arguments)
+    ]
+    outputs = [
+        {"name": f"out{k}", "dtype": str(t.dtype), "shape": list(t.shape)}
+        for k, t in enumerate(function.function_type.results)
+    ]
     return {"entry": entry, "symbol": symbol, "inputs": inputs, "outputs": outputs}
 
 
@@ -100,23 +104,35 @@ def _shim(signature) -> str:
     kernel_params = ", ".join("void *" for _ in names) or "void"
     casts = ", ".join(f"(void *){n}" for n in names)
     meta = json.dumps(signature).replace("\\", "\\\\").replace('"', '\\"')
-    return (f"int32_t {signature['symbol']}({kernel_params});\n"
-            f"int32_t {signature['entry']}({_params(signature)}) {{\n"
-            f"    return {signature['symbol']}({casts});\n}}\n"
-            f"const char {signature['entry']}_kiln_signature[] = \"{meta}\";\n")
+    return (
+        f"int32_t {signature['symbol']}({kernel_params});\n"
+        f"int32_t {signature['entry']}({_params(signature)}) {{\n"
+        f"    return {signature['symbol']}({casts});\n}}\n"
+        f'const char {signature["entry"]}_kiln_signature[] = "{meta}";\n'
+    )
 
 
 def _header(name, signatures, compiled) -> str:
     guard = f"KILN_{name.upper()}_H"
-    lines = [f"/* {name}: built by kiln {__version__} from {compiled.fn.__qualname__}.", " *",
-             " * Arrays are row-major and contiguous; bool is one byte (0 or 1) per element.",
-             " * Every function returns 0 on success, "
-             f"{STATUS['out of memory']} if its scratch memory could not be allocated,",
-             f" * {STATUS['negative integer power']} for an integer raised to a negative integer power.",
-             " * Scratch memory is allocated by the library on each call: calls may run",
-             " * at the same time from several threads. Outputs must not overlap inputs. */",
-             f"#ifndef {guard}", f"#define {guard}", "", "#include <stdint.h>", "",
-             "#ifdef __cplusplus", 'extern "C" {', "#endif", ""]
+    lines = [
+        f"/* {name}: built by kiln {__version__} from {compiled.fn.__qualname__}.",
+        " *",
+        " * Arrays are row-major and contiguous; bool is one byte (0 or 1) per element.",
+        " * Every function returns 0 on success, "
+        f"{STATUS['out of memory']} if its scratch memory could not be allocated,",
+        f" * {STATUS['negative integer power']} for an integer raised to a negative integer power.",
+        " * Scratch memory is allocated by the library on each call: calls may run",
+        " * at the same time from several threads. Outputs must not overlap inputs. */",
+        f"#ifndef {guard}",
+        f"#define {guard}",
+        "",
+        "#include <stdint.h>",
+        "",
+        "#ifdef __cplusplus",
+        'extern "C" {',
+        "#endif",
+        "",
+    ]
     for signature in signatures:
         prefix = signature["entry"].upper()
         for kind, arrays in (("input", signature["inputs"]), ("output", signature["outputs"])):
@@ -134,13 +150,19 @@ def _header(name, signatures, compiled) -> str:
 
 
 def _readme(name, signatures) -> str:
-    text = [f"lib{name}.so and {name}.h, built by kiln.", "",
-            f"Compile a program against it:  cc main.c -I. -L. -l{name} -Wl,-rpath,'$ORIGIN' -o main", "",
-            "The library needs only the C library, libm and libgomp (the OpenMP runtime, for",
-            "parallel loops); no Python. Each function takes one pointer per input, then one per",
-            "output, to row-major contiguous arrays of the shapes and types in the header, and",
-            "returns 0 on success. It allocates its scratch memory itself on every call, so",
-            "several threads may call it at once.", "", "Functions:"]
+    text = [
+        f"lib{name}.so and {name}.h, built by kiln.",
+        "",
+        f"Compile a program against it:  cc main.c -I. -L. -l{name} -Wl,-rpath,'$ORIGIN' -o main",
+        "",
+        "The library needs only the C library, libm and libgomp (the OpenMP runtime, for",
+        "parallel loops); no Python. Each function takes one pointer per input, then one per",
+        "output, to row-major contiguous arrays of the shapes and types in the header, and",
+        "returns 0 on success. It allocates its scratch memory itself on every call, so",
+        "several threads may call it at once.",
+        "",
+        "Functions:",
+    ]
     for signature in signatures:
         text.append(f"  int32_t {signature['entry']}({_params(signature)});")
     return "\n".join(text) + "\n"

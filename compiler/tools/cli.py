@@ -20,10 +20,10 @@ import sys
 import numpy as np
 
 from kiln.errors import KilnError
-from kiln.version import __version__
-from kiln.jit import CompiledFunction, compile
-from kiln.frontend.specs import TensorSpec
 from kiln.frontend import pytree
+from kiln.frontend.specs import TensorSpec
+from kiln.jit import CompiledFunction, compile
+from kiln.version import __version__
 
 
 def load_function(target: str):
@@ -53,8 +53,10 @@ def annotated_specs(fn) -> list:
     specs = []
     for param in inspect.signature(fn).parameters.values():
         if param.name not in annotations:
-            raise KilnError(f"parameter '{param.name}' of {fn.__name__} has no input spec; annotate it, "
-                            f"e.g. {param.name}: kiln.f32[8, 4]")
+            raise KilnError(
+                f"parameter '{param.name}' of {fn.__name__} has no input spec; annotate it, "
+                f"e.g. {param.name}: kiln.f32[8, 4]"
+            )
         spec = annotations[param.name]
         if not all(isinstance(leaf, TensorSpec) for leaf in pytree.flatten(spec)[0]):
             raise KilnError(f"the annotation of '{param.name}' is not a kiln spec like kiln.f32[8, 4]: {spec!r}")
@@ -86,8 +88,10 @@ def cmd_tune(args) -> int:
             print(f"no records for this machine in {db.path}")
         print(f"{'function':<20}{'kernel':<18}{'default ms':>12}{'tuned ms':>12}{'speed-up':>10}{'trials':>8}")
         for r in records:
-            print(f"{r.get('function', '?'):<20}{r['kernel']:<18}{r['default_ms']:>12.3f}{r['tuned_ms']:>12.3f}"
-                  f"{r['default_ms'] / r['tuned_ms']:>9.2f}x{r.get('trials', 0):>8}")
+            print(
+                f"{r.get('function', '?'):<20}{r['kernel']:<18}{r['default_ms']:>12.3f}{r['tuned_ms']:>12.3f}"
+                f"{r['default_ms'] / r['tuned_ms']:>9.2f}x{r.get('trials', 0):>8}"
+            )
         return 0
     if args.verify:
         stale = verify_records(db)
@@ -127,26 +131,34 @@ def cmd_profile(args) -> int:
 
 def cmd_bisect(args) -> int:
     from kiln.tools.bisect import bisect, duration, estimate, shrink_specs
+
     compiled, specs = load_function(args.function)
 
     def say(line):
         print(line, file=sys.stderr, flush=True)
+
     if args.shrink:
         full = estimate(compiled.lower(*specs)._pipeline)
         if full.seconds > args.budget:
             shrunk, cost = shrink_specs(compiled, specs, args.budget)
             if shrunk == list(specs) or shrunk == specs:
-                say(f"kiln bisect: at the annotated shapes it takes {full}; the shapes cannot be made smaller "
-                    f"(the function refuses them), so it runs at full size")
+                say(
+                    f"kiln bisect: at the annotated shapes it takes {full}; the shapes cannot be made smaller "
+                    f"(the function refuses them), so it runs at full size"
+                )
             else:
-                say(f"kiln bisect: at the annotated shapes it would take {duration(full.seconds)}; running on "
-                    f"smaller inputs of the same ranks to fit --budget {args.budget:g} s (--no-shrink to keep them):")
+                say(
+                    f"kiln bisect: at the annotated shapes it would take {duration(full.seconds)}; running on "
+                    f"smaller inputs of the same ranks to fit --budget {args.budget:g} s (--no-shrink to keep them):"
+                )
                 for name, old, new in zip(inspect.signature(compiled.fn).parameters, specs, shrunk):
                     if old != new:
                         say(f"  {name}: {old} -> {new}")
                 if cost.runs != full.runs:  # the default schedule depends on the shapes
-                    say(f"  the schedule differs at these shapes ({cost.runs - 1} steps instead of {full.runs - 1}); "
-                        "a larger --budget keeps the shapes closer")
+                    say(
+                        f"  the schedule differs at these shapes ({cost.runs - 1} steps instead of {full.runs - 1}); "
+                        "a larger --budget keeps the shapes closer"
+                    )
                 specs = shrunk
     report = bisect(compiled, *random_arguments(specs, args.seed), progress=say)
     print(report)
@@ -198,19 +210,31 @@ def main(argv=None) -> int:
     bis = commands.add_parser("bisect", help="find the first pass or schedule step that changes the numbers")
     bis.add_argument("function", help="path.py:function, inputs given by parameter annotations")
     bis.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    bis.add_argument("--shrink", action=argparse.BooleanOptionalAction, default=True,
-                     help="when the annotated shapes would take longer than --budget, run on smaller ones of the "
-                          "same ranks (default: on)")
-    bis.add_argument("--budget", type=float, default=60.0,
-                     help="seconds the bisection should take at most, for --shrink (default 60)")
+    bis.add_argument(
+        "--shrink",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="when the annotated shapes would take longer than --budget, run on smaller ones of the "
+        "same ranks (default: on)",
+    )
+    bis.add_argument(
+        "--budget",
+        type=float,
+        default=60.0,
+        help="seconds the bisection should take at most, for --shrink (default 60)",
+    )
     bis.set_defaults(run=cmd_bisect)
     build = commands.add_parser("build", help="build a shared library and C header for a function")
     build.add_argument("function", help="path.py:function, inputs given by parameter annotations")
     build.add_argument("-o", "--output", required=True, help="directory for lib<name>.so, <name>.h, README")
     build.add_argument("--name", default=None, help="C name of the function (default: the Python name)")
     build.add_argument("--db", default=None, help="tuning database to take schedules from")
-    build.add_argument("--grad", default=None, metavar="ARGNUMS",
-                       help="also export <name>_grad: value and gradient for these arguments (e.g. 1 or 1,2)")
+    build.add_argument(
+        "--grad",
+        default=None,
+        metavar="ARGNUMS",
+        help="also export <name>_grad: value and gradient for these arguments (e.g. 1 or 1,2)",
+    )
     build.set_defaults(run=cmd_build)
     args = parser.parse_args(argv)
     try:

@@ -9,18 +9,18 @@ makes NaN or infinity out of finite inputs is reported with the user's line
 (NaNs that are in the inputs themselves are passed through, not reported).
 Verification after every pass runs in every mode.
 """
+
 from __future__ import annotations
 
 import os
 
 import numpy as np
 
-from kiln.dialects import affine as A
-from kiln.dialects import func as F
-
-from kiln.errors import NonFiniteError, OutOfBoundsError
 from kiln.codegen.llvm_emitter import access_sites
 from kiln.codegen.status import OUT_OF_BOUNDS
+from kiln.dialects import affine as A
+from kiln.dialects import func as F
+from kiln.errors import NonFiniteError, OutOfBoundsError
 
 
 def enabled(debug: bool | None) -> bool:
@@ -33,8 +33,9 @@ def out_of_bounds_error(pipeline, status: int) -> OutOfBoundsError:
     function = pipeline.module("scheduled").body.ops[-1]
     site = access_sites(function)[status - OUT_OF_BOUNDS]
     top = site
-    while top.parent is not None and top.parent.parent is not None and \
-            not isinstance(top.parent.parent.parent, F.FuncOp):
+    while (
+        top.parent is not None and top.parent.parent is not None and not isinstance(top.parent.parent.parent, F.FuncOp)
+    ):
         top = top.parent.parent.parent
     kernel = top.induction_variable.name_hint.split(".")[0] if isinstance(top, (A.ForOp, A.ParallelOp)) else "?"
     tensor_kernels = pipeline.kernels()
@@ -42,11 +43,13 @@ def out_of_bounds_error(pipeline, status: int) -> OutOfBoundsError:
     source = tensor_kernels[number] if 0 <= number < len(tensor_kernels) else None
     what = ""
     if source is not None:
-        ops = [op.name for op in source.body.ops][:-1] if source.name == "tensor.fused" else [source.name]
+        ops = [op.name for op in source.body.ops][:-1] if source.name == "kiln.fused" else [source.name]
         what = f" (computing {', '.join(ops)})"
-    return OutOfBoundsError(f"kernel {kernel}{what}: {site.name} outside {site.memref.type}; "
-                            "this is a kiln bug: please report it with `kiln bisect`",
-                            source.loc if source is not None else None)
+    return OutOfBoundsError(
+        f"kernel {kernel}{what}: {site.name} outside {site.memref.type}; "
+        "this is a kiln bug: please report it with `kiln bisect`",
+        source.loc if source is not None else None,
+    )
 
 
 def check_finite(function, inputs) -> None:
@@ -60,9 +63,15 @@ def check_finite(function, inputs) -> None:
             operands = [env[v] for v in op.operands]
             result = np.asarray(op.evaluate(*operands))
             env[op.result] = result
-            if operands and result.dtype.kind == "f" and not np.all(np.isfinite(result)) and \
-                    all(a.dtype.kind != "f" or np.all(np.isfinite(a)) for a in operands):
+            if (
+                operands
+                and result.dtype.kind == "f"
+                and not np.all(np.isfinite(result))
+                and all(a.dtype.kind != "f" or np.all(np.isfinite(a)) for a in operands)
+            ):
                 bad = "NaN" if np.isnan(result).any() else "infinity"
                 where = np.argwhere(~np.isfinite(result))[0] if result.ndim else ()
-                raise NonFiniteError(f"{op.name} produced {bad} (first at index {tuple(int(i) for i in where)}) "
-                                     "from finite inputs", op.loc)
+                raise NonFiniteError(
+                    f"{op.name} produced {bad} (first at index {tuple(int(i) for i in where)}) from finite inputs",
+                    op.loc,
+                )

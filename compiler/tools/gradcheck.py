@@ -3,20 +3,22 @@
 The analytic side is kiln (a compiled ``value_and_grad``); the numeric side
 runs the plain Python function with numpy, so the two share no code.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from kiln.frontend import pytree
 from kiln.errors import GradientMismatchError, user_facing
+from kiln.frontend import pytree
 from kiln.transforms import value_and_grad
 
 
 @dataclass
 class LeafCheck:
     """The worst element of one differentiated argument leaf."""
+
     path: str
     shape: tuple
     index: tuple
@@ -44,14 +46,17 @@ class GradcheckReport:
     def __str__(self) -> str:
         lines = [f"{'argument':<24}{'shape':<14}{'worst at':<14}{'analytic':>14}{'numeric':>14}{'|error|':>11}  ok"]
         for c in self.checks:
-            lines.append(f"{c.path:<24}{str(c.shape):<14}{str(c.index):<14}{c.analytic:>14.6g}{c.numeric:>14.6g}"
-                         f"{c.error:>11.2e}  {'yes' if c.ok else 'NO'}")
+            lines.append(
+                f"{c.path:<24}{str(c.shape):<14}{str(c.index):<14}{c.analytic:>14.6g}{c.numeric:>14.6g}"
+                f"{c.error:>11.2e}  {'yes' if c.ok else 'NO'}"
+            )
         return "\n".join(lines)
 
 
 @user_facing
-def gradcheck(fn, *args, argnums=0, eps: float = 1e-6, atol: float = 1e-6, rtol: float = 1e-5,
-              raise_on_failure: bool = True) -> GradcheckReport:
+def gradcheck(
+    fn, *args, argnums=0, eps: float = 1e-6, atol: float = 1e-6, rtol: float = 1e-5, raise_on_failure: bool = True
+) -> GradcheckReport:
     """Compare kiln's gradient of scalar `fn` at `args` with central differences.
 
     The differentiated arguments are converted to float64. Returns a report with
@@ -63,8 +68,9 @@ def gradcheck(fn, *args, argnums=0, eps: float = 1e-6, atol: float = 1e-6, rtol:
     argnums = (argnums,) if single else tuple(argnums)
     args = list(args)
     for i in argnums:
-        args[i] = pytree.unflatten(pytree.flatten(args[i])[1],
-                                   [np.array(leaf, dtype=np.float64) for leaf in pytree.flatten(args[i])[0]])
+        args[i] = pytree.unflatten(
+            pytree.flatten(args[i])[1], [np.array(leaf, dtype=np.float64) for leaf in pytree.flatten(args[i])[0]]
+        )
     _, analytic = value_and_grad(fn, argnums[0] if single else argnums)(*args)
     analytic = [analytic] if single else list(analytic)
 
@@ -76,15 +82,22 @@ def gradcheck(fn, *args, argnums=0, eps: float = 1e-6, atol: float = 1e-6, rtol:
             grad = np.asarray(grad, dtype=np.float64)
             excess = np.abs(grad - numeric) - (atol + rtol * np.abs(numeric))
             worst = np.unravel_index(int(np.argmax(excess)), leaf.shape) if leaf.size else ()
-            checks.append(LeafCheck(path, leaf.shape, tuple(int(k) for k in worst),
-                                    float(grad[worst]) if leaf.size else 0.0,
-                                    float(numeric[worst]) if leaf.size else 0.0,
-                                    float(abs(grad[worst] - numeric[worst])) if leaf.size else 0.0,
-                                    float(atol + rtol * abs(numeric[worst])) if leaf.size else atol))
+            checks.append(
+                LeafCheck(
+                    path,
+                    leaf.shape,
+                    tuple(int(k) for k in worst),
+                    float(grad[worst]) if leaf.size else 0.0,
+                    float(numeric[worst]) if leaf.size else 0.0,
+                    float(abs(grad[worst] - numeric[worst])) if leaf.size else 0.0,
+                    float(atol + rtol * abs(numeric[worst])) if leaf.size else atol,
+                )
+            )
     report = GradcheckReport(checks)
     if raise_on_failure and not report.ok:
-        raise GradientMismatchError(f"gradient of {getattr(fn, '__name__', 'fn')} does not match finite "
-                                    f"differences:\n{report}")
+        raise GradientMismatchError(
+            f"gradient of {getattr(fn, '__name__', 'fn')} does not match finite differences:\n{report}"
+        )
     return report
 
 

@@ -14,6 +14,7 @@ violators), and a kernel whose time vanishes in the fit is shown as below the
 noise ("~0"), never as a negative time. Rates are shown as '-' where there is
 no time or no work to divide.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -22,32 +23,38 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from kiln.codegen import llvm_codegen, llvm_emitter, llvm_target
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
 from kiln.dialects import memref as MR
 from kiln.dialects import tensor as T
 from kiln.dialects.types import MemRefType, VectorType
+from kiln.errors import KilnError
 from kiln.passes.memory_plan import is_kernel
 from kiln.passes.registry import run_passes
 from kiln.runtime.native import LoadedObject
 
-from kiln.codegen import llvm_codegen, llvm_emitter
-from kiln.codegen import llvm_target
-from kiln.errors import KilnError
-
-_NOT_FLOPS = {"arith.constant", "arith.select", "arith.extf", "arith.truncf", "arith.sitofp", "arith.uitofp",
-              "arith.fptosi", "arith.bitcast"}
+_NOT_FLOPS = {
+    "arith.constant",
+    "arith.select",
+    "arith.extf",
+    "arith.truncf",
+    "arith.sitofp",
+    "arith.uitofp",
+    "arith.fptosi",
+    "arith.bitcast",
+}
 _HOST_OPS = (MR.AllocOp, MR.AllocaOp, MR.DeallocOp, MR.ViewOp, MR.GetGlobalOp, F.ReturnOp)
 
 
 @dataclass
 class KernelProfile:
-    name: str            # k<n>, as in the scheduled IR and schedules
+    name: str  # k<n>, as in the scheduled IR and schedules
     seconds: float
-    share: float         # of the native total
-    bytes: int           # every buffer the kernel loads or stores, counted once
-    flops: int           # floating-point operations its loops execute
-    ops: list            # the tensor ops fused into it
+    share: float  # of the native total
+    bytes: int  # every buffer the kernel loads or stores, counted once
+    flops: int  # floating-point operations its loops execute
+    ops: list  # the tensor ops fused into it
 
     @property
     def gb_per_s(self) -> float | None:
@@ -63,27 +70,33 @@ class KernelProfile:
 class Profile:
     function: str
     kernels: list = field(default_factory=list)
-    outside_seconds: float = 0.0     # the native call with no kernel run: argument passing, the arena
-    native_seconds: float = 0.0      # the whole native function (= outside + every kernel)
-    call_seconds: float = 0.0        # a call from Python: argument checks, results, the native function
+    outside_seconds: float = 0.0  # the native call with no kernel run: argument passing, the arena
+    native_seconds: float = 0.0  # the whole native function (= outside + every kernel)
+    call_seconds: float = 0.0  # a call from Python: argument checks, results, the native function
     arena_bytes: int | None = None
     kernels_before_fusion: int = 0
     kernels_after_fusion: int = 0
 
     def __str__(self) -> str:
-        lines = [f"kiln profile of {self.function}: {self.kernels_after_fusion} kernels "
-                 f"({self.kernels_before_fusion} before fusion), "
-                 + (f"arena {_size(self.arena_bytes)}" if self.arena_bytes is not None else "no arena"),
-                 f"{'kernel':8s} {'time':>10s} {'share':>7s} {'bytes':>9s} {'GB/s':>7s} {'GFLOP':>8s} "
-                 f"{'GFLOP/s':>8s}  tensor ops"]
+        lines = [
+            f"kiln profile of {self.function}: {self.kernels_after_fusion} kernels "
+            f"({self.kernels_before_fusion} before fusion), "
+            + (f"arena {_size(self.arena_bytes)}" if self.arena_bytes is not None else "no arena"),
+            f"{'kernel':8s} {'time':>10s} {'share':>7s} {'bytes':>9s} {'GB/s':>7s} {'GFLOP':>8s} "
+            f"{'GFLOP/s':>8s}  tensor ops",
+        ]
         for k in self.kernels:
             ops = ", ".join(k.ops)
             time = _ms(k.seconds) if k.seconds > 0 else "~0"
-            lines.append(f"{k.name:8s} {time:>10s} {k.share:7.1%} {_size(k.bytes):>9s} "
-                         f"{_rate(k.gb_per_s):>7s} {k.flops / 1e9:8.3f} {_rate(k.gflop_per_s):>8s}  {ops}")
+            lines.append(
+                f"{k.name:8s} {time:>10s} {k.share:7.1%} {_size(k.bytes):>9s} "
+                f"{_rate(k.gb_per_s):>7s} {k.flops / 1e9:8.3f} {_rate(k.gflop_per_s):>8s}  {ops}"
+            )
         share = self.outside_seconds / self.native_seconds if self.native_seconds > 0 else 0.0
-        lines.append(f"{'outside':8s} {_ms(self.outside_seconds):>10s} {share:7.1%}  "
-                     "(the native call with no kernel: arguments, arena)")
+        lines.append(
+            f"{'outside':8s} {_ms(self.outside_seconds):>10s} {share:7.1%}  "
+            "(the native call with no kernel: arguments, arena)"
+        )
         lines.append(f"{'native':8s} {_ms(self.native_seconds):>10s}  = the rows above")
         lines.append(f"{'call':8s} {_ms(self.call_seconds):>10s}  from Python, with argument checks and results")
         return "\n".join(lines)
@@ -112,8 +125,10 @@ def profile(compiled, *args, seconds: float = 2.0, **kwargs) -> Profile:
     call, key = compiled._specialize(args, kwargs, allow_specs=False)
     traced, pipeline = compiled._traces[key]
     executable = compiled._executable(key)
-    inputs = [np.ascontiguousarray(np.asarray(leaf, dtype=dtype))
-              for leaf, (_, dtype) in zip(call.leaves, executable.input_specs)]
+    inputs = [
+        np.ascontiguousarray(np.asarray(leaf, dtype=dtype))
+        for leaf, (_, dtype) in zip(call.leaves, executable.input_specs)
+    ]
     outputs = [np.empty(shape, dtype) for shape, dtype in executable.output_specs]
     arrays = inputs + outputs
 
@@ -121,21 +136,32 @@ def profile(compiled, *args, seconds: float = 2.0, **kwargs) -> Profile:
     function = module.body.ops[-1]
     units = _units(function)
     variants = [_compile_prefix(module, units, count, len(arrays)) for count in range(len(units) + 1)]
-    medians = _interleaved([lambda v=v: v[1](arrays) for v in variants] + [lambda: compiled(*args, **kwargs)],
-                           seconds)
+    medians = _interleaved([lambda v=v: v[1](arrays) for v in variants] + [lambda: compiled(*args, **kwargs)], seconds)
     timings = non_decreasing(medians[:-1]) + medians[-1:]
 
     tensor_kernels = pipeline.kernels()
-    result = Profile(compiled.fn.__name__, outside_seconds=timings[0], native_seconds=timings[len(units)],
-                     call_seconds=timings[-1], kernels_after_fusion=len(tensor_kernels),
-                     kernels_before_fusion=_kernels_without_fusion(pipeline))
+    result = Profile(
+        compiled.fn.__name__,
+        outside_seconds=timings[0],
+        native_seconds=timings[len(units)],
+        call_seconds=timings[-1],
+        kernels_after_fusion=len(tensor_kernels),
+        kernels_before_fusion=_kernels_without_fusion(pipeline),
+    )
     plan = pipeline.memory_plan()
     result.arena_bytes = plan.arena_bytes if plan is not None else None
     for j, (name, ops) in enumerate(units):
         spent = timings[j + 1] - timings[j]
-        result.kernels.append(KernelProfile(
-            name, spent, spent / result.native_seconds if result.native_seconds > 0 else 0.0,
-            _bytes_touched(ops), sum(_flops(op) for op in ops), _tensor_ops(name, tensor_kernels)))
+        result.kernels.append(
+            KernelProfile(
+                name,
+                spent,
+                spent / result.native_seconds if result.native_seconds > 0 else 0.0,
+                _bytes_touched(ops),
+                sum(_flops(op) for op in ops),
+                _tensor_ops(name, tensor_kernels),
+            )
+        )
     return result
 
 
@@ -145,8 +171,7 @@ def _units(function) -> list:
     for op in function.body.ops:
         if isinstance(op, _HOST_OPS) or op.name == "arith.constant":
             continue
-        name = op.induction_variable.name_hint.split(".")[0] if isinstance(op, (A.ForOp, A.ParallelOp)) \
-            else "scalar"
+        name = op.induction_variable.name_hint.split(".")[0] if isinstance(op, (A.ForOp, A.ParallelOp)) else "scalar"
         if units and units[-1][0] == name:
             units[-1][1].append(op)
         else:
@@ -203,8 +228,9 @@ def _flops(op, multiplier: int = 1) -> int:
     if isinstance(op, (A.ForOp, A.ParallelOp)):
         trips = op.trip_count if isinstance(op, A.ForOp) else op.upper
         return sum(_flops(inner, multiplier * max(trips, 0)) for inner in op.body.ops)
-    if op.name in _NOT_FLOPS or not (op.name.startswith("arith.") or op.name.startswith("math.")
-                                     or op.name == "vector.reduction"):
+    if op.name in _NOT_FLOPS or not (
+        op.name.startswith("arith.") or op.name.startswith("math.") or op.name == "vector.reduction"
+    ):
         return 0
     t = op.results[0].type if op.results else None
     if isinstance(t, VectorType):
@@ -232,8 +258,8 @@ def _tensor_ops(name: str, tensor_kernels) -> list:
         return []
     kernel = tensor_kernels[int(name[1:])]
     if isinstance(kernel, T.FusedOp):
-        return [op.name.removeprefix("tensor.") for op in kernel.body.ops if not isinstance(op, T.YieldOp)]
-    return [kernel.name.removeprefix("tensor.")]
+        return [op.name.removeprefix("kiln.") for op in kernel.body.ops if not isinstance(op, T.YieldOp)]
+    return [kernel.name.removeprefix("kiln.")]
 
 
 def _kernels_without_fusion(pipeline) -> int:

@@ -10,6 +10,7 @@ vectors of a register block, packing, loop order, vector width, unrolling,
 threads); each new one mutates a good one found so far, with some random ones
 mixed in.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,20 +21,18 @@ import time
 
 import numpy as np
 
+from kiln.codegen import llvm_codegen, llvm_emitter, llvm_target
 from kiln.dialects import affine as A
 from kiln.dialects import parse_ir, print_ir
-from kiln.passes.kernels import extract, kernel_names, structural_hash
 from kiln.dialects.affine_expr import dims_of
-from kiln.passes.default_schedule import root_chain, vector_candidates, default_schedule
+from kiln.errors import KilnError
+from kiln.passes.default_schedule import default_schedule, root_chain, vector_candidates
+from kiln.passes.kernels import extract, kernel_names, structural_hash
 from kiln.passes.loop_transforms import ScheduleError
 from kiln.passes.schedule import Schedule, apply_schedule
 from kiln.runtime import threads
 from kiln.runtime.native import LoadedObject
-
-from kiln.codegen import llvm_codegen, llvm_emitter
-from kiln.codegen import llvm_target
 from kiln.tools.tuning_db import host_fingerprint
-from kiln.errors import KilnError
 from kiln.version import __version__
 
 
@@ -56,12 +55,21 @@ class SearchSpace:
         self.candidates = [l.induction_variable.name_hint for l in vector_candidates(nest)]
         self.parallel_choices = [True, False] if use_threads else [False]
         if self.matmul_like:
-            self.domains = {"rows": [1, 2, 4, 6, 8, 12], "vectors": [1, 2, 3, 4],
-                            "lanes": [self.lanes, self.lanes // 2], "pack": [True, False],
-                            "columns_outside": [True, False], "parallel": self.parallel_choices}
+            self.domains = {
+                "rows": [1, 2, 4, 6, 8, 12],
+                "vectors": [1, 2, 3, 4],
+                "lanes": [self.lanes, self.lanes // 2],
+                "pack": [True, False],
+                "columns_outside": [True, False],
+                "parallel": self.parallel_choices,
+            }
         else:
-            self.domains = {"vectorize": self.candidates + [None], "lanes": [self.lanes, self.lanes // 2, self.lanes * 2],
-                            "unroll": [1, 2, 4], "parallel": self.parallel_choices}
+            self.domains = {
+                "vectorize": self.candidates + [None],
+                "lanes": [self.lanes, self.lanes // 2, self.lanes * 2],
+                "unroll": [1, 2, 4],
+                "parallel": self.parallel_choices,
+            }
         self._legal = {}
 
     def steps(self, config: dict) -> list:
@@ -127,11 +135,14 @@ def _panel_name(cols):
     """The 2-d buffer read along the column loop's contiguous dimension (B of a @ b)."""
     iv = cols.induction_variable
     for op in cols.walk():
-        if isinstance(op, A.LoadOp) and op.memref.type.rank == 2 and iv in op.indices \
-                and op.indices.index(iv) in dims_of(op.map.results[-1]):
+        if (
+            isinstance(op, A.LoadOp)
+            and op.memref.type.rank == 2
+            and iv in op.indices
+            and op.indices.index(iv) in dims_of(op.map.results[-1])
+        ):
             return op.memref.name_hint
     return None
-
 
 
 def _key(config: dict):
@@ -141,8 +152,8 @@ def _key(config: dict):
 # -- measuring -----------------------------------------------------------------------------------
 @dataclasses.dataclass
 class Measurement:
-    seconds: float      # median
-    spread: float       # relative: (p75 - p25) / median
+    seconds: float  # median
+    spread: float  # relative: (p75 - p25) / median
 
 
 def _summary(samples) -> Measurement:
@@ -159,15 +170,18 @@ class Comparison:
     80% of the rounds (a paired sign test: by chance, 17 of 21 happens less than 1% of the
     time). Rounds, not spreads, decide: under load a parallel schedule's times can be
     bimodal, with a spread larger than its median."""
+
     incumbent: Measurement
     candidate: Measurement
     rounds: int = 0
-    candidate_faster: int = 0    # rounds in which the candidate took less time
+    candidate_faster: int = 0  # rounds in which the candidate took less time
 
     @property
     def candidate_wins(self) -> bool:
-        return (self.candidate.seconds < self.incumbent.seconds * (1 - MIN_GAIN)
-                and self.candidate_faster >= 0.8 * self.rounds)
+        return (
+            self.candidate.seconds < self.incumbent.seconds * (1 - MIN_GAIN)
+            and self.candidate_faster >= 0.8 * self.rounds
+        )
 
 
 MIN_GAIN = 0.02  # smaller differences are not worth a record
@@ -191,8 +205,13 @@ class KernelBench:
                 self.initial.append(rng.random(t.shape) < 0.5)
             else:
                 self.initial.append(rng.integers(-8, 8, t.shape).astype(t.dtype))
-        self.written = sorted({function.arguments.index(op.memref) for op in function.walk()
-                               if isinstance(op, (A.StoreOp, A.VectorStoreOp)) and op.memref in function.arguments})
+        self.written = sorted(
+            {
+                function.arguments.index(op.memref)
+                for op in function.walk()
+                if isinstance(op, (A.StoreOp, A.VectorStoreOp)) and op.memref in function.arguments
+            }
+        )
 
     def build(self, steps):
         """A callable running the kernel scheduled by `steps` (a list), or by the default if None."""
@@ -276,22 +295,29 @@ def same_outputs(a, b) -> bool:
 # -- the search ----------------------------------------------------------------------------------
 @dataclasses.dataclass
 class TuneResult:
-    steps: list            # kernel-relative (k0) steps of the best schedule found
+    steps: list  # kernel-relative (k0) steps of the best schedule found
     default_seconds: float
     best_seconds: float
     trials: int
-    rejected: int          # wrong results or failed compilations
+    rejected: int  # wrong results or failed compilations
     interrupted: bool = False
-    failures: list = dataclasses.field(default_factory=list)   # why candidates failed to build, one line each
+    failures: list = dataclasses.field(default_factory=list)  # why candidates failed to build, one line each
 
     @property
     def speedup(self) -> float:
         return self.default_seconds / self.best_seconds
 
 
-def tune_kernel(module, trials: int = 50, seed: int = 0, strategy: str = "evolution",
-                time_budget: float = None, progress=None, bench: KernelBench = None,
-                initial_steps=None) -> TuneResult:
+def tune_kernel(
+    module,
+    trials: int = 50,
+    seed: int = 0,
+    strategy: str = "evolution",
+    time_budget: float = None,
+    progress=None,
+    bench: KernelBench = None,
+    initial_steps=None,
+) -> TuneResult:
     """Search `module`'s (one extracted kernel's) schedules; `initial_steps` (a previous
     record) is the best to beat from the start.
 
@@ -351,8 +377,9 @@ def tune_kernel(module, trials: int = 50, seed: int = 0, strategy: str = "evolut
                     if best_steps is None:
                         default = best
             if progress is not None:
-                progress(trial, trials, best.seconds, best.seconds * speedup, time.perf_counter() - started,
-                         time_budget)
+                progress(
+                    trial, trials, best.seconds, best.seconds * speedup, time.perf_counter() - started, time_budget
+                )
     except KeyboardInterrupt:
         interrupted = True
     if best_steps is not None:
@@ -361,8 +388,9 @@ def tune_kernel(module, trials: int = 50, seed: int = 0, strategy: str = "evolut
         if not won:
             best_steps, best = None, default
     del keep, keep_default
-    return TuneResult(best_steps, default.seconds, best.seconds, len(measured) + rejected, rejected, interrupted,
-                      failures)
+    return TuneResult(
+        best_steps, default.seconds, best.seconds, len(measured) + rejected, rejected, interrupted, failures
+    )
 
 
 def _spell(steps) -> str:
@@ -374,7 +402,7 @@ def _next_config(space, measured, rng, strategy, seen):
         if strategy == "random" or len(measured) < 4 or rng.random() < 0.2:
             config = space.random(rng)
         else:
-            ranked = sorted(measured, key=lambda m: m[0])[:max(2, len(measured) // 4)]
+            ranked = sorted(measured, key=lambda m: m[0])[: max(2, len(measured) // 4)]
             config = space.mutate(rng.choice(ranked)[1], rng)
         if config is None:
             return None
@@ -388,10 +416,15 @@ def progress_printer(stream=sys.stderr, label: str = ""):
     tty = stream.isatty()
 
     def show(trial, trials, best, default, elapsed, budget):
-        left = f", {max(0.0, budget - elapsed):.0f} s left" if budget else \
-            f", ~{elapsed / trial * (trials - trial):.0f} s left"
-        line = (f"{label}trial {trial}/{trials}: best {best * 1e3:.3f} ms "
-                f"({default / best:.2f}x the default schedule){left}")
+        left = (
+            f", {max(0.0, budget - elapsed):.0f} s left"
+            if budget
+            else f", ~{elapsed / trial * (trials - trial):.0f} s left"
+        )
+        line = (
+            f"{label}trial {trial}/{trials}: best {best * 1e3:.3f} ms "
+            f"({default / best:.2f}x the default schedule){left}"
+        )
         if tty:
             stream.write("\r" + line.ljust(100))
             if trial == trials:
@@ -399,11 +432,20 @@ def progress_printer(stream=sys.stderr, label: str = ""):
         elif trial == trials or trial % 10 == 0:
             stream.write(line + "\n")
         stream.flush()
+
     return show
 
 
-def tune_function(compiled, specs, db, trials: int, seed: int = 0, time_budget: float = None,
-                  strategy: str = "evolution", out=sys.stderr) -> list:
+def tune_function(
+    compiled,
+    specs,
+    db,
+    trials: int,
+    seed: int = 0,
+    time_budget: float = None,
+    strategy: str = "evolution",
+    out=sys.stderr,
+) -> list:
     """Tune every kernel of `compiled` at `specs`, recording winners in `db` (saved after each)."""
     function = compiled.lower(*specs).module("affine").body.ops[-1]
     host = host_fingerprint()
@@ -415,10 +457,19 @@ def tune_function(compiled, specs, db, trials: int, seed: int = 0, time_budget: 
         key = structural_hash(module)
         previous = db.lookup(key, host)
         out.write(f"{compiled.__name__} {kernel} ({key}){' resuming from the database' if previous else ''}\n")
-        result = tune_kernel(module, trials, seed, strategy, budget, progress_printer(out, "  "),
-                             initial_steps=previous["steps"] if previous else None)
-        out.write(f"  default {result.default_seconds * 1e3:.3f} ms, best {result.best_seconds * 1e3:.3f} ms "
-                  f"({result.speedup:.2f}x), {result.trials} trials, {result.rejected} rejected\n")
+        result = tune_kernel(
+            module,
+            trials,
+            seed,
+            strategy,
+            budget,
+            progress_printer(out, "  "),
+            initial_steps=previous["steps"] if previous else None,
+        )
+        out.write(
+            f"  default {result.default_seconds * 1e3:.3f} ms, best {result.best_seconds * 1e3:.3f} ms "
+            f"({result.speedup:.2f}x), {result.trials} trials, {result.rejected} rejected\n"
+        )
         if result.failures:
             out.write(f"  {len(result.failures)} schedule(s) failed to build; the first: {result.failures[0]}\n")
         if result.steps is None:
@@ -428,12 +479,21 @@ def tune_function(compiled, specs, db, trials: int, seed: int = 0, time_budget: 
                 db.save()
                 out.write("  the previous record for this kernel no longer wins: removed\n")
         if result.steps is not None:
-            db.put({"kernel": key, "host": host, "function": compiled.__name__, "steps": result.steps,
+            db.put(
+                {
+                    "kernel": key,
+                    "host": host,
+                    "function": compiled.__name__,
+                    "steps": result.steps,
                     "default_ms": round(result.default_seconds * 1e3, 6),
-                    "tuned_ms": round(result.best_seconds * 1e3, 6), "seed": seed,
-                    "trials": result.trials + (previous or {}).get("trials", 0), "kiln": __version__,
+                    "tuned_ms": round(result.best_seconds * 1e3, 6),
+                    "seed": seed,
+                    "trials": result.trials + (previous or {}).get("trials", 0),
+                    "kiln": __version__,
                     "threads": threads.thread_count() if threads.available() else 1,
-                    "kernel_ir": print_ir(module, locations=False)})
+                    "kernel_ir": print_ir(module, locations=False),
+                }
+            )
             db.save()
         results.append((kernel, result))
         if result.interrupted:
@@ -461,8 +521,11 @@ def verify_records(db, out=sys.stdout) -> list:
                 # "stale" means the win is gone, not that the load changed between the two.
                 comparison = bench.compare(run, tuned_run)
                 default, tuned = comparison.incumbent.seconds, comparison.candidate.seconds
-                verdict = (f"ok ({default / tuned:.2f}x)" if comparison.candidate_wins else
-                           f"STALE: no longer faster ({default * 1e3:.3f} vs {tuned * 1e3:.3f} ms)")
+                verdict = (
+                    f"ok ({default / tuned:.2f}x)"
+                    if comparison.candidate_wins
+                    else f"STALE: no longer faster ({default * 1e3:.3f} vs {tuned * 1e3:.3f} ms)"
+                )
         now = threads.thread_count() if threads.available() else 1
         if record.get("threads", now) != now:  # parallel schedules' times depend on it
             verdict += f" (tuned with {record['threads']} threads, measured with {now}: --threads {record['threads']})"

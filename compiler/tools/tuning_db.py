@@ -18,6 +18,7 @@ explicit path otherwise. The file is read with ``yaml.safe_load``; records
 that are malformed are reported with a warning and ignored, never an error.
 Writes go to a temporary file renamed into place.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -54,20 +55,23 @@ class TuningDB:
             with open(self.path) as f:
                 data = yaml.safe_load(f)
         except (OSError, yaml.YAMLError) as exc:
-            warnings.warn(f"kiln: cannot read the tuning database {self.path} ({exc}); ignoring it",
-                          RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"kiln: cannot read the tuning database {self.path} ({exc}); ignoring it", RuntimeWarning, stacklevel=3
+            )
             return
         if data is None:
             return
         if not isinstance(data, list):
-            warnings.warn(f"kiln: the tuning database {self.path} is not a list of records; ignoring it",
-                          RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"kiln: the tuning database {self.path} is not a list of records; ignoring it",
+                RuntimeWarning,
+                stacklevel=3,
+            )
             return
         for index, record in enumerate(data):
             problem = _problem(record)
             if problem:
-                warnings.warn(f"kiln: ignoring record #{index} of {self.path}: {problem}", RuntimeWarning,
-                              stacklevel=3)
+                warnings.warn(f"kiln: ignoring record #{index} of {self.path}: {problem}", RuntimeWarning, stacklevel=3)
             else:
                 self.records.append(record)
 

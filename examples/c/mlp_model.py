@@ -1,7 +1,8 @@
 """The model examples/c/main.c calls: an MLP forward pass with its weights built in.
 
-    kiln build examples/c/mlp_model.py:mlp -o build/
+kiln build examples/c/mlp_model.py:mlp -o build/
 """
+
 import numpy as np
 
 import kiln

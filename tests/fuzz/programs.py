@@ -24,6 +24,7 @@ What can be drawn (each input feature is a switch of `programs`):
   read through several views of itself (``x + x.T``, ``x @ x.T``,
   ``x * x[..., ::-1]``, ...).
 """
+
 from __future__ import annotations
 
 import threading
@@ -39,8 +40,19 @@ from kiln.dialects.types import SUPPORTED_DTYPES
 
 # Every numpy dtype a program may use once kiln supports it; kiln's own list
 # decides which are drawn today.
-_CANDIDATE_DTYPES = (np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
-                     np.uint8, np.uint16, np.uint32, np.uint64, np.bool_)
+_CANDIDATE_DTYPES = (
+    np.float32,
+    np.float64,
+    np.int8,
+    np.int16,
+    np.int32,
+    np.int64,
+    np.uint8,
+    np.uint16,
+    np.uint32,
+    np.uint64,
+    np.bool_,
+)
 DTYPES = tuple(np.dtype(d) for d in _CANDIDATE_DTYPES if np.dtype(d) in SUPPORTED_DTYPES)
 FLOATS = tuple(d for d in DTYPES if d.kind == "f")
 DIMS = (1, 2, 3, 5, 7)
@@ -50,9 +62,32 @@ LONG = (1031, 4099)
 
 # Scalar constants: Python (weak) and numpy (strong) ones, signed zeros and
 # integer limits included; numpy rejects the ones that do not fit.
-CONSTANTS = (0, 1, -1, 2, 3, 2**31 - 1, -2**31, 2**63 - 1, 0.0, -0.0, 1.0, 0.5, -1.5, 2.0, 1e300,
-             float("inf"), float("nan"), np.float32(0.5), np.float32(-0.0), np.float64(2.0),
-             np.float64(-0.0), np.int32(3), np.int64(-2), np.bool_(True))
+CONSTANTS = (
+    0,
+    1,
+    -1,
+    2,
+    3,
+    2**31 - 1,
+    -(2**31),
+    2**63 - 1,
+    0.0,
+    -0.0,
+    1.0,
+    0.5,
+    -1.5,
+    2.0,
+    1e300,
+    float("inf"),
+    float("nan"),
+    np.float32(0.5),
+    np.float32(-0.0),
+    np.float64(2.0),
+    np.float64(-0.0),
+    np.int32(3),
+    np.int64(-2),
+    np.bool_(True),
+)
 ROW_VALUES = (0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 3.0)
 
 
@@ -82,6 +117,7 @@ def _cast(x, dtype):
 @dataclass(frozen=True)
 class Op:
     """One step: `fn(*operands, **params)`, with `draw_params(draw, shape)` for its parameters."""
+
     fn: object
     arity: int = 1
     min_rank: int = 0  # numpy scalars take .T, x[::-1] and axis=0 where 0-d arrays do not
@@ -101,9 +137,11 @@ def _reshape_params(draw, shape):
 
 def _slice_params(draw, shape):
     n = shape[0] if shape else 0
-    return {"start": draw(st.one_of(st.none(), st.integers(-n - 1, n))),
-            "stop": draw(st.one_of(st.none(), st.integers(-n - 1, n))),
-            "step": draw(st.sampled_from([1, 2, 3, -1, -2]))}
+    return {
+        "start": draw(st.one_of(st.none(), st.integers(-n - 1, n))),
+        "stop": draw(st.one_of(st.none(), st.integers(-n - 1, n))),
+        "step": draw(st.sampled_from([1, 2, 3, -1, -2])),
+    }
 
 
 def _perm_params(draw, shape):
@@ -116,8 +154,10 @@ def _constant_params(draw, shape):
 
 def _row_params(draw, shape):
     n = min(shape[-1] if shape else 1, 8)
-    return {"row": tuple(draw(st.lists(st.sampled_from(ROW_VALUES), min_size=n, max_size=n))),
-            "dtype": draw(st.sampled_from(DTYPES)).name}
+    return {
+        "row": tuple(draw(st.lists(st.sampled_from(ROW_VALUES), min_size=n, max_size=n))),
+        "dtype": draw(st.sampled_from(DTYPES)).name,
+    }
 
 
 def _row(x, row, dtype):
@@ -134,8 +174,23 @@ def _index_params(draw, shape):
 
 
 # Array methods, supported or not: kiln must compute them or raise UnsupportedError.
-METHODS = ("prod", "cumsum", "cumprod", "argmax", "argmin", "any", "all", "round", "flatten", "copy", "trace",
-           "diagonal", "conj", "std", "argsort")
+METHODS = (
+    "prod",
+    "cumsum",
+    "cumprod",
+    "argmax",
+    "argmin",
+    "any",
+    "all",
+    "round",
+    "flatten",
+    "copy",
+    "trace",
+    "diagonal",
+    "conj",
+    "std",
+    "argsort",
+)
 
 
 def _method_params(draw, shape):
@@ -148,15 +203,26 @@ def _broadcast_params(draw, shape):
 
 OPS = {
     # elementwise math (numpy picks the float type for integer and bool operands)
-    "negative": Op(np.negative, smooth=True), "abs": Op(np.abs), "square": Op(lambda x: x * x, smooth=True),
-    "tanh": Op(np.tanh, smooth=True), "sin": Op(np.sin, smooth=True), "cos": Op(np.cos, smooth=True),
-    "exp": Op(np.exp), "sqrt_abs": Op(lambda x: np.sqrt(np.abs(x))),
-    "exp_tanh": Op(lambda x: np.exp(np.tanh(x)), smooth=True), "log1p_abs": Op(lambda x: np.log(1.0 + np.abs(x))),
-    "relu": Op(lambda x: np.maximum(x, 0.0)), "sigmoid": Op(kiln.sigmoid, smooth=True),
-    "softmax": Op(kiln.softmax, min_rank=1), "logsumexp": Op(lambda x: kiln.logsumexp(x, axis=-1), min_rank=1),
-    "clip": Op(lambda x: np.clip(x, -0.5, 2)), "pow_abs": Op(lambda x: np.abs(x) ** 1.5),
-    "power_2": Op(lambda x: x ** 2, smooth=True), "reciprocal": Op(np.reciprocal),
-    "logical_not": Op(np.logical_not), "invert": Op(np.invert),
+    "negative": Op(np.negative, smooth=True),
+    "abs": Op(np.abs),
+    "square": Op(lambda x: x * x, smooth=True),
+    "tanh": Op(np.tanh, smooth=True),
+    "sin": Op(np.sin, smooth=True),
+    "cos": Op(np.cos, smooth=True),
+    "exp": Op(np.exp),
+    "sqrt_abs": Op(lambda x: np.sqrt(np.abs(x))),
+    "exp_tanh": Op(lambda x: np.exp(np.tanh(x)), smooth=True),
+    "log1p_abs": Op(lambda x: np.log(1.0 + np.abs(x))),
+    "relu": Op(lambda x: np.maximum(x, 0.0)),
+    "sigmoid": Op(kiln.sigmoid, smooth=True),
+    "softmax": Op(kiln.softmax, min_rank=1),
+    "logsumexp": Op(lambda x: kiln.logsumexp(x, axis=-1), min_rank=1),
+    "clip": Op(lambda x: np.clip(x, -0.5, 2)),
+    "pow_abs": Op(lambda x: np.abs(x) ** 1.5),
+    "power_2": Op(lambda x: x**2, smooth=True),
+    "reciprocal": Op(np.reciprocal),
+    "logical_not": Op(np.logical_not),
+    "invert": Op(np.invert),
     "cast": Op(_cast, draw_params=_cast_params),
     "method": Op(lambda x, method: getattr(x, method)(), draw_params=_method_params),
     # with a scalar constant: Python scalars are weak, numpy scalars strong
@@ -165,42 +231,60 @@ OPS = {
     "rsub_c": Op(lambda x, c: c - x, draw_params=_constant_params),
     "maximum_c": Op(lambda x, c: np.maximum(x, c), draw_params=_constant_params),
     "less_c": Op(lambda x, c: np.less(x, c), draw_params=_constant_params),
-    "affine": Op(lambda x, c: x * c + 0.5, smooth=True,
-                 draw_params=lambda draw, shape: {"c": draw(st.sampled_from([-1.5, 0.5, 2.0]))}),
+    "affine": Op(
+        lambda x, c: x * c + 0.5,
+        smooth=True,
+        draw_params=lambda draw, shape: {"c": draw(st.sampled_from([-1.5, 0.5, 2.0]))},
+    ),
     # with a captured constant row along the last axis (distinct values: not a splat)
     "add_row": Op(lambda x, row, dtype: x + _row(x, row, dtype), draw_params=_row_params),
     "mul_row": Op(lambda x, row, dtype: x * _row(x, row, dtype), draw_params=_row_params),
     # binary, with numpy's broadcasting and promotion; integers wrap around
-    "add": Op(np.add, 2, smooth=True), "subtract": Op(np.subtract, 2, smooth=True),
-    "multiply": Op(np.multiply, 2, smooth=True), "maximum": Op(np.maximum, 2), "minimum": Op(np.minimum, 2),
-    "divide": Op(np.true_divide, 2), "safe_divide": Op(lambda x, y: x / (1.0 + np.abs(y)), 2),
+    "add": Op(np.add, 2, smooth=True),
+    "subtract": Op(np.subtract, 2, smooth=True),
+    "multiply": Op(np.multiply, 2, smooth=True),
+    "maximum": Op(np.maximum, 2),
+    "minimum": Op(np.minimum, 2),
+    "divide": Op(np.true_divide, 2),
+    "safe_divide": Op(lambda x, y: x / (1.0 + np.abs(y)), 2),
     "where_greater": Op(lambda x, y: np.where(x > y, x, y), 2),
-    "greater": Op(np.greater, 2), "less_equal": Op(np.less_equal, 2), "equal": Op(np.equal, 2),
+    "greater": Op(np.greater, 2),
+    "less_equal": Op(np.less_equal, 2),
+    "equal": Op(np.equal, 2),
     "not_equal": Op(np.not_equal, 2),
-    "logical_and": Op(np.logical_and, 2), "logical_or": Op(np.logical_or, 2), "logical_xor": Op(np.logical_xor, 2),
-    "bitwise_and": Op(np.bitwise_and, 2), "bitwise_or": Op(np.bitwise_or, 2), "bitwise_xor": Op(np.bitwise_xor, 2),
-    "floor_divide": Op(np.floor_divide, 2), "remainder": Op(np.remainder, 2),
+    "logical_and": Op(np.logical_and, 2),
+    "logical_or": Op(np.logical_or, 2),
+    "logical_xor": Op(np.logical_xor, 2),
+    "bitwise_and": Op(np.bitwise_and, 2),
+    "bitwise_or": Op(np.bitwise_or, 2),
+    "bitwise_xor": Op(np.bitwise_xor, 2),
+    "floor_divide": Op(np.floor_divide, 2),
+    "remainder": Op(np.remainder, 2),
     "where_nonzero": Op(lambda x, y: np.where(y, x, 0), 2),
     "concatenate": Op(lambda x, y: np.concatenate([x, y], axis=-1), 2, smooth=True),
     "stack": Op(lambda x, y: np.stack([x, y], axis=-1), 2, smooth=True),
     "matmul": Op(np.matmul, 2, smooth=True),
     # reductions
-    "sum": Op(np.sum, smooth=True, draw_params=_axis_params), "mean": Op(np.mean, smooth=True, draw_params=_axis_params),
-    "var": Op(np.var, draw_params=_axis_params), "std": Op(np.std, draw_params=_axis_params),
+    "sum": Op(np.sum, smooth=True, draw_params=_axis_params),
+    "mean": Op(np.mean, smooth=True, draw_params=_axis_params),
+    "var": Op(np.var, draw_params=_axis_params),
+    "std": Op(np.std, draw_params=_axis_params),
     "max": Op(lambda x, **kw: _positive_zeros(np.max(x, **kw)), draw_params=_axis_params),
     "min": Op(lambda x, **kw: _positive_zeros(np.min(x, **kw)), draw_params=_axis_params),
     # layout
-    "transpose": Op(np.transpose, smooth=True), "permute": Op(np.transpose, smooth=True, draw_params=_perm_params),
+    "transpose": Op(np.transpose, smooth=True),
+    "permute": Op(np.transpose, smooth=True, draw_params=_perm_params),
     "reshape": Op(np.reshape, smooth=True, draw_params=_reshape_params),
-    "slice": Op(lambda x, start, stop, step: x[start:stop:step], min_rank=1, smooth=True,
-                draw_params=_slice_params),
+    "slice": Op(lambda x, start, stop, step: x[start:stop:step], min_rank=1, smooth=True, draw_params=_slice_params),
     "index": Op(lambda x, k: x[k], min_rank=1, smooth=True, draw_params=_index_params),
-    "expand": Op(lambda x: x[..., None], smooth=True), "squeeze": Op(np.squeeze, smooth=True),
+    "expand": Op(lambda x: x[..., None], smooth=True),
+    "squeeze": Op(np.squeeze, smooth=True),
     "swapaxes": Op(lambda x: np.swapaxes(x, 0, -1), min_rank=1, smooth=True),
     "moveaxis": Op(lambda x: np.moveaxis(x, 0, -1), min_rank=1, smooth=True),
     "ravel": Op(np.ravel, smooth=True),
-    "broadcast": Op(lambda x, lead: np.broadcast_to(x, (lead,) + np.shape(x)), smooth=True,
-                    draw_params=_broadcast_params),
+    "broadcast": Op(
+        lambda x, lead: np.broadcast_to(x, (lead,) + np.shape(x)), smooth=True, draw_params=_broadcast_params
+    ),
     # one value read through several views of itself
     "plus_transpose": Op(lambda x: x + x.T, min_rank=1, smooth=True),
     "plus_reversed": Op(lambda x: x + x[::-1], min_rank=1, smooth=True),
@@ -217,14 +301,22 @@ OPS = {
 # result ('f' float, 'i' signed, 'u' unsigned, 'b' bool): delete an entry when
 # kiln learns the operation, and the fuzzer starts drawing it. (numpy's integer
 # reciprocal is integer division, which kiln refuses on purpose.)
-NOT_YET = {"floor_divide": "fiub", "remainder": "fiub", "bitwise_and": "iu", "bitwise_or": "iu",
-           "bitwise_xor": "fiub", "invert": "iu", "reciprocal": "iub"}
+NOT_YET = {
+    "floor_divide": "fiub",
+    "remainder": "fiub",
+    "bitwise_and": "iu",
+    "bitwise_or": "iu",
+    "bitwise_xor": "fiub",
+    "invert": "iu",
+    "reciprocal": "iub",
+}
 
 
 @dataclass
 class Input:
     """How one argument is made: an array (`form` "array"), a Python scalar
     ("python") or a numpy scalar ("numpy"); its memory `layout` and `fill`."""
+
     shape: tuple
     dtype: np.dtype
     form: str = "array"
@@ -279,7 +371,7 @@ def run(program: Program, inputs, rounding=None):
     for name, operands, params in program.steps:
         value = OPS[name].fn(*(values[i] for i in operands), **params)
         value = value if rounding is None else rounding(value)
-        if type(value) is int and not -2**63 <= value < 2**63:
+        if type(value) is int and not -(2**63) <= value < 2**63:
             # Python ints do not wrap; numpy rejects such a program, so it is not one to compare.
             raise OverflowError(f"Python int {value} is outside int64")
         values.append(value)
@@ -293,8 +385,10 @@ def program_of(inputs: list, steps: list, smooth: bool = False) -> Program:
     for name, operands, params in steps:
         out = _try_step(program, name, list(operands), dict(params))
         if out is None:
-            raise ValueError(f"step {name}{tuple(operands)} {params} is not one the fuzzer draws "
-                             "(numpy rejects it, or kiln does not support it yet)")
+            raise ValueError(
+                f"step {name}{tuple(operands)} {params} is not one the fuzzer draws "
+                "(numpy rejects it, or kiln does not support it yet)"
+            )
         program.steps.append((name, list(operands), dict(params)))
         program.protos.append(out)
     return program
@@ -361,9 +455,18 @@ def _draw_step(draw, program: Program) -> bool:
 
 
 @st.composite
-def programs(draw, max_steps: int = 8, dtypes=FLOATS, smooth: bool = False, mixed: bool = False,
-             views: bool = False, scalars: bool = False, specials: bool = False, empty: bool = False,
-             large: bool = False):
+def programs(
+    draw,
+    max_steps: int = 8,
+    dtypes=FLOATS,
+    smooth: bool = False,
+    mixed: bool = False,
+    views: bool = False,
+    scalars: bool = False,
+    specials: bool = False,
+    empty: bool = False,
+    large: bool = False,
+):
     """Random programs over inputs of `dtypes` (see the module docstring for the switches);
     `smooth` ones use only operations differentiable everywhere."""
     dtype = np.dtype(draw(st.sampled_from(dtypes)))
@@ -378,7 +481,7 @@ def programs(draw, max_steps: int = 8, dtypes=FLOATS, smooth: bool = False, mixe
     shapes = [base]
     for _ in range(draw(st.integers(0, 2))):  # more inputs, broadcastable against the first
         keep = draw(st.integers(0, len(base)))
-        shapes.append(tuple(d if draw(st.booleans()) else 1 for d in base[len(base) - keep:]))
+        shapes.append(tuple(d if draw(st.booleans()) else 1 for d in base[len(base) - keep :]))
     inputs = []
     for shape in shapes:
         spec = Input(shape, dtype)
@@ -404,8 +507,20 @@ def programs(draw, max_steps: int = 8, dtypes=FLOATS, smooth: bool = False, mixe
 def _special_values(dtype: np.dtype) -> list:
     if dtype.kind == "f":
         info = np.finfo(dtype)
-        return [np.nan, np.inf, -np.inf, 0.0, -0.0, float(info.max), -float(info.max),
-                float(np.sqrt(info.max)) * 2, float(info.smallest_subnormal), -float(info.tiny), 1.0, -1.0]
+        return [
+            np.nan,
+            np.inf,
+            -np.inf,
+            0.0,
+            -0.0,
+            float(info.max),
+            -float(info.max),
+            float(np.sqrt(info.max)) * 2,
+            float(info.smallest_subnormal),
+            -float(info.tiny),
+            1.0,
+            -1.0,
+        ]
     info = np.iinfo(dtype)
     return [info.min, info.max, info.min + 1, info.max - 1, 0, 1] + ([-1] if info.min else [])
 
@@ -426,8 +541,8 @@ def _values(spec: Input, rng) -> np.ndarray:
         flat = values.reshape(-1)
         mask = rng.random(flat.size) < 0.5
         flat[mask] = pool[rng.integers(0, len(pool), int(mask.sum()))]
-        places = rng.permutation(flat.size)[:len(pool)]
-        flat[places] = pool[:len(places)]
+        places = rng.permutation(flat.size)[: len(pool)]
+        flat[places] = pool[: len(places)]
         values = flat.reshape(spec.shape)
     return np.asarray(values, dtype=spec.dtype)
 
@@ -537,8 +652,9 @@ def _compare(got: list, want: list, spread: list, unstable: list, what: str) -> 
     assert len(got) == len(want), f"{len(got)} results instead of numpy's {len(want)} {what}"
     for k, (g, w) in enumerate(zip(got, want)):
         where = f"result {k} {what}"
-        assert g.shape == w.shape and g.dtype == w.dtype, \
+        assert g.shape == w.shape and g.dtype == w.dtype, (
             f"{where}: kiln gives {g.shape} {g.dtype}, numpy {w.shape} {w.dtype}"
+        )
         ok = g == w
         if w.dtype.kind == "f":
             tol = tolerance(w.dtype)
@@ -550,13 +666,16 @@ def _compare(got: list, want: list, spread: list, unstable: list, what: str) -> 
         ok |= unstable[k]
         if not np.all(ok):
             bad = tuple(int(i) for i in np.argwhere(~ok)[0]) if w.ndim else ()
-            raise AssertionError(f"{where}: {int(np.sum(~ok))} of {w.size} elements differ, first at {bad}: "
-                                 f"kiln {g[bad]!r}, numpy {w[bad]!r}\nkiln:  {g!r}\nnumpy: {w!r}")
+            raise AssertionError(
+                f"{where}: {int(np.sum(~ok))} of {w.size} elements differ, first at {bad}: "
+                f"kiln {g[bad]!r}, numpy {w[bad]!r}\nkiln:  {g!r}\nnumpy: {w!r}"
+            )
 
 
 def _show(inputs) -> str:
-    return "\n".join(f"  v{k} = {np.array2string(np.asarray(x), separator=', ', threshold=64)}"
-                     for k, x in enumerate(inputs))
+    return "\n".join(
+        f"  v{k} = {np.array2string(np.asarray(x), separator=', ', threshold=64)}" for k, x in enumerate(inputs)
+    )
 
 
 def _snapshot(inputs) -> list:
@@ -616,8 +735,11 @@ def _outs_for(want: list, inputs: list, rng):
     result's shape and dtype) that input itself, computed in place as numpy allows."""
     outs, where = [], []
     for w in want:
-        same = [x for x in inputs if isinstance(x, np.ndarray) and x.shape == w.shape and x.dtype == w.dtype
-                and not any(x is o for o in outs)]
+        same = [
+            x
+            for x in inputs
+            if isinstance(x, np.ndarray) and x.shape == w.shape and x.dtype == w.dtype and not any(x is o for o in outs)
+        ]
         if same and rng.random() < 0.5:
             outs.append(same[0])
             where.append("an input")
@@ -668,16 +790,19 @@ def check_gradient(program: Program, seed: int) -> str:
         base = np.array(x, dtype=np.float64)
         numeric = np.zeros(base.shape)
         for index in np.ndindex(base.shape):
+
             def at(delta):
                 moved = base.copy()
                 moved[index] += delta
                 args = list(inputs)
                 args[k] = moved
                 return float(_quietly(loss, *args))
+
             numeric[index] = (at(eps) - at(-eps)) / (2 * eps)
         g = np.asarray(g)
-        assert g.shape == base.shape and g.dtype == np.float64, \
+        assert g.shape == base.shape and g.dtype == np.float64, (
             f"gradient {k} is {g.shape} {g.dtype}, want {base.shape} float64 {what}"
+        )
         bad = np.abs(g - numeric) > 1e-6 + 1e-5 * np.abs(numeric)
         assert not np.any(bad), f"gradient {k} differs {what}\nkiln:    {g!r}\nnumeric: {numeric!r}"
     return "checked"

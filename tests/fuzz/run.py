@@ -15,6 +15,7 @@ how many kiln refused with UnsupportedError (the most common messages), and
 the first mismatch or crash (the program, shrunk by hypothesis, its seed and
 inputs); exits 1 if there was one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,19 +41,25 @@ def main() -> int:
     parser.add_argument("--schedules", action="store_true", help="compile under random legal schedules")
     parser.add_argument("--target", default="cpu", choices=["cpu", "interpret", "cuda-emulate", "cuda"])
     parser.add_argument("--max-steps", type=int, default=10)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="check this many programs at once, one thread each (native target)")
-    parser.add_argument("--keep-going", action="store_true",
-                        help="record each distinct failure (unshrunk) and go on, instead of stopping at the first")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="check this many programs at once, one thread each (native target)"
+    )
+    parser.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="record each distinct failure (unshrunk) and go on, instead of stopping at the first",
+    )
     args = parser.parse_args()
     deadline = time.monotonic() + 60 * args.minutes
     tried = [0]
     outcomes = collections.Counter()
     findings = {}
     everything = dict(views=True, empty=True)
-    strategy = (programs(args.max_steps, dtypes=(np.float64,), smooth=True, **everything) if args.gradients
-                else programs(args.max_steps, dtypes=DTYPES, mixed=True, scalars=True, specials=True, large=True,
-                              **everything))
+    strategy = (
+        programs(args.max_steps, dtypes=(np.float64,), smooth=True, **everything)
+        if args.gradients
+        else programs(args.max_steps, dtypes=DTYPES, mixed=True, scalars=True, specials=True, large=True, **everything)
+    )
 
     class OutOfTime(Exception):
         pass
@@ -97,18 +104,23 @@ def main() -> int:
         return 1
     except Exception as exc:  # a crash (hypothesis may group several) is a finding too
         import traceback
+
         print(f"CRASH after {tried[0]} programs:")
         traceback.print_exception(exc)
         return 1
     what = "gradients" if args.gradients else "random schedules" if args.schedules else f"target {args.target}"
     for text in findings.values():
         print(f"FINDING:\n{text}\n")
-    print(f"{tried[0]} random programs ({what}) in {time.monotonic() - started:.0f} s: " +
-          (f"{len(findings)} distinct findings in {outcomes['failed']} failing programs" if findings else "no mismatch"))
+    print(
+        f"{tried[0]} random programs ({what}) in {time.monotonic() - started:.0f} s: "
+        + (f"{len(findings)} distinct findings in {outcomes['failed']} failing programs" if findings else "no mismatch")
+    )
     refused = {k: n for k, n in outcomes.items() if k.startswith("unsupported")}
     if outcomes:
-        print(f"  compared {outcomes['checked']}, rejected by numpy {outcomes['invalid']}, "
-              f"UnsupportedError {sum(refused.values())}")
+        print(
+            f"  compared {outcomes['checked']}, rejected by numpy {outcomes['invalid']}, "
+            f"UnsupportedError {sum(refused.values())}"
+        )
     for message, n in sorted(refused.items(), key=lambda item: -item[1])[:5]:
         print(f"  {n:6d} x {message}")
     return 1 if findings else 0

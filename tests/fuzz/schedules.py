@@ -6,6 +6,7 @@ and in bounds-checked debug mode, against numpy.
 
 Every refused step must leave the IR exactly as it was (steps are atomic).
 """
+
 from __future__ import annotations
 
 import random
@@ -59,13 +60,21 @@ def _draw_step(rng: random.Random, primitive: str, loop):
     if primitive == "parallel":
         return [primitive, name]
     if primitive == "cache_read":
-        buffers = sorted({op.memref.name_hint for op in loop.walk()
-                          if isinstance(op, (A.LoadOp, A.VectorLoadOp)) and op.memref.name_hint})
+        buffers = sorted(
+            {
+                op.memref.name_hint
+                for op in loop.walk()
+                if isinstance(op, (A.LoadOp, A.VectorLoadOp)) and op.memref.name_hint
+            }
+        )
         if not buffers:
             return None
         buffer = rng.choice(buffers)
-        rank = next(op.memref.type.rank for op in loop.walk()
-                    if isinstance(op, (A.LoadOp, A.VectorLoadOp)) and op.memref.name_hint == buffer)
+        rank = next(
+            op.memref.type.rank
+            for op in loop.walk()
+            if isinstance(op, (A.LoadOp, A.VectorLoadOp)) and op.memref.name_hint == buffer
+        )
         if rank >= 2 and rng.random() < 0.3:
             return [primitive, name, buffer, list(range(rank))[::-1]]
         return [primitive, name, buffer]
@@ -77,7 +86,7 @@ def _draw_step(rng: random.Random, primitive: str, loop):
         chain.append(body[0])
     if len(chain) < 2:
         return None
-    chain = chain[:rng.choice(range(2, len(chain) + 1))]
+    chain = chain[: rng.choice(range(2, len(chain) + 1))]
     names = [l.induction_variable.name_hint for l in chain]
     if primitive == "reorder":
         order = names[:]
@@ -103,8 +112,10 @@ def check_schedule(program: Program, seed: int) -> str:
         return f"unsupported: {exc.message}"
     spread = _quietly(_spread, program, inputs, want, seed)
     for debug in (False, True):
-        what = (f"under schedule {steps}{' in debug mode' if debug else ''} for seed {seed}:\n"
-                f"{program.describe()}\n{_show(inputs)}")
+        what = (
+            f"under schedule {steps}{' in debug mode' if debug else ''} for seed {seed}:\n"
+            f"{program.describe()}\n{_show(inputs)}"
+        )
         try:
             got = _quietly(kiln.compile(fn, schedule=kiln.Schedule(steps), debug=debug), *inputs)
         except kiln.NonFiniteError:
