@@ -3,11 +3,6 @@
 Inside a compiled function a gradient is traced into the enclosing graph
 (``kiln.frontend.grad``). Called on arrays outside any trace, it compiles itself once,
 on first call, and runs natively; concurrent first calls compile it once.
-
-    >>> import numpy as np, kiln
-    >>> dloss = kiln.grad(lambda w, x: np.sum((x @ w) ** 2))
-    >>> dloss(np.ones(3), np.eye(3))
-    array([2., 2., 2.])
 """
 
 from __future__ import annotations
@@ -42,10 +37,19 @@ def grad(fn, argnums=0) -> Gradient:
     """The gradient of scalar-valued `fn` with respect to the arguments `argnums` (an int or
     a tuple of ints). Each gradient has its argument's structure, shape and dtype (float32 or
     float64 only; integer arguments raise ``DTypeError``). `fn` must return one scalar
-    (``KilnError`` otherwise); a bad `argnums` raises ``ArgumentError``."""
+    (``KilnError`` otherwise); a bad `argnums` raises ``ArgumentError``.
+
+    >>> dloss = kiln.grad(lambda w, x: np.sum((x @ w) ** 2))
+    >>> dloss(np.ones(3), np.eye(3))
+    array([2., 2., 2.])
+    """
     return Gradient(fn, argnums, with_value=False)
 
 
 def value_and_grad(fn, argnums=0) -> Gradient:
-    """Like `grad`, but the function returns ``(fn(*args), gradients)``."""
+    """Like `grad`, but the function returns ``(fn(*args), gradients)``.
+
+    >>> kiln.value_and_grad(lambda x: np.sum(x * x))(np.array([1.0, 2.0]))
+    (np.float64(5.0), array([2., 4.]))
+    """
     return Gradient(fn, argnums, with_value=True)

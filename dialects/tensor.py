@@ -337,27 +337,38 @@ class Conv2DOp(TensorOp):
 
     def infer_result_types(self):
         x, w = self.tensor_operand(0), self.tensor_operand(1)
-        if x.rank != 4 or w.rank != 4:
-            raise self.error(f"conv2d takes an NCHW input and an FCHW weight, got {x} and {w}", ShapeError)
-        if x.shape[1] != w.shape[1]:
-            raise self.error(f"conv2d: input has {x.shape[1]} channels, weight expects {w.shape[1]}", ShapeError)
         if x.element != w.element:
             raise self.error(f"conv2d operands have types {x.element} and {w.element}", DTypeError)
         self.check_element(x, NUMERIC)
-        stride, padding = self.int_tuple("stride", 2), self.int_tuple("padding", 2)
-        if min(stride) < 1 or min(padding) < 0:
-            raise self.error(f"conv2d needs stride >= 1 and padding >= 0, got {stride} and {padding}", ShapeError)
-        out = [(x.shape[2 + i] + 2 * padding[i] - w.shape[2 + i]) // stride[i] + 1 for i in range(2)]
-        if min(out) < 1:
-            raise self.error(f"conv2d: a {w.shape[2:]} kernel does not fit the padded {x.shape[2:]} input", ShapeError)
-        return [x.with_shape((x.shape[0], w.shape[0], *out))]
+        try:
+            shape = conv2d_shape(x.shape, w.shape, self.int_tuple("stride", 2), self.int_tuple("padding", 2))
+        except ShapeError as exc:
+            raise self.error(exc.message, ShapeError) from None
+        return [x.with_shape(shape)]
 
     def evaluate(self, x, w):
         return conv2d_reference(x, w, self.stride, self.padding)
 
 
+def conv2d_shape(x_shape, w_shape, stride, padding) -> tuple:
+    """The (N, F, OH, OW) result of an NCHW input and an FCHW weight, or ``ShapeError``: the
+    one statement of conv2d's shape rules, for the op and for eager numpy calls alike."""
+    if len(x_shape) != 4 or len(w_shape) != 4:
+        raise ShapeError(f"conv2d takes an NCHW input and an FCHW weight, got shapes {x_shape} and {w_shape}")
+    if x_shape[1] != w_shape[1]:
+        raise ShapeError(f"conv2d: input has {x_shape[1]} channels, weight expects {w_shape[1]}")
+    if min(stride) < 1 or min(padding) < 0:
+        raise ShapeError(f"conv2d needs stride >= 1 and padding >= 0, got {stride} and {padding}")
+    out = [(x_shape[2 + i] + 2 * padding[i] - w_shape[2 + i]) // stride[i] + 1 for i in range(2)]
+    if min(out) < 1:
+        raise ShapeError(f"conv2d: a {tuple(w_shape[2:])} kernel does not fit the padded {tuple(x_shape[2:])} input")
+    return (x_shape[0], w_shape[0], *out)
+
+
 def conv2d_reference(x, w, stride=(1, 1), padding=(0, 0)):
-    """NCHW convolution in numpy (cross-correlation, as in every ML framework)."""
+    """NCHW convolution in numpy (cross-correlation, as in every ML framework); shapes are
+    checked by ``conv2d_shape``."""
+    conv2d_shape(x.shape, w.shape, stride, padding)
     (sh, sw), (ph, pw) = stride, padding
     padded = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
     windows = np.lib.stride_tricks.sliding_window_view(padded, w.shape[2:], axis=(2, 3))[:, :, ::sh, ::sw]

@@ -38,6 +38,20 @@ GPU_PRIMITIVES = ("split", "reorder", "tile", "unroll", "bind")  # what the CUDA
 
 
 class Schedule:
+    """A list of loop-nest transformation steps, built by calling the primitives in order.
+
+    Loops are named as the affine dump names them (``k0.i``: loop ``i`` of kernel 0);
+    sizes and factors are iteration counts, widths are vector lanes. A malformed step
+    raises ``kiln.ScheduleError`` here; a step that does not fit the function raises it
+    when the schedule is applied (``kiln.compile(f, schedule=...)``), naming the step.
+
+    >>> s = kiln.Schedule().tile(["k0.i", "k0.j"], [32, 64]).vectorize("k0.j.i", 8)
+    >>> s.steps
+    [('tile', ['k0.i', 'k0.j'], [32, 64]), ('vectorize', 'k0.j.i', 8)]
+    >>> kiln.Schedule([["split", "k0.i", 4]]).steps
+    [('split', 'k0.i', 4)]
+    """
+
     def __init__(self, steps=()):
         self.steps = []
         for step in steps:

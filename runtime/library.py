@@ -22,7 +22,15 @@ class LoadError(Exception):
 
 def load(path: str, name: str | None = None) -> "LibraryFunction":
     """The function `name` of a kiln-built library (by default the one it is named after:
-    ``libmlp.so`` holds ``mlp``; its gradient, if built, is ``mlp_grad``)."""
+    ``libmlp.so`` holds ``mlp``; its gradient, if built, is ``mlp_grad``), callable with numpy
+    arrays of the shapes and dtypes it was built for (others raise ``TypeError`` or
+    ``ValueError`` naming the argument). A missing file, a library kiln did not build or a
+    missing function raise ``kiln.LoadError``.
+
+    >>> kiln.load("no/such/libmlp.so")
+    Traceback (most recent call last):
+    kiln.errors.LoadError: no such library: no/such/libmlp.so
+    """
     if not os.path.exists(path):
         raise LoadError(f"no such library: {path}")
     base = os.path.basename(path)

@@ -1,5 +1,8 @@
 """Neural-network helpers numpy lacks. Each works on numpy arrays (eagerly)
-and on traced values (inside ``@kiln.compile``), with the same code."""
+and on traced values (inside ``@kiln.compile``), with the same code.
+
+The examples below assume ``import numpy as np, kiln``.
+"""
 
 from __future__ import annotations
 
@@ -11,28 +14,66 @@ from kiln.frontend.tracing import Tracer
 
 
 def relu(x):
+    """max(x, 0) elementwise, in `x`'s shape and dtype (numpy's ``np.maximum(x, 0)``; NaN stays NaN).
+
+    >>> kiln.relu(np.array([-1.5, 0.0, 2.0], np.float32))
+    array([0., 0., 2.], dtype=float32)
+    """
     return np.maximum(x, 0)
 
 
 def sigmoid(x):
+    """The logistic function 1 / (1 + exp(-x)) elementwise, in `x`'s shape; float inputs keep
+    their dtype, integers give float64 (numpy's division rules). Very negative `x` gives 0,
+    not a warning.
+
+    >>> kiln.sigmoid(np.array([-1000.0, 0.0, 1000.0]))
+    array([0. , 0.5, 1. ])
+    """
     # exp(-x) overflows to inf for very negative x, and 1 / (1 + inf) is the right limit, 0.
     with np.errstate(over="ignore"):
         return 1 / (1 + np.exp(-x))
 
 
 def softmax(x, axis=-1):
+    """exp(x) / sum(exp(x)) along `axis` (an int or tuple of ints; numpy's axis rules, so an
+    axis out of range raises), computed as exp(x - max) so large inputs do not overflow.
+    Same shape as `x`; float inputs keep their dtype.
+
+    >>> kiln.softmax(np.array([[1.0, 1.0], [0.0, 1000.0]]))
+    array([[0.5, 0.5],
+           [0. , 1. ]])
+    """
     shifted = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return shifted / np.sum(shifted, axis=axis, keepdims=True)
 
 
 def logsumexp(x, axis=None, keepdims=False):
+    """log(sum(exp(x))) over `axis` (None: every element), computed as max + log(sum(exp(x -
+    max))) so that large inputs do not overflow; the shape is numpy's reduction shape
+    (`keepdims` as in ``np.sum``).
+
+    >>> float(kiln.logsumexp(np.array([1000.0, 1000.0])))
+    1000.6931471805599
+    """
     peak = np.max(x, axis=axis, keepdims=True)
     result = np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True)) + peak
     return result if keepdims else np.squeeze(result, axis=axis)
 
 
 def conv2d(x, weight, stride=1, padding=0):
-    """2-D convolution (cross-correlation), NCHW input, FCHW weight, zero padding."""
+    """2-D convolution (cross-correlation, as in deep-learning frameworks, not flipped).
+
+    `x` is (N, C, H, W) and `weight` (F, C, KH, KW); `stride` and `padding` are ints or
+    (height, width) pairs, padding with zeros. The result is (N, F, (H + 2*ph - KH) // sh + 1,
+    (W + 2*pw - KW) // sw + 1) in numpy's promoted dtype of the two. Channel counts that
+    differ raise ``kiln.ShapeError``.
+
+    >>> x = np.arange(16.0).reshape(1, 1, 4, 4)
+    >>> kiln.conv2d(x, np.ones((1, 1, 2, 2)), stride=2)
+    array([[[[10., 18.],
+             [42., 50.]]]])
+    """
     if isinstance(x, Tracer) or isinstance(weight, Tracer):
         return traced_conv2d(x, weight, stride, padding)
 

@@ -2,6 +2,7 @@
 
 Specs let a function be lowered without data (``predict.lower(kiln.f32[8, 4])``)
 and give the command line its input types through parameter annotations.
+The examples assume ``import numpy as np, kiln``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,16 @@ import numpy as np
 
 @dataclass(frozen=True)
 class TensorSpec:
+    """An array's shape (non-negative ints) and dtype, standing in for the array when a function
+    is lowered or compiled ahead of time. Written ``kiln.f32[64, 784]``; ``TensorSpec.of(a)``
+    describes an existing array. A negative dimension raises ``ValueError``.
+
+    >>> kiln.f32[64, 784]
+    kiln.f32[64, 784]
+    >>> kiln.TensorSpec.of(np.zeros((2, 3), np.int64))
+    kiln.i64[2, 3]
+    """
+
     shape: tuple
     dtype: np.dtype
 

@@ -49,6 +49,13 @@ class Step:
 
 @dataclass
 class BisectReport:
+    """What ``kiln.bisect`` found: every step it checked (``steps``), the first one whose
+    output differed from numpy's (``first_bad``, or None), and the IR around it.
+
+    >>> kiln.bisect(lambda x: x + 1, np.zeros(3, np.float32)).first_bad is None
+    True
+    """
+
     function: str
     steps: list = field(default_factory=list)
     first_bad: Step | None = None
@@ -190,8 +197,16 @@ def shrink_specs(compiled, specs, seconds: float) -> tuple:
 def bisect(fn, *args, rtol: float | None = None, progress=None) -> BisectReport:
     """Check every pass and schedule step of `fn` (compiled or plain) on these arguments.
 
-    `progress`, a callable taking a line of text, hears the estimated cost before the first
-    step and then every step as it finishes: which, n of m, time elapsed and left."""
+    Runs the IR after each graph pass, the lowering and each schedule step (in the reference
+    interpreters) against numpy's answer for `args`, and returns a ``BisectReport`` naming the
+    first step whose output differs, with the IR before and after it (``first_bad`` is None
+    when every step agrees). `progress`, a callable taking a line of text, hears the estimated
+    cost before the first step and then every step as it finishes: which, n of m, time
+    elapsed and left. Arguments kiln cannot trace raise ``kiln.ArgumentError``.
+
+    >>> report = kiln.bisect(lambda x: np.tanh(x) * 2, np.linspace(-1, 1, 8, dtype=np.float32))
+    >>> report.first_bad is None
+    True"""
     compiled = fn if isinstance(fn, CompiledFunction) else compile(fn)
     call, key = compiled._specialize(args, {}, allow_specs=False)  # checks the arguments like a call
     if key is None:

@@ -34,6 +34,14 @@ class LeafCheck:
 
 @dataclass
 class GradcheckReport:
+    """``kiln.gradcheck``'s findings: one ``LeafCheck`` per differentiated argument leaf (its
+    path, shape, worst element's index, analytic and numeric values and error); ``ok`` when
+    every leaf is within tolerance.
+
+    >>> kiln.gradcheck(lambda x: np.sum(x * x), np.arange(3.0)).checks[0].shape
+    (3,)
+    """
+
     checks: list
 
     @property
@@ -59,10 +67,15 @@ def gradcheck(
 ) -> GradcheckReport:
     """Compare kiln's gradient of scalar `fn` at `args` with central differences.
 
-    The differentiated arguments are converted to float64. Returns a report with
-    the worst element per argument leaf; raises GradientMismatchError when an
-    element is off by more than ``atol + rtol * |numeric|`` (unless
-    `raise_on_failure` is false).
+    The differentiated arguments (`argnums`: an int or a tuple) are converted to float64
+    and each element is moved by ``eps`` both ways (the step, in the argument's own units).
+    Returns a ``GradcheckReport`` with the worst element per argument leaf; raises
+    ``kiln.GradientMismatchError`` when an element is off by more than
+    ``atol + rtol * |numeric|`` (unless `raise_on_failure` is false).
+
+    >>> report = kiln.gradcheck(lambda w, x: np.sum(np.tanh(x @ w)), np.ones((3, 2)), np.eye(3))
+    >>> report.ok
+    True
     """
     single = isinstance(argnums, int)
     argnums = (argnums,) if single else tuple(argnums)

@@ -24,27 +24,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kiln.codegen import llvm_codegen, llvm_emitter, llvm_target
-from kiln.dialects import affine as A
-from kiln.dialects import func as F
-from kiln.dialects import memref as MR
 from kiln.dialects import tensor as T
-from kiln.dialects.types import MemRefType, VectorType
 from kiln.errors import KilnError
+from kiln.passes.cost_analysis import buffer_bytes, count_flops, kernel_units
 from kiln.passes.memory_plan import is_kernel
 from kiln.passes.registry import run_passes
 from kiln.runtime.native import LoadedObject
-
-_NOT_FLOPS = {
-    "arith.constant",
-    "arith.select",
-    "arith.extf",
-    "arith.truncf",
-    "arith.sitofp",
-    "arith.uitofp",
-    "arith.fptosi",
-    "arith.bitcast",
-}
-_HOST_OPS = (MR.AllocOp, MR.AllocaOp, MR.DeallocOp, MR.ViewOp, MR.GetGlobalOp, F.ReturnOp)
 
 
 @dataclass
@@ -68,6 +53,16 @@ class KernelProfile:
 
 @dataclass
 class Profile:
+    """``kiln.profile``'s measurements: one ``KernelProfile`` per kernel (time in seconds,
+    bytes moved, FLOPs, the fused ops), the native call's time outside the kernels, and
+    the arena size in bytes; ``print(profile)`` shows them as a table.
+
+    >>> f = kiln.compile(lambda x, y: np.maximum(x @ y, 0))
+    >>> p = kiln.profile(f, np.ones((64, 64), np.float32), np.ones((64, 64), np.float32), seconds=0.05)
+    >>> p.kernels_before_fusion, p.kernels_after_fusion
+    (2, 1)
+    """
+
     function: str
     kernels: list = field(default_factory=list)
     outside_seconds: float = 0.0  # the native call with no kernel run: argument passing, the arena
@@ -118,7 +113,17 @@ def _size(n: int) -> str:
 
 
 def profile(compiled, *args, seconds: float = 2.0, **kwargs) -> Profile:
-    """Time every kernel of `compiled` on these arguments (see the module docstring)."""
+    """Time every kernel of `compiled` (a ``kiln.compile``d function, CPU target; others raise
+    ``kiln.KilnError``) on these arguments for about `seconds` of wall time in all, and return
+    a ``Profile`` (see the module docstring for how kernels are timed).
+
+    >>> f = kiln.compile(lambda x, y: np.maximum(x @ y, 0))
+    >>> p = kiln.profile(f, np.ones((64, 64), np.float32), np.ones((64, 64), np.float32), seconds=0.05)
+    >>> [k.ops for k in p.kernels]  # one fused kernel: the matmul with max(., 0) as its epilogue
+    [['matmul', 'constant', 'broadcast_to', 'maximum']]
+    >>> p.kernels[0].flops >= 2 * 64**3  # the matmul's multiply-adds, and then the epilogue's
+    True
+    """
     if compiled.target != "cpu":
         raise KilnError(f"kiln.profile times native CPU code; this function's target is {compiled.target!r}")
     compiled(*args, **kwargs)  # compile, and check the arguments the usual way
@@ -134,7 +139,7 @@ def profile(compiled, *args, seconds: float = 2.0, **kwargs) -> Profile:
 
     module = pipeline.module("scheduled")
     function = module.body.ops[-1]
-    units = _units(function)
+    units = kernel_units(function)
     variants = [_compile_prefix(module, units, count, len(arrays)) for count in range(len(units) + 1)]
     medians = _interleaved([lambda v=v: v[1](arrays) for v in variants] + [lambda: compiled(*args, **kwargs)], seconds)
     timings = non_decreasing(medians[:-1]) + medians[-1:]
@@ -157,26 +162,12 @@ def profile(compiled, *args, seconds: float = 2.0, **kwargs) -> Profile:
                 name,
                 spent,
                 spent / result.native_seconds if result.native_seconds > 0 else 0.0,
-                _bytes_touched(ops),
-                sum(_flops(op) for op in ops),
+                buffer_bytes(ops)[2],
+                sum(count_flops(op) for op in ops),
                 _tensor_ops(name, tensor_kernels),
             )
         )
     return result
-
-
-def _units(function) -> list:
-    """The function's device work in order, as (kernel name, top-level ops) per kernel."""
-    units = []
-    for op in function.body.ops:
-        if isinstance(op, _HOST_OPS) or op.name == "arith.constant":
-            continue
-        name = op.induction_variable.name_hint.split(".")[0] if isinstance(op, (A.ForOp, A.ParallelOp)) else "scalar"
-        if units and units[-1][0] == name:
-            units[-1][1].append(op)
-        else:
-            units.append((name, [op]))
-    return units
 
 
 def _compile_prefix(module, units, count: int, num_args: int):
@@ -222,35 +213,6 @@ def non_decreasing(values) -> list:
             (m2, n2), (m1, n1) = blocks.pop(), blocks.pop()
             blocks.append([(m1 * n1 + m2 * n2) / (n1 + n2), n1 + n2])
     return [mean for mean, count in blocks for _ in range(count)]
-
-
-def _flops(op, multiplier: int = 1) -> int:
-    if isinstance(op, (A.ForOp, A.ParallelOp)):
-        trips = op.trip_count if isinstance(op, A.ForOp) else op.upper
-        return sum(_flops(inner, multiplier * max(trips, 0)) for inner in op.body.ops)
-    if op.name in _NOT_FLOPS or not (
-        op.name.startswith("arith.") or op.name.startswith("math.") or op.name == "vector.reduction"
-    ):
-        return 0
-    t = op.results[0].type if op.results else None
-    if isinstance(t, VectorType):
-        return multiplier * t.lanes
-    if op.name == "vector.reduction":
-        return multiplier * op.operands[0].type.lanes
-    return multiplier if t is not None and getattr(t, "name", "") in ("f32", "f64") else 0
-
-
-def _bytes_touched(ops) -> int:
-    """Bytes of the buffers the kernel reads or writes, each once; scratch it allocates
-    itself (a packed tile) is left out, as it lives in cache."""
-    inside = {r for top in ops for op in top.walk() for r in op.results}
-    buffers = {}
-    for top in ops:
-        for op in top.walk():
-            memref = getattr(op, "memref", None) if op.name.startswith("affine.") else None
-            if memref is not None and isinstance(memref.type, MemRefType) and memref not in inside:
-                buffers[memref] = memref.type.size * memref.type.dtype.itemsize
-    return sum(buffers.values())
 
 
 def _tensor_ops(name: str, tensor_kernels) -> list:
