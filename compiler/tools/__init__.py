@@ -1,5 +1,6 @@
 """Tools around the compiler: tuning (``tuner``, ``tuning_db``), ``profiler``,
 ``bisect``, ``debug`` mode, ``build`` (shared libraries), ``gradcheck`` and the
-``cli``. None of the compilation stages import from here, except the pipeline,
-which reads the tuning database.
+``cli``. They sit above the driver and use it; the driver uses only what a compiled
+function offers directly: the pipeline reads the tuning database, and ``kiln.compile``
+has ``debug=`` and ``.profile()``. No stage below the driver imports from here.
 """
