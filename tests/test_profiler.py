@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import kiln
-from kiln.tools.profiler import _compile_prefix, _units
+from kiln.passes.cost_analysis import kernel_units
+from kiln.tools.profiler import _compile_prefix
 
 
 def mlp(x, w, b, v):
@@ -50,7 +51,7 @@ def test_the_full_prefix_computes_what_the_function_computes():
     inputs = args(dtype=np.float64)
     want = f(*inputs)
     module = f.lower(*inputs)._pipeline.module("scheduled")
-    units = _units(module.body.ops[-1])
+    units = kernel_units(module.body.ops[-1])
     _, native = _compile_prefix(module, units, len(units), 5)
     out = np.empty_like(want)
     assert native(inputs + [out]) == 0
