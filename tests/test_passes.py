@@ -1,164 +1,60 @@
-"""Graph passes: IR before and after, kernel counts, memory plans, and results
-that no pass may change."""
+"""Graph passes: IR before and after (the FileCheck tests of tests/ir/), kernel counts, memory plans,
+and results that no pass may change."""
 
-import textwrap
+import glob
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from op_table import CASES
 
 import kiln
-from kiln.dialects import parse_ir, print_ir, verify
+from kiln.dialects import parse_ir, print_ir
 from kiln.interpreters.tensor_interpreter import run_function
 from kiln.passes.registry import run_passes
 
 rng = np.random.default_rng(17)
 
 
-def after(passes, text):
-    module = parse_ir(textwrap.dedent(text))
-    return print_ir(run_passes(module, passes), locations=False)
+IR_TESTS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "ir", "*.mlir")))
 
 
-def body(text):
-    """The lines of a function body, as written in a test."""
-    return textwrap.dedent(text).strip("\n")
+def passes_of(text):
+    """The passes an IR test names on its `// PASSES: a b` line."""
+    for line in text.splitlines():
+        if line.startswith("// PASSES:"):
+            return line.removeprefix("// PASSES:").split()
+    raise ValueError("an IR test names its passes on a `// PASSES: name ...` line")
 
 
-def test_dce_removes_unused_ops_and_what_only_they_used():
-    out = after(
-        ["dce"],
-        """
-        func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
-          %0 = kiln.exp %x : tensor<4xf32>
-          %1 = kiln.tanh %0 : tensor<4xf32>
-          %2 = kiln.neg %x : tensor<4xf32>
-          func.return %2 : tensor<4xf32>
-        }""",
+@pytest.mark.parametrize("path", IR_TESTS, ids=[os.path.basename(p) for p in IR_TESTS])
+def test_ir(path):
+    """tests/ir/*.mlir: parse the file, run the passes it names, and match the printed IR against
+    its `// CHECK` lines with FileCheck."""
+    text = open(path).read()
+    module = run_passes(parse_ir(text), passes_of(text))
+    result = subprocess.run(
+        [sys.executable, "-m", "filecheck", path],
+        input=print_ir(module, locations=False),
+        capture_output=True,
+        text=True,
     )
-    assert (
-        out
-        == body("""
-        module {
-          func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
-            %0 = kiln.neg %x : tensor<4xf32>
-            func.return %0 : tensor<4xf32>
-          }
-        }""")
-        + "\n"
-    )
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_cse_merges_equal_ops_and_constants_by_value():
-    out = after(
-        ["cse"],
-        """
-        func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
-          %0 = kiln.constant dense<1.0> : tensor<f32>
-          %1 = kiln.constant dense<1.0> : tensor<f32>
-          %2 = kiln.broadcast_to %0 : (tensor<f32>) -> tensor<4xf32>
-          %3 = kiln.broadcast_to %1 : (tensor<f32>) -> tensor<4xf32>
-          %4 = kiln.add %x, %2 : tensor<4xf32>
-          %5 = kiln.add %x, %3 : tensor<4xf32> loc("elsewhere.py":9:1)
-          %6 = kiln.mul %4, %5 : tensor<4xf32>
-          func.return %6 : tensor<4xf32>
-        }""",
-    )
-    assert (
-        out
-        == body("""
-        module {
-          func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
-            %0 = kiln.constant dense<1.0> : tensor<f32>
-            %1 = kiln.broadcast_to %0 : (tensor<f32>) -> tensor<4xf32>
-            %2 = kiln.add %x, %1 : tensor<4xf32>
-            %3 = kiln.mul %2, %2 : tensor<4xf32>
-            func.return %3 : tensor<4xf32>
-          }
-        }""")
-        + "\n"
-    )
+def test_ir_tests_cover_the_graph_passes_and_the_lowering():
+    named = {name for path in IR_TESTS for name in passes_of(open(path).read())}
+    assert {"canonicalize", "cse", "dce", "fuse", "plan-memory", "lower-tensor-to-affine"} <= named
 
 
-def test_canonicalize_folds_identities_double_layout_ops_and_constants():
-    out = after(
-        ["canonicalize"],
-        """
-        func.func @f(%x: tensor<4xf32>, %y: tensor<2x3xf32>) -> (tensor<4xf32>, tensor<2x3xf32>, tensor<6xf32>, tensor<3xf32>) {
-          %0 = kiln.constant dense<1.0> : tensor<f32>
-          %1 = kiln.broadcast_to %0 : (tensor<f32>) -> tensor<4xf32>
-          %2 = kiln.mul %x, %1 : tensor<4xf32>
-          %3 = kiln.constant dense<-0.0> : tensor<f32>
-          %4 = kiln.broadcast_to %3 : (tensor<f32>) -> tensor<4xf32>
-          %5 = kiln.add %4, %2 : tensor<4xf32>
-          %6 = kiln.transpose %y {permutation = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
-          %7 = kiln.transpose %6 {permutation = array<i64: 1, 0>} : (tensor<3x2xf32>) -> tensor<2x3xf32>
-          %8 = kiln.reshape %y : (tensor<2x3xf32>) -> tensor<3x2xf32>
-          %9 = kiln.reshape %8 : (tensor<3x2xf32>) -> tensor<6xf32>
-          %10 = kiln.constant dense<[1.0, 2.0, 3.0]> : tensor<3xf32>
-          %11 = kiln.sqrt %10 : tensor<3xf32>
-          func.return %5, %7, %9, %11 : tensor<4xf32>, tensor<2x3xf32>, tensor<6xf32>, tensor<3xf32>
-        }""",
-    )
-    assert (
-        out
-        == body("""
-        module {
-          func.func @f(%x: tensor<4xf32>, %y: tensor<2x3xf32>) -> (tensor<4xf32>, tensor<2x3xf32>, tensor<6xf32>, tensor<3xf32>) {
-            %0 = kiln.reshape %y : (tensor<2x3xf32>) -> tensor<6xf32>
-            %1 = kiln.constant dense<[1.0, 1.4142135, 1.7320508]> : tensor<3xf32>
-            func.return %x, %y, %0, %1 : tensor<4xf32>, tensor<2x3xf32>, tensor<6xf32>, tensor<3xf32>
-          }
-        }""")
-        + "\n"
-    )
-
-
-def test_canonicalize_folds_elementwise_ops_of_broadcast_scalars_without_growing_constants():
-    out = after(
-        ["canonicalize"],
-        """
-        func.func @f(%x: tensor<1000xf32>) -> tensor<1000xf32> {
-          %0 = kiln.constant dense<2.0> : tensor<f32>
-          %1 = kiln.broadcast_to %0 : (tensor<f32>) -> tensor<1000xf32>
-          %2 = kiln.constant dense<1.0> : tensor<f32>
-          %3 = kiln.broadcast_to %2 : (tensor<f32>) -> tensor<1000xf32>
-          %4 = kiln.sub %1, %3 : tensor<1000xf32>
-          %5 = kiln.pow %x, %4 : tensor<1000xf32>
-          %6 = kiln.pow %5, %1 : tensor<1000xf32>
-          func.return %6 : tensor<1000xf32>
-        }""",
-    )
-    assert (
-        out
-        == body("""
-        module {
-          func.func @f(%x: tensor<1000xf32>) -> tensor<1000xf32> {
-            %0 = kiln.mul %x, %x : tensor<1000xf32>
-            func.return %0 : tensor<1000xf32>
-          }
-        }""")
-        + "\n"
-    )
-
-
-def test_canonicalize_leaves_target_dependent_float_ops_to_the_run_time():
-    """The math library and orders of additions are each target's own: folding them with
-    numpy's values would make a constant differ from the same op computed at run time."""
-    out = after(
-        ["canonicalize"],
-        """
-        func.func @f() -> (tensor<3xf32>, tensor<f32>, tensor<i32>) {
-          %0 = kiln.constant dense<[1.0, 2.0, 3.0]> : tensor<3xf32>
-          %1 = kiln.exp %0 : tensor<3xf32>
-          %2 = kiln.reduce_sum %0 {axes = array<i64: 0>, keepdims = false} : (tensor<3xf32>) -> tensor<f32>
-          %3 = kiln.constant dense<[2147483647, 1, 5]> : tensor<3xi32>
-          %4 = kiln.reduce_sum %3 {axes = array<i64: 0>, keepdims = false} : (tensor<3xi32>) -> tensor<i32>
-          func.return %1, %2, %4 : tensor<3xf32>, tensor<f32>, tensor<i32>
-        }""",
-    )
-    assert "kiln.exp" in out and "kiln.reduce_sum %0" in out
-    assert "dense<-2147483643> : tensor<i32>" in out  # integer sums wrap exactly: folded
+def test_filecheck_rejects_ir_that_does_not_match(tmp_path):
+    """The driver fails when the IR differs from the checks: a test that cannot fail checks nothing."""
+    path = tmp_path / "wrong.mlir"
+    path.write_text(open(IR_TESTS[0]).read().replace("// CHECK", "// CHECK: kiln.no_such_op\n// CHECK", 1))
+    with pytest.raises(AssertionError):
+        test_ir(str(path))
 
 
 @pytest.mark.parametrize("fn", [np.exp, np.tanh, np.log, np.sum, lambda c: c**1.7])
@@ -186,52 +82,6 @@ def test_waste_from_autodiff_goes_away():
     assert len(after_ops) < len(before) - 6
     assert "kiln.pow" not in names  # x ** 2 is x * x, and its derivative's x ** 1 is x
     assert names.count("kiln.constant") < [op.name for op in before].count("kiln.constant")
-
-
-def test_fusion_outlines_a_dense_layer_into_one_group():
-    out = after(
-        ["fuse"],
-        """
-        func.func @dense(%x: tensor<8x4xf32>, %w: tensor<4x3xf32>, %b: tensor<3xf32>) -> tensor<8x3xf32> {
-          %0 = kiln.matmul %x, %w : (tensor<8x4xf32>, tensor<4x3xf32>) -> tensor<8x3xf32>
-          %1 = kiln.broadcast_to %b : (tensor<3xf32>) -> tensor<8x3xf32>
-          %2 = kiln.add %0, %1 : tensor<8x3xf32>
-          %3 = kiln.tanh %2 : tensor<8x3xf32>
-          func.return %3 : tensor<8x3xf32>
-        }""",
-    )
-    assert (
-        out
-        == body("""
-        module {
-          func.func @dense(%x: tensor<8x4xf32>, %w: tensor<4x3xf32>, %b: tensor<3xf32>) -> tensor<8x3xf32> {
-            %0 = kiln.fused(%in0 = %x, %in1 = %w, %in2 = %b) -> tensor<8x3xf32> {
-              %1 = kiln.matmul %in0, %in1 : (tensor<8x4xf32>, tensor<4x3xf32>) -> tensor<8x3xf32>
-              %2 = kiln.broadcast_to %in2 : (tensor<3xf32>) -> tensor<8x3xf32>
-              %3 = kiln.add %1, %2 : tensor<8x3xf32>
-              %4 = kiln.tanh %3 : tensor<8x3xf32>
-              kiln.yield %4 : tensor<8x3xf32>
-            }
-            func.return %0 : tensor<8x3xf32>
-          }
-        }""")
-        + "\n"
-    )
-    verify(parse_ir(out))
-
-
-def test_fusion_keeps_a_column_reduction_out_of_a_row_loop():
-    out = after(
-        ["fuse"],
-        """
-        func.func @f(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
-          %0 = kiln.reduce_max %x {axes = array<i64: 0>, keepdims = true} : (tensor<8x4xf32>) -> tensor<1x4xf32>
-          %1 = kiln.broadcast_to %0 : (tensor<1x4xf32>) -> tensor<8x4xf32>
-          %2 = kiln.sub %x, %1 : tensor<8x4xf32>
-          func.return %2 : tensor<8x4xf32>
-        }""",
-    )
-    assert "kiln.fused" not in out  # fused, the maximum would be recomputed for every row
 
 
 KERNEL_COUNTS = [
@@ -282,28 +132,6 @@ def test_no_pass_changes_any_result_of_the_op_table(pass_name):
         for g, w in zip(got, want):
             assert g.dtype == w.dtype and g.shape == w.shape, case.name
             np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=f"{pass_name} changed {case.name}")
-
-
-def test_rematerialize_recomputes_a_long_lived_elementwise_value_near_its_late_use():
-    out = after(
-        ["rematerialize"],
-        """
-        func.func @f(%x: tensor<8xf32>, %w: tensor<8x8xf32>) -> tensor<8xf32> {
-          %0 = kiln.tanh %x : tensor<8xf32>
-          %1 = kiln.reshape %0 : (tensor<8xf32>) -> tensor<1x8xf32>
-          %2 = kiln.matmul %1, %w : (tensor<1x8xf32>, tensor<8x8xf32>) -> tensor<1x8xf32>
-          %3 = kiln.exp %2 : tensor<1x8xf32>
-          %4 = kiln.matmul %3, %w : (tensor<1x8xf32>, tensor<8x8xf32>) -> tensor<1x8xf32>
-          %5 = kiln.sin %4 : tensor<1x8xf32>
-          %6 = kiln.reshape %5 : (tensor<1x8xf32>) -> tensor<8xf32>
-          %7 = kiln.mul %6, %0 : tensor<8xf32>
-          func.return %7 : tensor<8xf32>
-        }""",
-    )
-    lines = [line.strip() for line in out.splitlines()]
-    at = lines.index("%7 = kiln.tanh %x : tensor<8xf32>")
-    assert lines[at + 1] == "%8 = kiln.mul %6, %7 : tensor<8xf32>"
-    assert lines.index("%0 = kiln.tanh %x : tensor<8xf32>") < at
 
 
 def test_remat_shrinks_a_training_steps_arena_and_keeps_its_numbers():
