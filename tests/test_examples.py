@@ -1,5 +1,7 @@
 """The examples run as users run them, and agree with numpy."""
 
+import glob
+import os
 import re
 import runpy
 import subprocess
@@ -8,6 +10,17 @@ import sys
 import pytest
 
 ROOT = __file__.rsplit("/tests/", 1)[0]
+# train_mlp.py trains for ten epochs by default; its own test below runs three.
+SCRIPTS = sorted(
+    path for path in glob.glob(f"{ROOT}/examples/**/*.py", recursive=True) if not path.endswith("train_mlp.py")
+)
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=[os.path.relpath(p, f"{ROOT}/examples") for p in SCRIPTS])
+def test_every_example_runs_as_a_script_and_prints_what_it_shows(path):
+    result = subprocess.run([sys.executable, path], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip(), f"{path} printed nothing"
 
 
 @pytest.mark.parametrize("name", ["layernorm", "attention"])

@@ -21,3 +21,9 @@ def mlp(x: kiln.f32[2, 16]):
 def example_input():
     """The input main.c uses: x[i][j] = (i * 16 + j) / 32 - 0.5."""
     return (np.arange(32, dtype=np.float32).reshape(2, 16) / 32 - 0.5).astype(np.float32)
+
+
+if __name__ == "__main__":
+    # What build/main prints, computed here by kiln's native code instead of the shipped library.
+    for row in kiln.compile(mlp)(example_input()):
+        print(" ".join(f"{p:.6f}" for p in row))
