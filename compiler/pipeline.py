@@ -18,7 +18,7 @@ import warnings
 from kiln.codegen import llvm_codegen, llvm_target
 from kiln.codegen.cuda_codegen import emit_cuda
 from kiln.dialects import print_ir, verify
-from kiln.dialects.affine import BIND
+from kiln.dialects.affine import BIND, loop_name
 from kiln.passes import canonicalize, cse, dce, fusion, memory_plan, remat  # noqa: F401  (register the passes)
 from kiln.passes.default_schedule import default_schedule
 from kiln.passes.kernels import absolute_steps, extract, kernel_names, structural_hash
@@ -136,7 +136,7 @@ class Pipeline:
             bound = [op for op in function.walk() if BIND in op.attributes]
             if bound:
                 raise ScheduleError(
-                    f"bind is a GPU schedule step ({bound[0].induction_variable.name_hint} is bound "
+                    f"bind is a GPU schedule step ({loop_name(bound[0])} is bound "
                     f"to {bound[0].attributes[BIND]}); compile with target='cuda' to use it"
                 )
         verify(module)

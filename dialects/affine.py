@@ -15,10 +15,30 @@ from __future__ import annotations
 
 from .affine_expr import AffineMap, Const, Dim
 from .ir import Block, Operation, Region
+from .printer import format_attr_dict
 from .types import MemRefType, VectorType, index
 
+# A loop's name, which schedules, tuning records and tools use ("k0.i", "k0.i.o", ...). It is an
+# attribute because MLIR treats SSA names as cosmetic: mlir-opt renumbers them, the attribute stays.
+LOOP = "kiln.loop"
 BIND = "kiln.bind"  # a GPU schedule's hardware index for a loop: "blockIdx.x", "threadIdx.y", ...
 GPU_AXES = tuple(f"{kind}.{axis}" for kind in ("blockIdx", "threadIdx") for axis in "xyz")
+
+
+def loop_name(loop) -> str:
+    """The name of an ``affine.for`` or ``affine.parallel`` (its ``kiln.loop`` attribute)."""
+    return loop.attributes.get(LOOP, "?")
+
+
+def set_loop_name(loop, name: str) -> None:
+    """Rename a loop; its induction variable's SSA name follows, for readers of the dump."""
+    loop.attributes[LOOP] = name
+    loop.induction_variable.name_hint = name
+
+
+def kernel_of(loop) -> str:
+    """The kernel a loop belongs to: ``k2`` for ``k2.i.o``."""
+    return loop_name(loop).split(".")[0]
 
 
 class ForOp(Operation):
@@ -29,6 +49,8 @@ class ForOp(Operation):
         affine.for %ii = 0 to min affine_map<(d0) -> (32, d0 * -32 + 100)>(%io) { ... }
 
     Operands: the upper bound's operands (``bound_count`` of them), then the iter_args inits.
+    Discardable attributes (``kiln.loop``, ``kiln.bind``) print after the body, as MLIR's
+    ``affine.for`` takes them: ``affine.for %i = 0 to 4 { ... } {kiln.loop = "k0.i"}``.
     """
 
     name = "affine.for"
@@ -38,9 +60,10 @@ class ForOp(Operation):
 
     @classmethod
     def create(cls, lower: int, upper, step: int = 1, inits=(), iv_name="i", bound_operands=(), loc=None):
-        """`upper` is an int, or a tuple of AffineExprs over `bound_operands` (their minimum)."""
+        """`upper` is an int, or a tuple of AffineExprs over `bound_operands` (their minimum);
+        `iv_name` names the loop (``kiln.loop``) and its induction variable."""
         body = Block([index] + [v.type for v in inits], [iv_name] + [f"acc{k}" for k in range(len(inits))])
-        attributes = {"lower": lower, "upper": upper if isinstance(upper, int) else -1, "step": step}
+        attributes = {"lower": lower, "upper": upper if isinstance(upper, int) else -1, "step": step, LOOP: iv_name}
         if not isinstance(upper, int):
             attributes["upper_map"] = AffineMap(len(bound_operands), tuple(upper))
             attributes["bound_count"] = len(bound_operands)
@@ -111,8 +134,7 @@ class ForOp(Operation):
             printer.write(f" iter_args({pairs}) -> ({', '.join(str(v.type) for v in self.inits)})")
         printer.write(" ")
         print_body(printer, self.body)
-        if BIND in self.attributes:  # MLIR's affine.for takes an attribute dictionary after its body
-            printer.write(f' {{{BIND} = "{self.attributes[BIND]}"}}')
+        printer.write(format_attr_dict(self.attributes, skip=FOR_ATTRIBUTES))
 
     @classmethod
     def parse_custom(cls, parser, num_results):
@@ -147,14 +169,10 @@ class ForOp(Operation):
         body = region.block
         if not body.ops or not isinstance(body.ops[-1], YieldOp):
             body.append(YieldOp([], {}))
-        op = cls.create(lower, upper, step, [], iv, bound_operands)
-        op = cls(list(bound_operands) + inits, dict(op.attributes), types, [region])
-        if parser.accept("{"):
-            parser.expect(BIND)
-            parser.expect("=")
-            op.attributes[BIND] = parser.parse_string()
-            parser.expect("}")
-        return op
+        attributes = dict(cls.create(lower, upper, step, [], iv, bound_operands).attributes)
+        del attributes[LOOP]  # a loop without the attribute stays unnamed; the SSA name is no name
+        attributes.update(parser.parse_attr_dict())
+        return cls(list(bound_operands) + inits, attributes, types, [region])
 
 
 class ParallelOp(Operation):
@@ -169,7 +187,8 @@ class ParallelOp(Operation):
 
     @classmethod
     def create(cls, upper: int, iv_name="i", loc=None) -> "ParallelOp":
-        return cls([], {"upper": upper}, [], [Region([Block([index], [iv_name])])], loc=loc)
+        """`iv_name` names the loop (``kiln.loop``) and its induction variable."""
+        return cls([], {"upper": upper, LOOP: iv_name}, [], [Region([Block([index], [iv_name])])], loc=loc)
 
     @property
     def body(self) -> Block:
@@ -190,6 +209,7 @@ class ParallelOp(Operation):
         iv = printer.define(self.induction_variable)
         printer.write(f"affine.parallel ({iv}) = (0) to ({self.upper}) ")
         print_body(printer, self.body)
+        printer.write(format_attr_dict(self.attributes, skip=("upper",)))
 
     @classmethod
     def parse_custom(cls, parser, num_results):
@@ -207,7 +227,10 @@ class ParallelOp(Operation):
         region = parser.parse_region(entry_args=[(iv, index)])
         if not region.block.ops or not isinstance(region.block.ops[-1], YieldOp):
             region.block.append(YieldOp([], {}))
-        return cls([], {"upper": upper}, [], [region])
+        return cls([], {"upper": upper, **parser.parse_attr_dict()}, [], [region])
+
+
+FOR_ATTRIBUTES = ("lower", "upper", "step", "upper_map", "bound_count")  # the custom syntax says these
 
 
 def print_body(printer, block: Block) -> None:

@@ -2,8 +2,13 @@
 
 memref.global "private" constant @cst_0 : memref<3xf32> = dense<[1.0, 2.0, 3.0]>
 %0 = memref.get_global @cst_0 : memref<3xf32>
-%1 = memref.alloc() {alignment = 64 : i64} : memref<4x8xf32>
+%1 = memref.alloc() {alignment = 64 : i64, kiln.buffer = "buf0"} : memref<4x8xf32>
 memref.dealloc %1 : memref<4x8xf32>
+
+A buffer's name, which schedule steps (``cache_read``) and tuning records use, is an
+attribute, not its SSA name (MLIR treats those as cosmetic; mlir-opt renumbers them):
+``kiln.buffer`` on the op that makes it, and for a function's arguments the function's
+``kiln.buffers`` list, one name per argument.
 """
 
 from __future__ import annotations
@@ -11,10 +16,38 @@ from __future__ import annotations
 import numpy as np
 
 from .ir import Operation
-from .printer import format_dense, format_symbol
+from .printer import format_attr_dict, format_attribute, format_dense, format_symbol
 from .types import MemRefType, scalar_type_of
 
 ALIGNMENT = 64  # bytes; a cache line, and enough for any vector width
+BUFFER = "kiln.buffer"
+ARGUMENT_BUFFERS = "kiln.buffers"
+
+
+def buffer_name(value) -> str | None:
+    """The name of the buffer `value` is (its op's ``kiln.buffer``, or for a function argument
+    the function's ``kiln.buffers`` entry), or None if it has none."""
+    op = getattr(value, "op", None)
+    if op is not None:
+        return op.attributes.get(BUFFER)
+    region = value.block.parent
+    names = region.parent.attributes.get(ARGUMENT_BUFFERS, ()) if region and region.parent else ()
+    return names[value.index] if value.index < len(names) else None
+
+
+def set_buffer_name(value, name: str) -> None:
+    """Name the buffer `value` (an op result, or an argument of a function); its SSA name
+    follows, for readers of the dump."""
+    value.name_hint = name
+    op = getattr(value, "op", None)
+    if op is not None:
+        op.attributes[BUFFER] = name
+        return
+    function = value.block.parent.parent
+    names = list(function.attributes.get(ARGUMENT_BUFFERS, ()))
+    names += [""] * (len(value.block.args) - len(names))
+    names[value.index] = name
+    function.attributes[ARGUMENT_BUFFERS] = tuple(names)
 
 
 class _Allocation(Operation):
@@ -26,15 +59,17 @@ class _Allocation(Operation):
             raise self.error(f"{self.name} makes a memref")
 
     def print_custom(self, printer):
-        printer.write(f"{self.name}() {{alignment = {ALIGNMENT} : i64}} : {self.result.type}")
+        extra = "".join(f", {k} = {format_attribute(v)}" for k, v in self.attributes.items())
+        printer.write(f"{self.name}() {{alignment = {ALIGNMENT} : i64{extra}}} : {self.result.type}")
 
     @classmethod
     def parse_custom(cls, parser, num_results):
         parser.expect("(")
         parser.expect(")")
-        parser.parse_attr_dict()
+        attributes = parser.parse_attr_dict()
+        attributes.pop("alignment", None)  # always ALIGNMENT
         parser.expect(":")
-        return cls([], {}, [parser.parse_type()])
+        return cls([], attributes, [parser.parse_type()])
 
 
 class AllocOp(_Allocation):
@@ -110,12 +145,14 @@ class GetGlobalOp(Operation):
 
     def print_custom(self, printer):
         printer.write(f"memref.get_global {format_symbol(self.attributes['name'])} : {self.result.type}")
+        printer.write(format_attr_dict(self.attributes, skip=("name",)))
 
     @classmethod
     def parse_custom(cls, parser, num_results):
         name = parser.parse_symbol()
         parser.expect(":")
-        return cls([], {"name": name}, [parser.parse_type()])
+        result_type = parser.parse_type()
+        return cls([], {**parser.parse_attr_dict(), "name": name}, [result_type])
 
 
 class ViewOp(Operation):
@@ -134,8 +171,8 @@ class ViewOp(Operation):
 
     def print_custom(self, printer):
         printer.write(
-            f"memref.view {printer.name_of(self.source)}[{printer.name_of(self.byte_shift)}][] : "
-            f"{self.source.type} to {self.result.type}"
+            f"memref.view {printer.name_of(self.source)}[{printer.name_of(self.byte_shift)}][]"
+            f"{format_attr_dict(self.attributes)} : {self.source.type} to {self.result.type}"
         )
 
     @classmethod
@@ -146,7 +183,8 @@ class ViewOp(Operation):
         parser.expect("]")
         parser.expect("[")
         parser.expect("]")
+        attributes = parser.parse_attr_dict()
         parser.expect(":")
         parser.parse_type()
         parser.expect("to")
-        return cls([source, shift], {}, [parser.parse_type()])
+        return cls([source, shift], attributes, [parser.parse_type()])

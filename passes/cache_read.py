@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from kiln.dialects import affine as A
 from kiln.dialects import memref as MR
+from kiln.dialects.affine import loop_name
 from kiln.dialects.affine_expr import AffineMap, Const, Dim, bounds, linear_form
 from kiln.dialects.ir import BlockArgument
 from kiln.dialects.types import MemRefType
 
-from .loop_transforms import ScheduleError, loop_name
+from .loop_transforms import ScheduleError
 
 MAX_TILE_BYTES = 256 * 1024  # the copy lives on the (thread's) stack
 
@@ -32,7 +33,9 @@ def cache_read(loop, buffer_name: str, layout=None):
     name = loop_name(loop)
     step = f"cache_read({name}, {buffer_name})"
     named = [
-        op for op in loop.walk() if isinstance(op, (A.LoadOp, A.VectorLoadOp)) and op.memref.name_hint == buffer_name
+        op
+        for op in loop.walk()
+        if isinstance(op, (A.LoadOp, A.VectorLoadOp)) and MR.buffer_name(op.memref) == buffer_name
     ]
     if not named:
         raise ScheduleError(f"{step}: the loop reads no buffer named {buffer_name}")
@@ -83,7 +86,7 @@ def cache_read(loop, buffer_name: str, layout=None):
         raise ScheduleError(f"{step}: a {shape} tile is too large for the stack")
     directions = [_direction(step, d, fixed[d], low[d], high[d], source.type.shape[d]) for d in range(rank)]
     tile = MR.AllocaOp([], {}, [tile_type])
-    tile.result.name_hint = f"{buffer_name}_tile"
+    MR.set_buffer_name(tile.result, f"{buffer_name}_tile")
     copy = _copy_nest(source, tile.result, fixed, low, high, shape, directions, name, order)
     for position, op in enumerate([tile] + copy):
         loop.body.ops.insert(position, op)

@@ -67,7 +67,7 @@ def kernel_units(function: F.FuncOp) -> list:
     for op in function.body.ops:
         if isinstance(op, HOST_OPS) or op.name == "arith.constant":
             continue
-        name = op.induction_variable.name_hint.split(".")[0] if isinstance(op, (A.ForOp, A.ParallelOp)) else "scalar"
+        name = A.kernel_of(op) if isinstance(op, (A.ForOp, A.ParallelOp)) else "scalar"
         if units and units[-1][0] == name:
             units[-1][1].append(op)
         else:

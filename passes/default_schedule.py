@@ -11,6 +11,7 @@ parallel if the kernel does enough work to pay for waking the thread pool.
 from __future__ import annotations
 
 from kiln.dialects import affine as A
+from kiln.dialects import memref as MR
 from kiln.dialects import verify
 from kiln.dialects.affine_expr import dims_of
 from kiln.dialects.diagnostics import KilnError
@@ -28,9 +29,9 @@ def default_schedule(function, vector_bits: int = 256, threads: bool = True, ski
     # Work per kernel, measured before any step changes trip counts.
     work = {}
     for nest in kernels(function):
-        kernel = nest.induction_variable.name_hint.split(".")[0]
+        kernel = A.kernel_of(nest)
         work[kernel] = work.get(kernel, 0) + _work(nest)
-    done = {nest for nest in kernels(function) if nest.induction_variable.name_hint.split(".")[0] in skip}
+    done = {nest for nest in kernels(function) if A.kernel_of(nest) in skip}
     while True:  # steps can add nests (remainder loops): schedule those too
         pending = [nest for nest in kernels(function) if nest not in done]
         if not pending:
@@ -40,12 +41,10 @@ def default_schedule(function, vector_bits: int = 256, threads: bool = True, ski
         before = set(kernels(function))
         if _matmul_recipe(function, nest, vector_bits, schedule):
             # What the recipe made is scheduled, except remainder nests (rows left over).
-            done.update(
-                n for n in set(kernels(function)) - before if not n.induction_variable.name_hint.endswith(".tail")
-            )
+            done.update(n for n in set(kernels(function)) - before if not A.loop_name(n).endswith(".tail"))
             continue
         for loop in vector_candidates(nest):
-            name = loop.induction_variable.name_hint
+            name = A.loop_name(loop)
             lanes = vector_bits // (8 * _widest_element(loop))
             if loop.parent is None or lanes < 2 or not loop.constant_bounds or loop.upper < lanes:
                 continue
@@ -54,7 +53,7 @@ def default_schedule(function, vector_bits: int = 256, threads: bool = True, ski
                 if _contains_loops(loop):
                     break  # an outer loop vectorized: the loops inside it are done
     for nest in list(kernels(function)):
-        name = nest.induction_variable.name_hint
+        name = A.loop_name(nest)
         if name.split(".")[0] in skip:
             continue
         if (
@@ -87,7 +86,7 @@ def _matmul_recipe(function, nest, vector_bits, schedule) -> bool:
     lanes = vector_bits // (8 * _widest_element(cols))
     if rows.upper < MATMUL_ROWS or lanes < 2:
         return False
-    i, j = rows.induction_variable.name_hint, cols.induction_variable.name_hint
+    i, j = A.loop_name(rows), A.loop_name(cols)
     if cols.upper < lanes * MATMUL_VECTORS:
         return _narrow_matmul(function, i, j, min(lanes, cols.upper), schedule)
     steps = [
@@ -120,7 +119,8 @@ def _matmul_recipe(function, nest, vector_bits, schedule) -> bool:
         schedule.add(*step)
     # Pack the column panel of B that each block of columns reads (when it has a name to refer to).
     panel = next(
-        (op.memref.name_hint for op in find_loop(function, f"{j}.u").walk() if isinstance(op, A.VectorLoadOp)), None
+        (MR.buffer_name(op.memref) for op in find_loop(function, f"{j}.u").walk() if isinstance(op, A.VectorLoadOp)),
+        None,
     )
     if panel:
         _try(function, schedule, ("cache_read", f"{j}.u", panel))
@@ -159,7 +159,7 @@ def _row_reader(cols):
     for op in cols.walk():
         if isinstance(op, A.LoadOp) and op.memref.type.rank == 2 and iv in op.indices:
             if op.indices.index(iv) in dims_of(op.map.results[0]):
-                return op.memref.name_hint
+                return MR.buffer_name(op.memref)
     return None
 
 

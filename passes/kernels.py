@@ -2,10 +2,11 @@
 standalone function, and give it a structural hash.
 
 Tuning measures and records one kernel at a time. A kernel is every top-level
-loop nest whose loops are named ``k<n>.*`` (remainder nests included). Cut
-out, it becomes ``func.func @kernel`` whose arguments are every buffer the
-nests touch, with its loops renamed to ``k0.*``; the hash of that function's
-text (SSA names made positional) identifies the kernel wherever it appears.
+loop nest whose loops are named ``k<n>.*`` (their ``kiln.loop`` attribute;
+remainder nests included). Cut out, it becomes ``func.func @kernel`` whose
+arguments are every buffer the nests touch, with its loops renamed to
+``k0.*``; the hash of that function's text (SSA names made positional, loop
+and buffer names left out) identifies the kernel wherever it appears.
 Schedules for it (tuning records) name its loops ``k0.*`` and its buffers
 ``a<k>``, as its arguments are named; ``absolute_steps`` maps both back onto
 the kernel's place in a whole function.
@@ -20,25 +21,24 @@ from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import builtin, print_ir
 from kiln.dialects import func as F
+from kiln.dialects import memref as MR
 from kiln.dialects.types import MemRefType
+
+_NAMES = (A.LOOP, MR.BUFFER, MR.ARGUMENT_BUFFERS)  # what the hash leaves out
 
 
 def kernel_names(function: F.FuncOp) -> list:
     names = []
     for op in function.body.ops:
         if isinstance(op, (A.ForOp, A.ParallelOp)):
-            name = op.induction_variable.name_hint.split(".")[0]
+            name = A.kernel_of(op)
             if name not in names:
                 names.append(name)
     return names
 
 
 def nests_of(function: F.FuncOp, kernel: str) -> list:
-    return [
-        op
-        for op in function.body.ops
-        if isinstance(op, (A.ForOp, A.ParallelOp)) and op.induction_variable.name_hint.split(".")[0] == kernel
-    ]
+    return [op for op in function.body.ops if isinstance(op, (A.ForOp, A.ParallelOp)) and A.kernel_of(op) == kernel]
 
 
 def _outside_values(function: F.FuncOp, kernel: str) -> list:
@@ -74,6 +74,7 @@ def extract(function: F.FuncOp, kernel: str) -> builtin.ModuleOp:
     buffers = [v for v in external if isinstance(v.type, MemRefType)]
     scalars = [v for v in external if not isinstance(v.type, MemRefType)]
     new = F.FuncOp.create("kernel", [v.type for v in buffers], [], [f"a{k}" for k in range(len(buffers))])
+    new.attributes[MR.ARGUMENT_BUFFERS] = tuple(f"a{k}" for k in range(len(buffers)))
     mapping = dict(zip(buffers, new.arguments))
     for value in scalars:
         producer = getattr(value, "op", None)
@@ -85,8 +86,7 @@ def extract(function: F.FuncOp, kernel: str) -> builtin.ModuleOp:
         new.body.append(copy)
         for op in copy.walk():
             if isinstance(op, (A.ForOp, A.ParallelOp)):
-                hint = op.induction_variable.name_hint
-                op.induction_variable.name_hint = "k0" + hint[len(kernel) :]
+                A.set_loop_name(op, "k0" + A.loop_name(op)[len(kernel) :])
     new.body.append(F.ReturnOp([], {}))
     module = builtin.ModuleOp.empty()
     module.body.append(new)
@@ -94,7 +94,13 @@ def extract(function: F.FuncOp, kernel: str) -> builtin.ModuleOp:
 
 
 def structural_hash(module: builtin.ModuleOp) -> str:
-    """What identifies a kernel: its extracted text with SSA names made positional."""
+    """What identifies a kernel: its extracted text with SSA names made positional, and
+    without loop and buffer names (which say where a kernel sits, not what it does; leaving
+    them out keeps the hashes tuning databases were recorded under)."""
+    module = module.clone({})
+    for op in module.walk():
+        for key in _NAMES:
+            op.attributes.pop(key, None)
     text = print_ir(module, locations=False)
     names = {}
     canonical = re.sub(r"%[A-Za-z0-9_$.]+", lambda m: names.setdefault(m.group(0), f"%v{len(names)}"), text)
@@ -106,7 +112,7 @@ def relative_steps(steps, kernel: str, function: F.FuncOp) -> list:
     buffers named a<k> like its arguments (and back with absolute_steps)."""
     names = {}
     for k, buffer in enumerate(kernel_buffers(function, kernel)):
-        names.setdefault(buffer.name_hint, f"a{k}")
+        names.setdefault(MR.buffer_name(buffer), f"a{k}")
     return [_rename(step, kernel, "k0", names) for step in steps]
 
 
@@ -115,18 +121,20 @@ def absolute_steps(steps, kernel: str, function: F.FuncOp) -> list:
     steps name that has no name of its own there, or shares it, is given one, so that the
     step finds exactly the buffer the record means."""
     buffers = kernel_buffers(function, kernel)
-    taken = {v.name_hint for v in buffers}
+    current = [MR.buffer_name(v) for v in buffers]
+    taken = set(current)
     names = {}
     for k, buffer in enumerate(buffers):
         if f"a{k}" not in _buffer_names(steps):
             continue
-        if buffer.name_hint is None or sum(v.name_hint == buffer.name_hint for v in buffers) > 1:
+        if current[k] is None or current.count(current[k]) > 1:
             fresh = f"{kernel}_a{k}"
             while fresh in taken:
                 fresh += "_"
-            buffer.name_hint = fresh
+            MR.set_buffer_name(buffer, fresh)
+            current[k] = fresh
             taken.add(fresh)
-        names[f"a{k}"] = buffer.name_hint
+        names[f"a{k}"] = MR.buffer_name(buffer)
     return [_rename(step, "k0", kernel, names) for step in steps]
 
 
@@ -138,8 +146,8 @@ def restore_buffer_names(function: F.FuncOp, steps) -> None:
         if match is None:
             continue
         buffers = kernel_buffers(function, match[1])
-        if int(match[2]) < len(buffers) and all(v.name_hint != name for v in buffers):
-            buffers[int(match[2])].name_hint = name
+        if int(match[2]) < len(buffers) and all(MR.buffer_name(v) != name for v in buffers):
+            MR.set_buffer_name(buffers[int(match[2])], name)
 
 
 # Which items of a step (a list, the primitive first) name a buffer rather than a loop.

@@ -1,6 +1,7 @@
 """Loop transformations on affine IR: the library the schedule primitives call.
 
-Each function rewrites one loop (an ``affine.for`` found by its name) in place
+Each function rewrites one loop (an ``affine.for`` found by its name, the ``kiln.loop``
+attribute) in place
 and raises ScheduleError, naming the loop, when the change would be illegal.
 Tails are always handled: a split's inner loop ends at
 ``min(factor, N - outer * factor)`` and unroll keeps a remainder loop, so no
@@ -10,6 +11,7 @@ size has to be a multiple of any factor.
 from __future__ import annotations
 
 from kiln.dialects import affine as A
+from kiln.dialects.affine import loop_name
 from kiln.dialects.affine_expr import AffineMap, Const, Dim, dims_of, substitute
 from kiln.dialects.diagnostics import KilnError
 from kiln.dialects.ir import Block
@@ -19,10 +21,6 @@ ACCESS_OPS = (A.LoadOp, A.StoreOp, A.VectorLoadOp, A.VectorStoreOp)
 
 class ScheduleError(KilnError, ValueError):
     """A schedule step that cannot apply: an unknown loop, or an illegal change."""
-
-
-def loop_name(loop) -> str:
-    return loop.induction_variable.name_hint or "?"
 
 
 # -- rewriting index expressions ----------------------------------------------------------

@@ -82,6 +82,7 @@ class FunctionLowering:
         outputs = [memref_of(t) for t in results]
         names = [a.name_hint for a in function.arguments] + [f"out{k}" for k in range(len(outputs))]
         self.function = F.FuncOp.create(function.sym_name, inputs + outputs, [], names, loc=function.loc)
+        self.function.attributes[MR.ARGUMENT_BUFFERS] = tuple(n or f"in{k}" for k, n in enumerate(names))
         module.body.append(self.function)
         self.b = AffineBuilder(self.function.body)
         self.views = {arg: View.identity(new) for arg, new in zip(function.arguments, self.function.arguments)}
@@ -89,9 +90,11 @@ class FunctionLowering:
         self.allocated = []
         self.destinations = {}  # tensor value -> the output memref its op writes straight into
         self.arena = None
+        self.buffer_count = 0
         arena_bytes = function.attributes.get("arena_bytes", 0)
         if arena_bytes:  # the memory plan: one buffer for every intermediate
             self.arena = self.b.op(MR.AllocOp, result_type=MemRefType((arena_bytes,), i8))
+            MR.set_buffer_name(self.arena, "arena")
             self.allocated.append(self.arena)
 
     def run(self) -> None:
@@ -129,8 +132,15 @@ class FunctionLowering:
         else:
             buffer = self.b.op(MR.AllocOp, result_type=memref_of(value.type))
             self.allocated.append(buffer)
+        if buffer not in self.outputs:
+            self.name_buffer(buffer)
         self.views[value] = View.identity(buffer)
         return buffer
+
+    def name_buffer(self, buffer) -> None:
+        """Intermediates are named buf0, buf1, ... in the order they are made."""
+        MR.set_buffer_name(buffer, f"buf{self.buffer_count}")
+        self.buffer_count += 1
 
     def copy(self, view: View, buffer, shape) -> None:
         with self.b.loops(shape) as ivs:
@@ -158,7 +168,7 @@ def name_loops(function) -> None:
     for number, nest in enumerate(nests):
         for op in nest.walk():
             if isinstance(op, (A.ForOp, A.ParallelOp)):
-                op.induction_variable.name_hint = f"k{number}.{op.induction_variable.name_hint}"
+                A.set_loop_name(op, f"k{number}.{A.loop_name(op)}")
 
 
 # -- kernels --------------------------------------------------------------------------------
@@ -194,6 +204,7 @@ def lower_conv2d(L: FunctionLowering, op) -> None:
         n, c, h, w = x_type.shape
         padded_type = MemRefType((n, c, h + 2 * ph, w + 2 * pw), element)
         padded = L.b.op(MR.AllocOp, result_type=padded_type)
+        L.name_buffer(padded)
         L.allocated.append(padded)
         with L.b.loops(padded_type.shape) as ivs:
             L.b.store(constant(L.b, 0, element), padded, [Dim(d) for d in range(4)], ivs)

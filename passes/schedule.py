@@ -1,7 +1,9 @@
 """Schedules: lists of steps that transform a function's loop nests.
 
-A loop is named ``k<kernel>.<loop>``, as the affine dump shows it: ``k0.i`` is
-the loop called ``i`` in the first kernel (the first top-level loop nest).
+A loop is named ``k<kernel>.<loop>`` by its ``kiln.loop`` attribute, which the
+affine dump shows after the loop's body and as its induction variable's SSA
+name (the attribute counts; SSA names are cosmetic): ``k0.i`` is the loop called
+``i`` in the first kernel (the first top-level loop nest).
 Lowering names a kernel's result loops ``i, j, k, ...`` and its reduction
 loops ``r, s, ...``; a split of ``k0.i`` makes ``k0.i.o`` and ``k0.i.i``, unroll
 ``k0.i.u`` (and ``k0.i.tail`` for the remainder). A schedule is a
@@ -129,16 +131,12 @@ def kernels(function: F.FuncOp) -> list:
 def find_loop(function: F.FuncOp, name: str):
     loops = [op for op in function.walk() if isinstance(op, (A.ForOp, A.ParallelOp))]
     for op in loops:
-        if op.induction_variable.name_hint == name:
+        if A.loop_name(op) == name:
             if isinstance(op, A.ParallelOp):
                 raise ScheduleError(f"loop {name} is already parallel")
             return op
     kernel = name.split(".")[0]
-    names = sorted(
-        op.induction_variable.name_hint
-        for op in loops
-        if (op.induction_variable.name_hint or "").startswith(kernel + ".")
-    )
+    names = sorted(A.loop_name(op) for op in loops if A.kernel_of(op) == kernel)
     known = f"loops of {kernel}: {', '.join(names)}" if names else "loops are named like k0.i"
     raise ScheduleError(f"no loop {name!r} ({known})")
 
@@ -180,13 +178,11 @@ def _trial_copy(function: F.FuncOp, step) -> F.FuncOp:
     names = [names] if isinstance(names, str) else names
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         return function.clone({})  # malformed: _apply names the problem
-    prefixes = tuple({n.split(".")[0] + "." for n in names})
+    wanted = {n.split(".")[0] for n in names}
     keep = [
         op
         for op in function.body.ops
-        if not isinstance(op, (A.ForOp, A.ParallelOp))
-        or op.results
-        or (op.induction_variable.name_hint or "").startswith(prefixes)
+        if not isinstance(op, (A.ForOp, A.ParallelOp)) or op.results or A.kernel_of(op) in wanted
     ]
     body = function.body
     block = Block([a.type for a in body.args], [a.name_hint for a in body.args])

@@ -37,11 +37,12 @@ from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import math as M
 from kiln.dialects import vector as V
+from kiln.dialects.affine import loop_name
 from kiln.dialects.affine_expr import AffineMap, Dim, linear_form, substitute
 from kiln.dialects.ir import Operation
 from kiln.dialects.types import VectorType, element_of, i1
 
-from .loop_transforms import ScheduleError, loop_name, remainder_loop, replace_loop
+from .loop_transforms import ScheduleError, remainder_loop, replace_loop
 
 # The combining op of a reduction, and what vector.reduction calls it.
 _REDUCTIONS = {

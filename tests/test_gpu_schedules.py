@@ -97,7 +97,7 @@ def test_bound_loops_round_trip_through_the_printer_and_parser():
         .text("scheduled", locations=False)
     )
     body = text.split("\n", 1)[1]  # after the schedule comment
-    assert '} {kiln.bind = "blockIdx.x"}' in body
+    assert '} {kiln.loop = "k0.i.o", kiln.bind = "blockIdx.x"}' in body
     assert print_ir(parse_ir(body), locations=False) == body
 
 

@@ -25,15 +25,15 @@ def expect(text):
 def test_broadcast_is_an_index_not_a_copy():
     assert affine_text(lambda x, b: x + b, kiln.f32[3, 5], kiln.f32[5]) == expect("""
         module {
-          func.func @"<lambda>"(%x: memref<3x5xf32>, %b: memref<5xf32>, %out0: memref<3x5xf32>) {
+          func.func @"<lambda>"(%x: memref<3x5xf32>, %b: memref<5xf32>, %out0: memref<3x5xf32>) attributes {kiln.buffers = ["x", "b", "out0"]} {
             affine.for %k0.i = 0 to 3 {
               affine.for %k0.j = 0 to 5 {
                 %0 = affine.load %x[%k0.i, %k0.j] : memref<3x5xf32>
                 %1 = affine.load %b[%k0.j] : memref<5xf32>
                 %2 = arith.addf %0, %1 : f32
                 affine.store %2, %out0[%k0.i, %k0.j] : memref<3x5xf32>
-              }
-            }
+              } {kiln.loop = "k0.j"}
+            } {kiln.loop = "k0.i"}
             func.return
           }
         }
@@ -43,16 +43,16 @@ def test_broadcast_is_an_index_not_a_copy():
 def test_reduction_carries_its_accumulator_through_iter_args():
     assert affine_text(lambda x: x.T.sum(axis=1), kiln.f32[3, 4]) == expect("""
         module {
-          func.func @"<lambda>"(%x: memref<3x4xf32>, %out0: memref<4xf32>) {
+          func.func @"<lambda>"(%x: memref<3x4xf32>, %out0: memref<4xf32>) attributes {kiln.buffers = ["x", "out0"]} {
             %0 = arith.constant 0.0 : f32
             affine.for %k0.i = 0 to 4 {
               %1 = affine.for %k0.r = 0 to 3 iter_args(%acc0 = %0) -> (f32) {
                 %2 = affine.load %x[%k0.r, %k0.i] : memref<3x4xf32>
                 %3 = arith.addf %acc0, %2 : f32
                 affine.yield %3 : f32
-              }
+              } {kiln.loop = "k0.r"}
               affine.store %1, %out0[%k0.i] : memref<4xf32>
-            }
+            } {kiln.loop = "k0.i"}
             func.return
           }
         }
@@ -71,7 +71,7 @@ def test_reshape_and_reversed_slice_become_floordiv_and_mod():
 def test_matmul_is_a_loop_nest_with_a_reduction():
     assert affine_text(lambda a, b: a @ b, kiln.f64[2, 3], kiln.f64[3, 4]) == expect("""
         module {
-          func.func @"<lambda>"(%a: memref<2x3xf64>, %b: memref<3x4xf64>, %out0: memref<2x4xf64>) {
+          func.func @"<lambda>"(%a: memref<2x3xf64>, %b: memref<3x4xf64>, %out0: memref<2x4xf64>) attributes {kiln.buffers = ["a", "b", "out0"]} {
             %0 = arith.constant 0.0 : f64
             affine.for %k0.i = 0 to 2 {
               affine.for %k0.j = 0 to 4 {
@@ -81,10 +81,10 @@ def test_matmul_is_a_loop_nest_with_a_reduction():
                   %4 = arith.mulf %2, %3 : f64
                   %5 = arith.addf %acc0, %4 : f64
                   affine.yield %5 : f64
-                }
+                } {kiln.loop = "k0.r"}
                 affine.store %1, %out0[%k0.i, %k0.j] : memref<2x4xf64>
-              }
-            }
+              } {kiln.loop = "k0.j"}
+            } {kiln.loop = "k0.i"}
             func.return
           }
         }
@@ -95,16 +95,16 @@ def test_constants_are_globals_and_concat_writes_at_offsets():
     assert affine_text(lambda x: np.concatenate([x, np.array([7, 8], np.int64)]), kiln.i64[3]) == expect("""
         module {
           memref.global "private" constant @cst_0 : memref<2xi64> = dense<[7, 8]>
-          func.func @"<lambda>"(%x: memref<3xi64>, %out0: memref<5xi64>) {
+          func.func @"<lambda>"(%x: memref<3xi64>, %out0: memref<5xi64>) attributes {kiln.buffers = ["x", "out0"]} {
             %0 = memref.get_global @cst_0 : memref<2xi64>
             affine.for %k0.i = 0 to 3 {
               %1 = affine.load %x[%k0.i] : memref<3xi64>
               affine.store %1, %out0[%k0.i] : memref<5xi64>
-            }
+            } {kiln.loop = "k0.i"}
             affine.for %k1.i = 0 to 2 {
               %2 = affine.load %0[%k1.i] : memref<2xi64>
               affine.store %2, %out0[%k1.i + 3] : memref<5xi64>
-            }
+            } {kiln.loop = "k1.i"}
             func.return
           }
         }
@@ -113,10 +113,10 @@ def test_constants_are_globals_and_concat_writes_at_offsets():
 
 def test_unoptimized_intermediates_are_allocated_and_freed():
     text = affine_text(lambda c, x: np.where(c, x, 0).astype(np.float32), kiln.bool_[4], kiln.i32[4], optimize=False)
-    assert "%1 = memref.alloc() {alignment = 64 : i64} : memref<4xi32>" in text
-    assert "%5 = arith.select %2, %3, %4 : i32" in text
-    assert "%7 = arith.sitofp %6 : i32 to f32" in text
-    assert text.index("memref.dealloc %1 : memref<4xi32>") > text.index("arith.sitofp")
+    assert '%buf0 = memref.alloc() {alignment = 64 : i64, kiln.buffer = "buf0"} : memref<4xi32>' in text
+    assert "%4 = arith.select %1, %2, %3 : i32" in text
+    assert "%6 = arith.sitofp %5 : i32 to f32" in text
+    assert text.index("memref.dealloc %buf0 : memref<4xi32>") > text.index("arith.sitofp")
 
 
 def test_a_returned_input_or_view_is_copied_into_its_output():
@@ -128,38 +128,38 @@ def test_a_returned_input_or_view_is_copied_into_its_output():
 def test_a_fused_row_softmax_is_two_loop_nests_with_the_reductions_in_the_row_loops():
     assert affine_text(kiln.softmax, kiln.f32[3, 4]) == expect("""
         module {
-          func.func @softmax(%x: memref<3x4xf32>, %out0: memref<3x4xf32>) {
-            %0 = memref.alloc() {alignment = 64 : i64} : memref<64xi8>
-            %1 = arith.constant 0 : index
-            %2 = memref.view %0[%1][] : memref<64xi8> to memref<3x4xf32>
-            %3 = arith.constant 0xFF800000 : f32
+          func.func @softmax(%x: memref<3x4xf32>, %out0: memref<3x4xf32>) attributes {kiln.buffers = ["x", "out0"]} {
+            %arena = memref.alloc() {alignment = 64 : i64, kiln.buffer = "arena"} : memref<64xi8>
+            %0 = arith.constant 0 : index
+            %buf0 = memref.view %arena[%0][] {kiln.buffer = "buf0"} : memref<64xi8> to memref<3x4xf32>
+            %1 = arith.constant 0xFF800000 : f32
             affine.for %k0.i = 0 to 3 {
-              %4 = affine.for %k0.r = 0 to 4 iter_args(%acc0 = %3) -> (f32) {
-                %5 = affine.load %x[%k0.i, %k0.r] : memref<3x4xf32>
-                %6 = arith.maximumf %acc0, %5 : f32
-                affine.yield %6 : f32
-              }
+              %2 = affine.for %k0.r = 0 to 4 iter_args(%acc0 = %1) -> (f32) {
+                %3 = affine.load %x[%k0.i, %k0.r] : memref<3x4xf32>
+                %4 = arith.maximumf %acc0, %3 : f32
+                affine.yield %4 : f32
+              } {kiln.loop = "k0.r"}
               affine.for %k0.j = 0 to 4 {
-                %7 = affine.load %x[%k0.i, %k0.j] : memref<3x4xf32>
-                %8 = arith.subf %7, %4 : f32
-                %9 = math.exp %8 : f32
-                affine.store %9, %2[%k0.i, %k0.j] : memref<3x4xf32>
-              }
-            }
-            %10 = arith.constant 0.0 : f32
+                %5 = affine.load %x[%k0.i, %k0.j] : memref<3x4xf32>
+                %6 = arith.subf %5, %2 : f32
+                %7 = math.exp %6 : f32
+                affine.store %7, %buf0[%k0.i, %k0.j] : memref<3x4xf32>
+              } {kiln.loop = "k0.j"}
+            } {kiln.loop = "k0.i"}
+            %8 = arith.constant 0.0 : f32
             affine.for %k1.i = 0 to 3 {
-              %11 = affine.for %k1.r = 0 to 4 iter_args(%acc0_1 = %10) -> (f32) {
-                %12 = affine.load %2[%k1.i, %k1.r] : memref<3x4xf32>
-                %13 = arith.addf %acc0_1, %12 : f32
-                affine.yield %13 : f32
-              }
+              %9 = affine.for %k1.r = 0 to 4 iter_args(%acc0_1 = %8) -> (f32) {
+                %10 = affine.load %buf0[%k1.i, %k1.r] : memref<3x4xf32>
+                %11 = arith.addf %acc0_1, %10 : f32
+                affine.yield %11 : f32
+              } {kiln.loop = "k1.r"}
               affine.for %k1.j = 0 to 4 {
-                %14 = affine.load %2[%k1.i, %k1.j] : memref<3x4xf32>
-                %15 = arith.divf %14, %11 : f32
-                affine.store %15, %out0[%k1.i, %k1.j] : memref<3x4xf32>
-              }
-            }
-            memref.dealloc %0 : memref<64xi8>
+                %12 = affine.load %buf0[%k1.i, %k1.j] : memref<3x4xf32>
+                %13 = arith.divf %12, %9 : f32
+                affine.store %13, %out0[%k1.i, %k1.j] : memref<3x4xf32>
+              } {kiln.loop = "k1.j"}
+            } {kiln.loop = "k1.i"}
+            memref.dealloc %arena : memref<64xi8>
             func.return
           }
         }
@@ -179,10 +179,16 @@ def test_a_fused_layernorm_is_one_loop_nest():
 
 def test_planned_intermediates_are_views_of_one_arena():
     text = affine_text(lambda x: np.tanh(x.sum(axis=0)) @ x.T, kiln.f32[3, 5])
-    assert "%0 = memref.alloc() {alignment = 64 : i64} : memref<128xi8>" in text
-    assert "%1 = arith.constant 0 : index\n    %2 = memref.view %0[%1][] : memref<128xi8> to memref<5xf32>" in text
-    assert "%8 = arith.constant 64 : index\n    %9 = memref.view %0[%8][] : memref<128xi8> to memref<1x3xf32>" in text
-    assert "memref.dealloc %0 : memref<128xi8>" in text
+    assert '%arena = memref.alloc() {alignment = 64 : i64, kiln.buffer = "arena"} : memref<128xi8>' in text
+    assert (
+        '%0 = arith.constant 0 : index\n    %buf0 = memref.view %arena[%0][] {kiln.buffer = "buf0"} : '
+        "memref<128xi8> to memref<5xf32>"
+    ) in text
+    assert (
+        '%6 = arith.constant 64 : index\n    %buf1 = memref.view %arena[%6][] {kiln.buffer = "buf1"} : '
+        "memref<128xi8> to memref<1x3xf32>"
+    ) in text
+    assert "memref.dealloc %arena : memref<128xi8>" in text
 
 
 def test_the_pass_runs_alone_on_parsed_ir():
@@ -198,12 +204,12 @@ def test_the_pass_runs_alone_on_parsed_ir():
     verify(lowered)
     assert print_ir(lowered) == expect("""
         module {
-          func.func @neg(%x: memref<3xf32>, %out0: memref<3xf32>) {
+          func.func @neg(%x: memref<3xf32>, %out0: memref<3xf32>) attributes {kiln.buffers = ["x", "out0"]} {
             affine.for %k0.i = 0 to 3 {
               %0 = affine.load %x[%k0.i] : memref<3xf32>
               %1 = arith.negf %0 : f32
               affine.store %1, %out0[%k0.i] : memref<3xf32>
-            }
+            } {kiln.loop = "k0.i"}
             func.return
           }
         }

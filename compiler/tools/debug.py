@@ -37,7 +37,7 @@ def out_of_bounds_error(pipeline, status: int) -> OutOfBoundsError:
         top.parent is not None and top.parent.parent is not None and not isinstance(top.parent.parent.parent, F.FuncOp)
     ):
         top = top.parent.parent.parent
-    kernel = top.induction_variable.name_hint.split(".")[0] if isinstance(top, (A.ForOp, A.ParallelOp)) else "?"
+    kernel = A.kernel_of(top) if isinstance(top, (A.ForOp, A.ParallelOp)) else "?"
     tensor_kernels = pipeline.kernels()
     number = int(kernel[1:]) if kernel[1:].isdigit() else -1
     source = tensor_kernels[number] if 0 <= number < len(tensor_kernels) else None

@@ -23,6 +23,7 @@ import numpy as np
 
 from kiln.codegen import llvm_codegen, llvm_emitter, llvm_target
 from kiln.dialects import affine as A
+from kiln.dialects import memref as MR
 from kiln.dialects import parse_ir, print_ir
 from kiln.dialects.affine_expr import dims_of
 from kiln.errors import KilnError
@@ -48,11 +49,11 @@ class SearchSpace:
         chain = root_chain(nest)
         inner = [op for op in chain[-1].body.ops if isinstance(op, A.ForOp)] if chain else []
         self.matmul_like = len(chain) >= 2 and len(inner) == 1 and bool(inner[0].inits)
-        self.rows = chain[-2].induction_variable.name_hint if self.matmul_like else None
-        self.cols = chain[-1].induction_variable.name_hint if chain else None
-        self.outer = nest.induction_variable.name_hint
+        self.rows = A.loop_name(chain[-2]) if self.matmul_like else None
+        self.cols = A.loop_name(chain[-1]) if chain else None
+        self.outer = A.loop_name(nest)
         self.panel = _panel_name(chain[-1]) if self.matmul_like else None
-        self.candidates = [l.induction_variable.name_hint for l in vector_candidates(nest)]
+        self.candidates = [A.loop_name(l) for l in vector_candidates(nest)]
         self.parallel_choices = [True, False] if use_threads else [False]
         if self.matmul_like:
             self.domains = {
@@ -141,7 +142,7 @@ def _panel_name(cols):
             and iv in op.indices
             and op.indices.index(iv) in dims_of(op.map.results[-1])
         ):
-            return op.memref.name_hint
+            return MR.buffer_name(op.memref)
     return None
 
 

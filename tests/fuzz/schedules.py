@@ -13,6 +13,7 @@ import random
 
 import kiln
 from kiln.dialects import affine as A
+from kiln.dialects import memref as MR
 from kiln.dialects import print_ir
 from kiln.passes.loop_transforms import ScheduleError
 from kiln.passes.schedule import apply_step
@@ -51,7 +52,7 @@ def random_schedule(module, rng: random.Random, length: int = 6) -> list:
 
 
 def _draw_step(rng: random.Random, primitive: str, loop):
-    name = loop.induction_variable.name_hint
+    name = A.loop_name(loop)
     if primitive in ("split", "unroll", "unroll_jam"):
         return [primitive, name, rng.choice(FACTORS)]
     if primitive == "vectorize":  # often a width that leaves whole vectors, sometimes none
@@ -62,9 +63,9 @@ def _draw_step(rng: random.Random, primitive: str, loop):
     if primitive == "cache_read":
         buffers = sorted(
             {
-                op.memref.name_hint
+                MR.buffer_name(op.memref)
                 for op in loop.walk()
-                if isinstance(op, (A.LoadOp, A.VectorLoadOp)) and op.memref.name_hint
+                if isinstance(op, (A.LoadOp, A.VectorLoadOp)) and MR.buffer_name(op.memref)
             }
         )
         if not buffers:
@@ -73,7 +74,7 @@ def _draw_step(rng: random.Random, primitive: str, loop):
         rank = next(
             op.memref.type.rank
             for op in loop.walk()
-            if isinstance(op, (A.LoadOp, A.VectorLoadOp)) and op.memref.name_hint == buffer
+            if isinstance(op, (A.LoadOp, A.VectorLoadOp)) and MR.buffer_name(op.memref) == buffer
         )
         if rank >= 2 and rng.random() < 0.3:
             return [primitive, name, buffer, list(range(rank))[::-1]]
@@ -87,7 +88,7 @@ def _draw_step(rng: random.Random, primitive: str, loop):
     if len(chain) < 2:
         return None
     chain = chain[: rng.choice(range(2, len(chain) + 1))]
-    names = [l.induction_variable.name_hint for l in chain]
+    names = [A.loop_name(l) for l in chain]
     if primitive == "reorder":
         order = names[:]
         while order == names:
