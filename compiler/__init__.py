@@ -8,7 +8,8 @@ predict(x, w, b)                              # numpy in, numpy out
 print(predict.lower(kiln.f32[64, 784], kiln.f32[784, 10], kiln.f32[10]).text("tensor"))
 """
 
-from kiln.cuda_executable import to_device
+from kiln.aot import Compiled, Lowered
+from kiln.cuda_executable import from_dlpack, to_device
 from kiln.errors import (
     ArgumentError,
     CudaUnavailable,
@@ -29,7 +30,7 @@ from kiln.errors import (
 )
 from kiln.frontend.nn import conv2d, logsumexp, relu, sigmoid, softmax
 from kiln.frontend.specs import TensorSpec, bool_, f32, f64, i32, i64
-from kiln.jit import CompiledFunction, Lowered, compile
+from kiln.jit import CompiledFunction, compile
 from kiln.passes.schedule import Schedule
 from kiln.runtime.cuda import DeviceArray
 from kiln.runtime.library import load
@@ -43,6 +44,7 @@ __all__ = [
     "compile",
     "CompiledFunction",
     "Lowered",
+    "Compiled",
     "grad",
     "value_and_grad",
     "gradcheck",
@@ -78,6 +80,7 @@ __all__ = [
     "LoadError",
     "CudaUnavailable",
     "to_device",
+    "from_dlpack",
     "DeviceArray",
     "profile",
     "Profile",

@@ -17,8 +17,11 @@ import numpy as np
 from kiln.codegen.llvm_emitter import symbol_name
 from kiln.codegen.status import OUT_OF_BOUNDS, STATUS
 from kiln.errors import ArgumentError, KilnError
+from kiln.frontend import pytree
+from kiln.interpreters.tensor_interpreter import run_function
 from kiln.runtime import threads
 from kiln.runtime.native import LoadedObject
+from kiln.tools import debug as debug_mode
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,56 @@ class Executable:
         for target, result in copy_back:
             np.copyto(target, result)
         return outputs
+
+
+def call_signature(traced, pipeline, executable, debug: bool, leaves, out=None):
+    """Run one compiled signature on its argument leaves (already checked against it) and
+    return the results in the function's structure, or `out` after writing them there.
+    `executable` is None for the reference interpreter."""
+    out_leaves = None if out is None else check_out(out, traced)
+    if executable is None:
+        results = run_function(traced.function, [np.asarray(leaf) for leaf in leaves])
+        # The interpreter may hand back inputs or constants themselves; results are always fresh arrays.
+        results = [np.array(r, copy=True) for r in results]
+        if out_leaves is not None:
+            for target, result in zip(out_leaves, results):
+                np.copyto(target, result)
+    else:
+        try:
+            results = executable.run(leaves, out_leaves)  # native: CPU or CUDA
+        except OutOfBoundsStatus as exc:
+            raise debug_mode.out_of_bounds_error(pipeline, exc.status) from None
+        if debug:
+            debug_mode.check_finite(traced.function, [np.asarray(leaf) for leaf in leaves])
+    if out is not None:
+        return out
+    return pytree.unflatten(
+        traced.out_treedef, [r[()] if isinstance(r, np.ndarray) and r.ndim == 0 else r for r in results]
+    )
+
+
+def check_out(out, traced) -> list:
+    """The leaves of an ``out=`` structure, each a writable numpy array of its result's
+    shape and dtype, no two overlapping; ``ArgumentError`` otherwise."""
+    targets, out_treedef = pytree.flatten(out)
+    if out_treedef != traced.out_treedef:
+        raise ArgumentError("out= must have the same structure as the function's results")
+    for i, (target, t) in enumerate(zip(targets, traced.function.function_type.results)):
+        if not isinstance(target, np.ndarray):
+            raise ArgumentError(f"out= leaf #{i} is a {type(target).__name__}, not a numpy array")
+        if target.shape != t.shape or target.dtype != t.dtype:
+            raise ArgumentError(
+                f"out= leaf #{i} is {target.dtype}{list(target.shape)}, the result is {t.dtype}{list(t.shape)}"
+            )
+        if not target.flags.writeable:
+            raise ArgumentError(f"out= leaf #{i} is read-only")
+    # Two results written into one memory cannot both be delivered: which survives would
+    # depend on the order kiln happens to write them in.
+    for i, a in enumerate(targets):
+        for j in range(i):
+            if np.shares_memory(a, targets[j]):
+                raise ArgumentError(f"out= leaves #{j} and #{i} overlap in memory; give each result its own array")
+    return targets
 
 
 def prepare_input(leaf, shape, dtype) -> np.ndarray:

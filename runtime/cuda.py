@@ -15,6 +15,8 @@ import functools
 import cffi
 import numpy as np
 
+from kiln.runtime import dlpack
+
 
 class CudaUnavailable(Exception):
     """target='cuda' on a machine without nvcc, the CUDA runtime or an NVIDIA GPU."""
@@ -35,6 +37,7 @@ def _cudart():
         runtime.cudaFree.argtypes = [ctypes.c_void_p]
         runtime.cudaMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         runtime.cudaGetDeviceCount.argtypes = [ctypes.POINTER(ctypes.c_int)]
+        runtime.cudaGetDevice.argtypes = [ctypes.POINTER(ctypes.c_int)]
         runtime.cudaGetErrorString.restype = ctypes.c_char_p
         return runtime
     return None
@@ -68,9 +71,23 @@ def check_gpu() -> None:
 class DeviceArray:
     """An array that stays in GPU memory between calls (host memory under emulation).
 
+    `shape` is a tuple of ints, `dtype` a numpy dtype kiln supports (float32, float64,
+    int32, int64, bool); the elements are C-contiguous, ``nbytes`` = size * itemsize bytes.
     Compiled functions take it, or any object with ``__cuda_array_interface__`` (CuPy,
     PyTorch CUDA tensors), without copying, and return their results as DeviceArrays
-    when any input was one.
+    when any input was one. ``.numpy()`` copies to the host. Other libraries take it
+    without a copy through DLPack (``torch.from_dlpack``, ``cupy.from_dlpack``; for the
+    emulated kind, in host memory, ``np.from_dlpack``), and through
+    ``__cuda_array_interface__`` on a GPU. Constructing one raises ``CudaUnavailable``
+    where there is no CUDA runtime, except with ``emulate=True``.
+
+    >>> d = kiln.to_device(np.arange(4, dtype=np.float32), target="cuda-emulate")
+    >>> d
+    DeviceArray(shape=(4,), dtype=float32, host memory, emulated)
+    >>> view = np.from_dlpack(d)  # no copy: writes through one show through the other
+    >>> view[0] = 7
+    >>> d.numpy()
+    array([7., 1., 2., 3.], dtype=float32)
     """
 
     def __init__(self, shape, dtype, emulate: bool = False):
@@ -78,14 +95,18 @@ class DeviceArray:
         self.dtype = np.dtype(dtype)
         self.emulate = emulate
         self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        self._imported = None  # the DLPack tensor whose memory this is, when another library owns it
         if emulate:
             self._host = np.empty(self.shape, self.dtype)
             self.pointer = self._host.ctypes.data
+            self.device_id = 0
         else:
             runtime = _require_runtime()
-            pointer = ctypes.c_void_p()
+            pointer, device = ctypes.c_void_p(), ctypes.c_int(0)
+            _check(runtime, runtime.cudaGetDevice(ctypes.byref(device)), "cudaGetDevice")
             _check(runtime, runtime.cudaMalloc(ctypes.byref(pointer), max(1, self.nbytes)), "cudaMalloc")
             self.pointer = pointer.value
+            self.device_id = device.value
 
     @classmethod
     def from_numpy(cls, array, emulate: bool = False) -> "DeviceArray":
@@ -93,6 +114,23 @@ class DeviceArray:
         device = cls(array.shape, array.dtype, emulate)
         device._copy(device.pointer, array.ctypes.data, 1)
         return device
+
+    @classmethod
+    def adopt(cls, imported: dlpack.Imported) -> "DeviceArray":
+        """A DeviceArray over the GPU memory of a consumed DLPack tensor, without a copy; the
+        memory goes back to its owner when the DeviceArray is freed. ``ValueError`` for a
+        tensor that is not C-contiguous in CUDA memory."""
+        if imported.device[0] != dlpack.CUDA:
+            imported.release()
+            raise ValueError(f"a DLPack tensor on device type {imported.device[0]} is not in CUDA memory")
+        if not imported.is_c_contiguous():
+            imported.release()
+            raise ValueError("a DLPack tensor is not C-contiguous; make a contiguous copy on the device first")
+        array = cls.__new__(cls)
+        array.shape, array.dtype, array.emulate = imported.shape, imported.dtype, False
+        array.nbytes = int(np.prod(array.shape, dtype=np.int64)) * array.dtype.itemsize
+        array.pointer, array.device_id, array._imported = imported.pointer, imported.device[1], imported
+        return array
 
     def numpy(self) -> np.ndarray:
         """A host copy."""
@@ -130,12 +168,42 @@ class DeviceArray:
             raise AttributeError("an emulated DeviceArray lives in host memory")
         return self.kiln_device_layout
 
+    def __dlpack_device__(self) -> tuple:
+        """(DLPack device type, device id): (2, id) for CUDA memory, (1, 0) for the host
+        memory of an emulated array."""
+        return (dlpack.CPU, 0) if self.emulate else (dlpack.CUDA, self.device_id)
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule of this array's memory (no copy unless ``copy=True``), which keeps
+        the array alive until the consumer is done with it. kiln's kernels have finished when a
+        call returns, so a consumer's `stream` needs no synchronization. ``BufferError`` for
+        another device than ``__dlpack_device__()``, or ``copy=False`` across devices."""
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            if tuple(dl_device)[0] != dlpack.CPU or copy is False:
+                raise BufferError(f"a DeviceArray on {self.__dlpack_device__()} cannot be exported to {dl_device}")
+            return self.numpy().__dlpack__()
+        source = self
+        if copy:
+            source = DeviceArray(self.shape, self.dtype, self.emulate)
+            source._copy(source.pointer, self.pointer, 3)
+        # The versioned layout for consumers that ask for it: numpy makes writable arrays only from it.
+        versioned = max_version is not None and tuple(max_version) >= dlpack.VERSION
+        return dlpack.export(
+            source.pointer,
+            source.shape,
+            source.dtype,
+            source.__dlpack_device__(),
+            source,
+            versioned,
+            dlpack.IS_COPIED if copy else 0,
+        )
+
     def __repr__(self) -> str:
         where = "host memory, emulated" if self.emulate else "GPU"
         return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, {where})"
 
     def __del__(self):
-        if not self.emulate and getattr(self, "pointer", None):
+        if not self.emulate and getattr(self, "_imported", None) is None and getattr(self, "pointer", None):
             runtime = _cudart()
             if runtime is not None:
                 runtime.cudaFree(self.pointer)
