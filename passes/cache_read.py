@@ -6,7 +6,55 @@ apart) the copy makes the k loop walk one contiguous block instead of a new
 page per row. The tile is the box spanned by every read of the buffer in one
 iteration: per dimension, a part fixed during the iteration (terms in the
 loop's own variable and in loops around it) plus a part that varies (terms in
-loops inside it), whose range gives the tile's extent.
+loops inside it), whose range gives the tile's extent. Before (a matmul after
+``split(k0.j, 4); reorder([k0.j.o, k0.i])``)::
+
+    func.func @mm(%a: memref<4x6xf32>, %b: memref<6x8xf32>, %out0: memref<4x8xf32>) attributes {kiln.buffers = ["a", "b", "out0"]} {
+      %0 = arith.constant 0.0 : f32
+      affine.for %k0.j.o = 0 to 2 {
+        affine.for %k0.i = 0 to 4 {
+          affine.for %k0.j.i = 0 to 4 {
+            %1 = affine.for %k0.r = 0 to 6 iter_args(%acc0 = %0) -> (f32) {
+              %2 = affine.load %a[%k0.i, %k0.r] : memref<4x6xf32>
+              %3 = affine.load %b[%k0.r, %k0.j.o * 4 + %k0.j.i] : memref<6x8xf32>
+              %4 = arith.mulf %2, %3 : f32
+              %5 = arith.addf %acc0, %4 : f32
+              affine.yield %5 : f32
+            } {kiln.loop = "k0.r"}
+            affine.store %1, %out0[%k0.i, %k0.j.o * 4 + %k0.j.i] : memref<4x8xf32>
+          } {kiln.loop = "k0.j.i"}
+        } {kiln.loop = "k0.i"}
+      } {kiln.loop = "k0.j.o"}
+      func.return
+    }
+
+After ``cache_read(k0.j.o, b)``::
+
+    func.func @mm(%a: memref<4x6xf32>, %b: memref<6x8xf32>, %out0: memref<4x8xf32>) attributes {kiln.buffers = ["a", "b", "out0"]} {
+      %0 = arith.constant 0.0 : f32
+      affine.for %k0.j.o = 0 to 2 {
+        %b_tile = memref.alloca() {alignment = 64 : i64, kiln.buffer = "b_tile"} : memref<6x4xf32>
+        affine.for %k0.j.o.copy0 = 0 to 6 {
+          affine.for %k0.j.o.copy1 = 0 to 4 {
+            %1 = affine.load %b[%k0.j.o.copy0, %k0.j.o * 4 + %k0.j.o.copy1] : memref<6x8xf32>
+            affine.store %1, %b_tile[%k0.j.o.copy0, %k0.j.o.copy1] : memref<6x4xf32>
+          } {kiln.loop = "k0.j.o.copy1"}
+        } {kiln.loop = "k0.j.o.copy0"}
+        affine.for %k0.i = 0 to 4 {
+          affine.for %k0.j.i = 0 to 4 {
+            %2 = affine.for %k0.r = 0 to 6 iter_args(%acc0 = %0) -> (f32) {
+              %3 = affine.load %a[%k0.i, %k0.r] : memref<4x6xf32>
+              %4 = affine.load %b_tile[%k0.r, %k0.j.i] : memref<6x4xf32>
+              %5 = arith.mulf %3, %4 : f32
+              %6 = arith.addf %acc0, %5 : f32
+              affine.yield %6 : f32
+            } {kiln.loop = "k0.r"}
+            affine.store %2, %out0[%k0.i, %k0.j.o * 4 + %k0.j.i] : memref<4x8xf32>
+          } {kiln.loop = "k0.j.i"}
+        } {kiln.loop = "k0.i"}
+      } {kiln.loop = "k0.j.o"}
+      func.return
+    }
 """
 
 from __future__ import annotations

@@ -6,6 +6,41 @@ loops, reductions along the contiguous axis (with a vector accumulator) and,
 where the innermost loop cannot be, an outer one (matmul along its columns,
 its reduction over k carrying vectors); then run the outermost loop in
 parallel if the kernel does enough work to pay for waking the thread pool.
+``default_schedule(function, vector_bits=256, threads=False)`` (AVX2's 8 float32 lanes, no
+thread pool) before::
+
+    func.func @scale(%x: memref<4x20xf32>, %c: memref<f32>, %out0: memref<4x20xf32>) attributes {kiln.buffers = ["x", "c", "out0"]} {
+      affine.for %k0.i = 0 to 4 {
+        affine.for %k0.j = 0 to 20 {
+          %0 = affine.load %x[%k0.i, %k0.j] : memref<4x20xf32>
+          %1 = affine.load %c[] : memref<f32>
+          %2 = arith.mulf %0, %1 : f32
+          affine.store %2, %out0[%k0.i, %k0.j] : memref<4x20xf32>
+        } {kiln.loop = "k0.j"}
+      } {kiln.loop = "k0.i"}
+      func.return
+    }
+
+After (``vectorize(k0.j, 8)``)::
+
+    func.func @scale(%x: memref<4x20xf32>, %c: memref<f32>, %out0: memref<4x20xf32>) attributes {kiln.buffers = ["x", "c", "out0"]} {
+      affine.for %k0.i = 0 to 4 {
+        affine.for %k0.j = 0 to 2 {
+          %0 = affine.vector_load %x[%k0.i, %k0.j * 8] : memref<4x20xf32>, vector<8xf32>
+          %1 = affine.load %c[] : memref<f32>
+          %2 = vector.broadcast %1 : f32 to vector<8xf32>
+          %3 = arith.mulf %0, %2 : vector<8xf32>
+          affine.vector_store %3, %out0[%k0.i, %k0.j * 8] : memref<4x20xf32>, vector<8xf32>
+        } {kiln.loop = "k0.j"}
+        affine.for %k0.j.tail = 0 to 4 {
+          %4 = affine.load %x[%k0.i, %k0.j.tail + 16] : memref<4x20xf32>
+          %5 = affine.load %c[] : memref<f32>
+          %6 = arith.mulf %4, %5 : f32
+          affine.store %6, %out0[%k0.i, %k0.j.tail + 16] : memref<4x20xf32>
+        } {kiln.loop = "k0.j.tail"}
+      } {kiln.loop = "k0.i"}
+      func.return
+    }
 """
 
 from __future__ import annotations

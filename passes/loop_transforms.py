@@ -5,7 +5,35 @@ attribute) in place
 and raises ScheduleError, naming the loop, when the change would be illegal.
 Tails are always handled: a split's inner loop ends at
 ``min(factor, N - outer * factor)`` and unroll keeps a remainder loop, so no
-size has to be a multiple of any factor.
+size has to be a multiple of any factor. Before::
+
+    func.func @scale(%x: memref<4x20xf32>, %c: memref<f32>, %out0: memref<4x20xf32>) attributes {kiln.buffers = ["x", "c", "out0"]} {
+      affine.for %k0.i = 0 to 4 {
+        affine.for %k0.j = 0 to 20 {
+          %0 = affine.load %x[%k0.i, %k0.j] : memref<4x20xf32>
+          %1 = affine.load %c[] : memref<f32>
+          %2 = arith.mulf %0, %1 : f32
+          affine.store %2, %out0[%k0.i, %k0.j] : memref<4x20xf32>
+        } {kiln.loop = "k0.j"}
+      } {kiln.loop = "k0.i"}
+      func.return
+    }
+
+After ``split(k0.j, 8)``::
+
+    func.func @scale(%x: memref<4x20xf32>, %c: memref<f32>, %out0: memref<4x20xf32>) attributes {kiln.buffers = ["x", "c", "out0"]} {
+      affine.for %k0.i = 0 to 4 {
+        affine.for %k0.j.o = 0 to 3 {
+          affine.for %k0.j.i = 0 to min affine_map<(d0) -> (8, d0 * -8 + 20)>(%k0.j.o) {
+            %0 = affine.load %x[%k0.i, %k0.j.o * 8 + %k0.j.i] : memref<4x20xf32>
+            %1 = affine.load %c[] : memref<f32>
+            %2 = arith.mulf %0, %1 : f32
+            affine.store %2, %out0[%k0.i, %k0.j.o * 8 + %k0.j.i] : memref<4x20xf32>
+          } {kiln.loop = "k0.j.i"}
+        } {kiln.loop = "k0.j.o"}
+      } {kiln.loop = "k0.i"}
+      func.return
+    }
 """
 
 from __future__ import annotations

@@ -14,16 +14,16 @@ the loads of whoever reads them (see ``View``). Before::
 
 After::
 
-    func.func @f(%x: memref<3x4xf32>, %out0: memref<4xf32>) {
-      affine.for %i = 0 to 4 {
-        %cst = arith.constant 0.0 : f32
-        %0 = affine.for %r = 0 to 3 iter_args(%acc0 = %cst) -> (f32) {
-          %1 = affine.load %x[%r, %i] : memref<3x4xf32>
-          %2 = arith.addf %acc0, %1 : f32
-          affine.yield %2 : f32
-        }
-        affine.store %0, %out0[%i] : memref<4xf32>
-      }
+    func.func @f(%x: memref<3x4xf32>, %out0: memref<4xf32>) attributes {kiln.buffers = ["x", "out0"]} {
+      %0 = arith.constant 0.0 : f32
+      affine.for %k0.i = 0 to 4 {
+        %1 = affine.for %k0.r = 0 to 3 iter_args(%acc0 = %0) -> (f32) {
+          %2 = affine.load %x[%k0.r, %k0.i] : memref<3x4xf32>
+          %3 = arith.addf %acc0, %2 : f32
+          affine.yield %3 : f32
+        } {kiln.loop = "k0.r"}
+        affine.store %1, %out0[%k0.i] : memref<4xf32>
+      } {kiln.loop = "k0.i"}
       func.return
     }
 """

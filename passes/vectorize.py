@@ -10,23 +10,40 @@ over a column of the output vectorize when its loads are contiguous. Loops insid
 carry vectors (a matmul's reduction over k, vectorized along j). A reduction
 carried by the vectorized loop itself gets a vector accumulator and one
 ``vector.reduction`` at the end. The ``N mod width`` last iterations run in a
-scalar remainder loop. Before (width 8)::
+scalar remainder loop. Before::
 
-    affine.for %j = 0 to 20 {
-      %0 = affine.load %x[%i, %j] : memref<4x20xf32>
-      %1 = arith.mulf %0, %c : f32
-      affine.store %1, %out[%i, %j] : memref<4x20xf32>
+    func.func @scale(%x: memref<4x20xf32>, %c: memref<f32>, %out0: memref<4x20xf32>) attributes {kiln.buffers = ["x", "c", "out0"]} {
+      affine.for %k0.i = 0 to 4 {
+        affine.for %k0.j = 0 to 20 {
+          %0 = affine.load %x[%k0.i, %k0.j] : memref<4x20xf32>
+          %1 = affine.load %c[] : memref<f32>
+          %2 = arith.mulf %0, %1 : f32
+          affine.store %2, %out0[%k0.i, %k0.j] : memref<4x20xf32>
+        } {kiln.loop = "k0.j"}
+      } {kiln.loop = "k0.i"}
+      func.return
     }
 
-After::
+After ``vectorize(k0.j, 8)``::
 
-    affine.for %j = 0 to 2 {
-      %0 = affine.vector_load %x[%i, %j * 8] : memref<4x20xf32>, vector<8xf32>
-      %1 = vector.broadcast %c : f32 to vector<8xf32>
-      %2 = arith.mulf %0, %1 : vector<8xf32>
-      affine.vector_store %2, %out[%i, %j * 8] : memref<4x20xf32>, vector<8xf32>
+    func.func @scale(%x: memref<4x20xf32>, %c: memref<f32>, %out0: memref<4x20xf32>) attributes {kiln.buffers = ["x", "c", "out0"]} {
+      affine.for %k0.i = 0 to 4 {
+        affine.for %k0.j = 0 to 2 {
+          %0 = affine.vector_load %x[%k0.i, %k0.j * 8] : memref<4x20xf32>, vector<8xf32>
+          %1 = affine.load %c[] : memref<f32>
+          %2 = vector.broadcast %1 : f32 to vector<8xf32>
+          %3 = arith.mulf %0, %2 : vector<8xf32>
+          affine.vector_store %3, %out0[%k0.i, %k0.j * 8] : memref<4x20xf32>, vector<8xf32>
+        } {kiln.loop = "k0.j"}
+        affine.for %k0.j.tail = 0 to 4 {
+          %4 = affine.load %x[%k0.i, %k0.j.tail + 16] : memref<4x20xf32>
+          %5 = affine.load %c[] : memref<f32>
+          %6 = arith.mulf %4, %5 : f32
+          affine.store %6, %out0[%k0.i, %k0.j.tail + 16] : memref<4x20xf32>
+        } {kiln.loop = "k0.j.tail"}
+      } {kiln.loop = "k0.i"}
+      func.return
     }
-    affine.for %j.tail = 0 to 4 { ... the scalar body at %j.tail + 16 ... }
 """
 
 from __future__ import annotations

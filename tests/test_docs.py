@@ -1,0 +1,89 @@
+"""Docs that cannot drift: the README's dependency list is pyproject.toml's, and the before/after IR
+in the pass modules' docstrings is what running the pass on the "before" prints.
+
+The README's and docs/'s examples themselves are run by the Sybil set-up in conftest.py."""
+
+import ast
+import os
+import re
+
+import pytest
+
+import kiln.passes
+from kiln.dialects import parse_ir, print_ir
+from kiln.passes import autodiff, cache_read, default_schedule, loop_transforms, lower_tensor_to_affine, vectorize
+from kiln.passes.registry import PASSES, run_passes
+from kiln.passes.schedule import apply_step
+
+tomllib = pytest.importorskip("tomllib")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def requirement_names(requirements):
+    """`["numpy>=2.0", "sybil[pytest]>=9"]` -> `["numpy", "sybil"]`."""
+    return [re.match(r"[A-Za-z0-9_.-]+", r).group(0).lower() for r in requirements]
+
+
+def test_the_readme_lists_what_pyproject_installs():
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    readme = " ".join(open(os.path.join(ROOT, "README.md")).read().split())
+    listed = re.search(r"\(dependencies: ([^)]*)\); the `test` extra adds ([^(]*) \(", readme)
+    assert listed, "README.md's Set-up no longer says what pyproject.toml installs"
+    dependencies, test_extra = (re.split(r", | and ", group) for group in listed.groups())
+    assert dependencies == requirement_names(project["dependencies"])
+    assert test_extra == requirement_names(project["optional-dependencies"]["test"])
+
+
+def step(*steps):
+    def apply(module):
+        for s in steps:
+            apply_step(module.body.ops[0], s)
+        return module
+
+    return apply
+
+
+def with_default_schedule(module):
+    default_schedule.default_schedule(module.body.ops[0], vector_bits=256, threads=False)
+    return module
+
+
+# What turns each module's "Before" into its "After", as its docstring says.
+DOCSTRING_EXAMPLES = {
+    lower_tensor_to_affine: lambda module: run_passes(module, ["lower-tensor-to-affine"]),
+    autodiff: lambda module: run_passes(module, ["value-and-grad"]),
+    loop_transforms: step(("split", "k0.j", 8)),
+    vectorize: step(("vectorize", "k0.j", 8)),
+    cache_read: step(("cache_read", "k0.j.o", "b")),
+    default_schedule: with_default_schedule,
+}
+
+
+def literal_blocks(docstring):
+    """The `Before...::` and `After...::` literal blocks of a docstring that hold a whole function."""
+    blocks = {}
+    for match in re.finditer(r"([Bb]efore|[Aa]fter)[^:]*?::\n\n((?:    .*\n|\n)+)", docstring + "\n"):
+        text = "\n".join(line[4:] for line in match.group(2).rstrip().splitlines())
+        if text.startswith("func.func"):
+            blocks[match.group(1).capitalize()] = text
+    return blocks
+
+
+@pytest.mark.parametrize("module", DOCSTRING_EXAMPLES, ids=[m.__name__.rsplit(".", 1)[1] for m in DOCSTRING_EXAMPLES])
+def test_a_pass_docstrings_before_becomes_its_after(module):
+    blocks = literal_blocks(module.__doc__)
+    assert set(blocks) == {"Before", "After"}, f"{module.__name__}'s docstring has no whole-function before/after"
+    result = DOCSTRING_EXAMPLES[module](parse_ir(blocks["Before"]))
+    printed = print_ir(result, locations=False).splitlines()
+    function = "\n".join(line[2:] for line in printed[1:-1])  # inside `module { ... }`
+    assert function == blocks["After"]
+
+
+def test_every_pass_module_shows_its_ir_before_and_after():
+    modules = {fn.__module__ for fn in PASSES.values()}
+    for name in modules:
+        source = open(os.path.join(os.path.dirname(kiln.passes.__file__), name.rsplit(".", 1)[1] + ".py")).read()
+        docstring = ast.get_docstring(ast.parse(source))
+        assert "Before" in docstring and "After" in docstring, f"{name}'s docstring shows no before/after IR"
