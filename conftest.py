@@ -22,6 +22,7 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 # Documented examples compile into a cache of their own, as the tests do.
 CACHE_DIR = tempfile.mkdtemp(prefix="kiln-docs-cache-")
 os.environ["KILN_CACHE_DIR"] = CACHE_DIR
+os.environ["KILN_TUNING_DB"] = os.path.join(CACHE_DIR, "tuning.yaml")  # not the user's records
 CHECKER = doctest.OutputChecker()
 
 

@@ -4,8 +4,13 @@ Each entry is one file, ``<dir>/<key[:2]>/<key>.o``, holding a magic tag, the
 SHA-256 of the payload, and the payload. It is written to a temporary file in
 the same directory and renamed into place, so a reader sees a whole entry or
 none; a damaged entry (truncated, flipped bits) fails its checksum, is removed
-and reported as a miss, and the caller rebuilds it. Within one process, threads
-that build the same entry take turns (``writing``), so it is built once.
+and reported as a miss, and the caller rebuilds it. Threads and processes that
+build the same entry take turns (``writing``, a ``filelock.FileLock`` on
+``<key>.o.lock`` beside it), so it is built once.
+
+The directory is ``$KILN_CACHE_DIR`` if set, else the user's cache directory
+for kiln (``platformdirs.user_cache_dir``: ``~/.cache/kiln`` on Linux, or
+``$XDG_CACHE_HOME/kiln``).
 """
 
 from __future__ import annotations
@@ -14,20 +19,34 @@ import contextlib
 import hashlib
 import os
 import tempfile
-import threading
 import warnings
+
+import filelock
+import platformdirs
 
 MAGIC = b"KILNOBJ1"
 
-_KEY_LOCKS: dict = {}  # key -> [lock, how many threads hold or wait for it]
-_KEY_LOCKS_GUARD = threading.Lock()
+# Seconds to wait for another builder of the same entry. One that takes longer is stuck
+# or very slow: build it again here rather than hang (the entry is replaced whole).
+LOCK_TIMEOUT = 600.0
 
 
 def default_directory() -> str:
-    return os.environ.get("KILN_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "kiln")
+    """``$KILN_CACHE_DIR``, else the user's cache directory for kiln (``~/.cache/kiln`` on Linux)."""
+    return os.environ.get("KILN_CACHE_DIR") or platformdirs.user_cache_dir("kiln", appauthor=False)
 
 
 class DiskCache:
+    """Object code (bytes) by key (a hex string), under `directory` (default: `default_directory()`).
+
+    >>> cache = DiskCache("/tmp/kiln-cache")
+    >>> with cache.writing(key):
+    ...     code = cache.load(key)
+    ...     if code is None:
+    ...         code = build()
+    ...         cache.store(key, code)
+    """
+
     def __init__(self, directory: str | None = None):
         self.directory = directory or default_directory()
 
@@ -36,23 +55,36 @@ class DiskCache:
 
     @contextlib.contextmanager
     def writing(self, key: str):
-        """Held while looking up `key` and building its entry on a miss: another thread of this
-        process building the same key waits, then finds the entry. (Other processes need no
-        lock: an entry is renamed into place whole, so the worst is building it twice.)"""
+        """Held while looking up `key` and building its entry on a miss: another thread or
+        process building the same key waits, then finds the entry. Where no lock can be
+        taken it goes on unlocked (the worst is building the entry twice): in a directory
+        that cannot be written (``store`` warns about that), or with a RuntimeWarning after
+        waiting LOCK_TIMEOUT seconds for a builder that does not finish."""
         path = self.path(key)
-        with _KEY_LOCKS_GUARD:
-            entry = _KEY_LOCKS.setdefault(path, [threading.Lock(), 0])
-            entry[1] += 1
+        lock = filelock.FileLock(path + ".lock", timeout=LOCK_TIMEOUT)
+        locked = False
         try:
-            with entry[0]:
-                yield
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            lock.acquire()
+            locked = True
+        except filelock.Timeout:  # an OSError too: caught first
+            warnings.warn(
+                f"kiln: waited {LOCK_TIMEOUT:g} s for another build of the compile cache entry {path}; "
+                "building it here too",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        except OSError:
+            pass
+        try:
+            yield
         finally:
-            with _KEY_LOCKS_GUARD:
-                entry[1] -= 1
-                if not entry[1]:
-                    del _KEY_LOCKS[path]
+            if locked:
+                lock.release()
 
     def load(self, key: str) -> bytes | None:
+        """The payload stored under `key`, or None if there is none or it is damaged (then
+        removed, with a RuntimeWarning)."""
         path = self.path(key)
         try:
             with open(path, "rb") as f:
@@ -70,6 +102,8 @@ class DiskCache:
         return data[header:]
 
     def store(self, key: str, payload: bytes) -> None:
+        """Write `payload` under `key`, whole or not at all; an unwritable directory is a
+        RuntimeWarning, not an error (the caller has the code and runs it)."""
         path = self.path(key)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)

@@ -1,6 +1,10 @@
 """Autotuning: legal search spaces, rejected wrong candidates, the database, the CLI."""
 
+import io
+import multiprocessing
+import os
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -15,8 +19,9 @@ from kiln.dialects import print_ir
 from kiln.passes.kernels import absolute_steps, extract, kernel_names, relative_steps, structural_hash
 from kiln.passes.loop_transforms import ScheduleError
 from kiln.passes.schedule import Schedule, apply_schedule
+from kiln.tools import tuner
 from kiln.tools.tuner import KernelBench, SearchSpace, tune_kernel
-from kiln.tools.tuning_db import TuningDB, host_fingerprint
+from kiln.tools.tuning_db import TuningDB, find_path, host_fingerprint
 
 
 def affine(fn, *specs):
@@ -161,7 +166,9 @@ def test_tuning_end_to_end_through_the_command_line(tmp_path):
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
-    assert "trial 6/6" in result.stderr and "default" in result.stderr
+    # Not a terminal: no live bar, only the summary of each kernel.
+    assert re.search(r"k0 \(\w+\)\n  default [\d.]+ ms, best [\d.]+ ms \([\d.]+x\), \d+ trials", result.stderr)
+    assert "\r" not in result.stderr and "trial/s" not in result.stderr
     report = subprocess.run(run + ["--report", "--db", str(db)], capture_output=True, text=True, cwd=tmp_path)
     assert report.returncode == 0 and "default ms" in report.stdout
     verify = subprocess.run(run + ["--verify", "--db", str(db)], capture_output=True, text=True, cwd=tmp_path)
@@ -480,3 +487,82 @@ def test_verify_says_when_the_thread_count_differs_from_the_tuning_run(tmp_path,
     out = io.StringIO()
     verify_records(db, out)
     assert "tuned with 3 threads, measured with 2: --threads 3" in out.getvalue()
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def _fake_tune_kernel(module, trials, seed, strategy, budget, progress, initial_steps=None):
+    for trial in range(1, trials + 1):
+        progress(trial, trials, 2e-3, 3e-3, 0.1 * trial, budget)
+    return tuner.TuneResult(None, 3e-3, 3e-3, trials, 0)
+
+
+@pytest.mark.parametrize("stream", [Terminal, io.StringIO], ids=["terminal", "pipe"])
+def test_the_progress_bar_shows_on_a_terminal_only_and_the_summary_always(tmp_path, monkeypatch, stream):
+    fn = lambda x: np.tanh(x) * 2  # noqa: E731
+    monkeypatch.setattr(tuner, "tune_kernel", _fake_tune_kernel)
+    out = stream()
+    tuner.tune_function(kiln.compile(fn), (kiln.f32[8, 8],), TuningDB(str(tmp_path / "t.yaml")), trials=4, out=out)
+    text = out.getvalue()
+    assert "default 3.000 ms, best 3.000 ms (1.00x), 4 trials, 0 rejected" in text
+    bar = "4/4" in text and "best 2.000 ms (1.50x the default schedule)" in text
+    assert bar == (stream is Terminal)
+
+
+def test_the_database_is_found_in_the_documented_order(tmp_path, monkeypatch):
+    import platformdirs
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "kiln-tuning.yaml").write_text("[]\n")  # the working directory is not consulted
+    monkeypatch.delenv("KILN_TUNING_DB", raising=False)
+    monkeypatch.setattr(platformdirs, "user_data_dir", lambda name, appauthor=None: str(tmp_path / "data" / name))
+    assert find_path() == str(tmp_path / "data" / "kiln" / "tuning.yaml")
+    assert TuningDB().path == find_path()
+    monkeypatch.setenv("KILN_TUNING_DB", str(tmp_path / "env.yaml"))
+    assert TuningDB().path == str(tmp_path / "env.yaml")
+    assert TuningDB(str(tmp_path / "given.yaml")).path == str(tmp_path / "given.yaml")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the XDG directories are Linux's")
+def test_the_default_database_is_in_the_users_data_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv("KILN_TUNING_DB", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert find_path() == os.path.join(str(tmp_path), "kiln", "tuning.yaml")
+
+
+def _record_in_own_process(path, k, barrier):
+    db = TuningDB(path)  # read before any other process has saved: each sees an empty file
+    barrier.wait()
+    db.put({"kernel": f"kernel{k}", "host": "h", "steps": [["split", "k0.i", k + 2]], "default_ms": 1, "tuned_ms": 0.5})
+    db.save()
+
+
+def test_processes_saving_at_once_keep_every_record(tmp_path):
+    path = str(tmp_path / "deep" / "tuning.yaml")
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(6)
+    processes = [context.Process(target=_record_in_own_process, args=(path, k, barrier)) for k in range(6)]
+    for p in processes:
+        p.start()
+    for p in processes:
+        p.join(120)
+        assert p.exitcode == 0
+    records = yaml.safe_load(open(path))  # one well-formed YAML list
+    assert sorted(r["kernel"] for r in records) == [f"kernel{k}" for k in range(6)]
+    assert {r["kernel"]: r["steps"] for r in records} == {f"kernel{k}": [["split", "k0.i", k + 2]] for k in range(6)}
+
+
+def test_save_merges_with_what_another_process_wrote_meanwhile(tmp_path):
+    path = str(tmp_path / "tuning.yaml")
+    first, second = TuningDB(path), TuningDB(path)
+    first.put({"kernel": "a", "host": "h", "steps": [], "default_ms": 1, "tuned_ms": 0.5})
+    first.put({"kernel": "b", "host": "h", "steps": [], "default_ms": 1, "tuned_ms": 0.5})
+    first.save()
+    second.put({"kernel": "c", "host": "h", "steps": [], "default_ms": 1, "tuned_ms": 0.5})
+    second.remove("a", "h")
+    second.save()
+    assert [r["kernel"] for r in yaml.safe_load(open(path))] == ["b", "c"]
+    assert [r["kernel"] for r in second.records] == ["b", "c"]

@@ -195,7 +195,12 @@ def main(argv=None) -> int:
     tune.add_argument("function", nargs="?", help="path.py:function, inputs given by parameter annotations")
     tune.add_argument("--trials", type=int, default=100, help="candidates per kernel (default 100)")
     tune.add_argument("--time-budget", type=float, default=None, help="seconds for the whole run")
-    tune.add_argument("--db", default=None, help="tuning database (default $KILN_TUNING_DB or kiln-tuning.yaml)")
+    tune.add_argument(
+        "--db",
+        default=None,
+        help="tuning database (default: $KILN_TUNING_DB, else tuning.yaml in the user's data directory, "
+        "~/.local/share/kiln on Linux)",
+    )
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--threads", type=int, default=None, help="threads for parallel loops (KILN_NUM_THREADS)")
     tune.add_argument("--strategy", choices=("evolution", "random"), default="evolution")

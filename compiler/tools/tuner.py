@@ -20,6 +20,7 @@ import sys
 import time
 
 import numpy as np
+from tqdm import tqdm
 
 from kiln.codegen import llvm_codegen, llvm_emitter, llvm_target
 from kiln.dialects import affine as A
@@ -412,29 +413,32 @@ def _next_config(space, measured, rng, strategy, seen):
     return None
 
 
-def progress_printer(stream=sys.stderr, label: str = ""):
-    """A live line: trial k of N, best time and speed-up over the default, time left."""
-    tty = stream.isatty()
+class TrialBar(tqdm):
+    """A bar over one kernel's `trials` on `stream`, silent unless `stream` is a terminal.
+    `show` is `tune_kernel`'s `progress`: trial k of N, the best time and its speed-up over
+    the default schedule, and with a time budget the seconds left of it.
 
-    def show(trial, trials, best, default, elapsed, budget):
-        left = (
-            f", {max(0.0, budget - elapsed):.0f} s left"
-            if budget
-            else f", ~{elapsed / trial * (trials - trial):.0f} s left"
-        )
-        line = (
-            f"{label}trial {trial}/{trials}: best {best * 1e3:.3f} ms "
-            f"({default / best:.2f}x the default schedule){left}"
-        )
-        if tty:
-            stream.write("\r" + line.ljust(100))
-            if trial == trials:
-                stream.write("\n")
-        elif trial == trials or trial % 10 == 0:
-            stream.write(line + "\n")
-        stream.flush()
+    >>> with TrialBar(100, label="k0") as bar:
+    ...     tune_kernel(module, 100, progress=bar.show)
+    """
 
-    return show
+    def __init__(self, trials: int, stream=sys.stderr, label: str = ""):
+        # A trial takes a quarter of a second or more (build, check, measure): draw every one.
+        super().__init__(
+            total=trials,
+            desc=label,
+            unit="trial",
+            file=stream,
+            disable=None,
+            leave=False,
+            dynamic_ncols=True,
+            mininterval=0,
+        )
+
+    def show(self, trial, trials, best, default, elapsed, budget) -> None:
+        left = f", {max(0.0, budget - elapsed):.0f} s of the budget left" if budget else ""
+        self.set_postfix_str(f"best {best * 1e3:.3f} ms ({default / best:.2f}x the default schedule){left}", False)
+        self.update(trial - self.n)
 
 
 def tune_function(
@@ -458,15 +462,16 @@ def tune_function(
         key = structural_hash(module)
         previous = db.lookup(key, host)
         out.write(f"{compiled.__name__} {kernel} ({key}){' resuming from the database' if previous else ''}\n")
-        result = tune_kernel(
-            module,
-            trials,
-            seed,
-            strategy,
-            budget,
-            progress_printer(out, "  "),
-            initial_steps=previous["steps"] if previous else None,
-        )
+        with TrialBar(trials, out, f"  {kernel}") as bar:
+            result = tune_kernel(
+                module,
+                trials,
+                seed,
+                strategy,
+                budget,
+                bar.show,
+                initial_steps=previous["steps"] if previous else None,
+            )
         out.write(
             f"  default {result.default_seconds * 1e3:.3f} ms, best {result.best_seconds * 1e3:.3f} ms "
             f"({result.speedup:.2f}x), {result.trials} trials, {result.rejected} rejected\n"

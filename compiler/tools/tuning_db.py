@@ -13,10 +13,22 @@
       kernel_ir: |              # the kernel alone, to re-measure it (--verify)
         module { ... }
 
-`kiln-tuning.yaml` in the working directory by default; KILN_TUNING_DB or an
-explicit path otherwise. The file is read with ``yaml.safe_load``; records
-that are malformed are reported with a warning and ignored, never an error.
-Writes go to a temporary file renamed into place.
+Where the database is, first match wins (``find_path``):
+
+1. the path given: ``kiln.compile(..., tuning_db="file.yaml")``, ``kiln tune --db file.yaml``;
+2. ``$KILN_TUNING_DB``;
+3. ``tuning.yaml`` in the user's data directory for kiln
+   (``platformdirs.user_data_dir``: ``~/.local/share/kiln/tuning.yaml`` on Linux).
+
+The working directory is not consulted: a project that keeps its records
+beside its code names the file (``--db kiln-tuning.yaml``).
+
+The file is read with ``yaml.safe_load``; records that are malformed are
+reported with a warning and ignored, never an error. ``save`` holds a
+``filelock.FileLock`` on ``<file>.lock`` while it reads the file again, applies
+this session's changes (``put``, ``remove``) to what is there and writes the
+result to a temporary file renamed into place: two processes tuning at once
+keep each other's records, and a reader never sees half a file.
 """
 
 from __future__ import annotations
@@ -26,6 +38,8 @@ import os
 import tempfile
 import warnings
 
+import filelock
+import platformdirs
 import yaml
 
 from kiln.codegen import llvm_target
@@ -33,8 +47,19 @@ from kiln.codegen import llvm_target
 REQUIRED = {"kernel": str, "host": str, "steps": list, "default_ms": (int, float), "tuned_ms": (int, float)}
 
 
-def default_path() -> str:
-    return os.environ.get("KILN_TUNING_DB") or "kiln-tuning.yaml"
+def find_path(path: str | None = None) -> str:
+    """The database file: `path` if given, else ``$KILN_TUNING_DB``, else ``tuning.yaml`` in
+    the user's data directory for kiln (``~/.local/share/kiln/tuning.yaml`` on Linux). The
+    file need not exist.
+
+    >>> find_path("records.yaml")
+    'records.yaml'
+    """
+    return (
+        path
+        or os.environ.get("KILN_TUNING_DB")
+        or os.path.join(platformdirs.user_data_dir("kiln", appauthor=False), "tuning.yaml")
+    )
 
 
 def host_fingerprint() -> str:
@@ -44,13 +69,23 @@ def host_fingerprint() -> str:
 
 
 class TuningDB:
-    def __init__(self, path: str | None = None):
-        self.path = path or default_path()
-        self.records = []
-        if os.path.exists(self.path):
-            self._load()
+    """The records of the file at `find_path(path)` (none if it does not exist yet).
 
-    def _load(self) -> None:
+    >>> db = TuningDB("tuning.yaml")
+    >>> db.put({"kernel": "3f2a...", "host": host_fingerprint(), "steps": [["split", "k0.i", 8]],
+    ...         "default_ms": 0.5, "tuned_ms": 0.4})
+    >>> db.save()       # merged into what the file holds now, under its lock
+    """
+
+    def __init__(self, path: str | None = None):
+        self.path = find_path(path)
+        self.records = self._read()
+        self._changes = {}  # (kernel, host) -> the record put, or None if removed; applied by save
+
+    def _read(self) -> list:
+        """The well-formed records of the file, with a warning for each of the rest."""
+        if not os.path.exists(self.path):
+            return []
         try:
             with open(self.path) as f:
                 data = yaml.safe_load(f)
@@ -58,22 +93,24 @@ class TuningDB:
             warnings.warn(
                 f"kiln: cannot read the tuning database {self.path} ({exc}); ignoring it", RuntimeWarning, stacklevel=3
             )
-            return
+            return []
         if data is None:
-            return
+            return []
         if not isinstance(data, list):
             warnings.warn(
                 f"kiln: the tuning database {self.path} is not a list of records; ignoring it",
                 RuntimeWarning,
                 stacklevel=3,
             )
-            return
+            return []
+        records = []
         for index, record in enumerate(data):
             problem = _problem(record)
             if problem:
                 warnings.warn(f"kiln: ignoring record #{index} of {self.path}: {problem}", RuntimeWarning, stacklevel=3)
             else:
-                self.records.append(record)
+                records.append(record)
+        return records
 
     def lookup(self, kernel: str, host: str):
         for record in self.records:
@@ -82,18 +119,28 @@ class TuningDB:
         return None
 
     def put(self, record: dict) -> None:
-        self.records = [r for r in self.records if (r["kernel"], r["host"]) != (record["kernel"], record["host"])]
-        self.records.append(record)
+        """Add `record`, replacing the one for its kernel and host; written by `save`."""
+        key = (record["kernel"], record["host"])
+        self.records = _apply(self.records, {key: record})
+        self._changes[key] = record
 
     def remove(self, kernel: str, host: str) -> None:
-        self.records = [r for r in self.records if (r["kernel"], r["host"]) != (kernel, host)]
+        """Drop the record for `kernel` on `host`; written by `save`."""
+        self.records = _apply(self.records, {(kernel, host): None})
+        self._changes[(kernel, host)] = None
 
     def save(self) -> None:
+        """Apply this session's changes to the file as it is now, under its lock, and write it
+        whole; `records` becomes the result. Raises OSError if the file cannot be written."""
         directory = os.path.dirname(os.path.abspath(self.path))
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".kiln-tuning-")
-        with os.fdopen(fd, "w") as f:
-            yaml.safe_dump(self.records, f, sort_keys=False, default_flow_style=None, width=120)
-        os.replace(temporary, self.path)
+        os.makedirs(directory, exist_ok=True)
+        with filelock.FileLock(self.path + ".lock"):
+            self.records = _apply(self._read(), self._changes)
+            fd, temporary = tempfile.mkstemp(dir=directory, prefix=".kiln-tuning-")
+            with os.fdopen(fd, "w") as f:
+                yaml.safe_dump(self.records, f, sort_keys=False, default_flow_style=None, width=120)
+            os.replace(temporary, self.path)
+        self._changes = {}
 
     def for_host(self, host: str) -> list:
         return [r for r in self.records if r["host"] == host]
@@ -101,6 +148,13 @@ class TuningDB:
     def digest(self) -> str:
         """What compiled code depends on: the records, in a stable form."""
         return hashlib.sha256(yaml.safe_dump(self.records, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _apply(records: list, changes: dict) -> list:
+    """`records` with `changes` ((kernel, host) -> record, or None to drop it) applied; a
+    changed record goes last, as the newest."""
+    kept = [r for r in records if (r["kernel"], r["host"]) not in changes]
+    return kept + [r for r in changes.values() if r is not None]
 
 
 def _problem(record) -> str | None:
