@@ -18,15 +18,14 @@ import threading
 
 import numpy as np
 
+from kiln.aot import Lowered, Signature
 from kiln.codegen import nvcc
-from kiln.cuda_executable import CudaExecutable
-from kiln.errors import ArgumentError, KilnError, StageError, user_facing
-from kiln.executable import Compilation, Executable, OutOfBoundsStatus
-from kiln.frontend import pytree
+from kiln.cuda_executable import CudaExecutable, dlpack_leaves
+from kiln.errors import ArgumentError, KilnError, user_facing
+from kiln.executable import Compilation, Executable, call_signature
 from kiln.frontend.specs import TensorSpec
 from kiln.frontend.trace import bind, leaf_spec, trace
 from kiln.frontend.tracing import Tracer
-from kiln.interpreters.tensor_interpreter import run_function
 from kiln.passes.schedule import Schedule
 from kiln.pipeline import GRAPH_PASSES, REMAT_PASSES, STAGES, Pipeline
 from kiln.runtime.cuda import CudaUnavailable, check_gpu
@@ -36,45 +35,28 @@ from kiln.tools.profiler import profile
 TARGETS = ("cpu", "interpret", "cuda", "cuda-emulate")
 
 
-class Lowered:
-    """Every stage of one compiled signature, by name."""
-
-    def __init__(self, pipeline: Pipeline, stages):
-        self.name = pipeline.name
-        self._pipeline = pipeline
-        self.stages = list(stages)
-
-    def module(self, stage: str = "tensor"):
-        """The IR module of an MLIR-level stage (every stage but ``llvm``)."""
-        self._check(stage)
-        if stage == "llvm":
-            raise StageError("the llvm stage is text: use .text('llvm')")
-        return self._pipeline.module(stage)
-
-    def text(self, stage: str = "tensor", locations: bool = True, generic: bool = False) -> str:
-        """The IR of `stage`: MLIR syntax, or LLVM IR for ``llvm``; `locations` adds source lines."""
-        self._check(stage)
-        return self._pipeline.text(stage, locations, generic)
-
-    @property
-    def kernel_count(self) -> int:
-        """How many kernels (loop nests, before output copies) the optimized function has."""
-        return self._pipeline.kernel_count()
-
-    @property
-    def memory_plan(self):
-        """The arena layout of intermediates: ``arena_bytes``, ``unplanned_bytes``, ``buffers``."""
-        return self._pipeline.memory_plan()
-
-    def _check(self, stage: str) -> None:
-        if stage not in self.stages:
-            raise StageError(f"no stage {stage!r}; this function has stages: {', '.join(self.stages)}")
-
-    def __repr__(self) -> str:
-        return f"<Lowered {self.name}: {', '.join(self.stages)}>"
-
-
 class CompiledFunction:
+    """A numpy function compiled by ``kiln.compile``: call it as the function itself.
+
+    Arguments are numpy arrays (any layout: what is not C-contiguous is copied), Python
+    scalars, objects with ``__dlpack__`` (PyTorch tensors, taken without a copy), device
+    arrays, and tuples, lists and dicts of them; results are numpy arrays (numpy scalars
+    for 0-d) in the structure the function returns, or written into ``out=``. Each new
+    structure, shape, dtype or static value is traced and compiled once, then reused.
+    Bad arguments raise ``kiln.ArgumentError`` or ``kiln.DTypeError``, tracing errors
+    (``kiln.ShapeError``, ``kiln.UnsupportedError``, ...) point at your line.
+    ``lower(*args)`` gives one signature's stages as a ``kiln.Lowered``, whose
+    ``compile()`` is that signature's ``kiln.Compiled``; ``compilations`` lists what was
+    compiled so far.
+
+    >>> f = kiln.compile(lambda x, w: np.maximum(x @ w, 0))
+    >>> f(np.ones((2, 3), np.float32), np.full((3, 2), -1.0, np.float32))
+    array([[0., 0.],
+           [0., 0.]], dtype=float32)
+    >>> len(f.compilations)
+    1
+    """
+
     def __init__(
         self,
         fn,
@@ -125,6 +107,8 @@ class CompiledFunction:
 
     def _specialize(self, args, kwargs, allow_specs: bool):
         call = bind(self.fn, args, kwargs, self.static_argnames, self._signature)
+        if any(type(leaf) is not np.ndarray and hasattr(leaf, "__dlpack__") for leaf in call.leaves):
+            call.leaves = dlpack_leaves(call.paths, call.leaves)  # PyTorch tensors and the like, without copies
         leaves = call.leaves
         if any(isinstance(leaf, Tracer) for leaf in leaves):
             return call, None  # called from inside another trace
@@ -155,6 +139,8 @@ class CompiledFunction:
         if isinstance(leaf, TensorSpec) and not allow_specs:
             raise ArgumentError(f"argument '{path}' is a spec ({leaf!r}); specs are for .lower(), calls need arrays")
         spec = leaf_spec(path, leaf)
+        if not (spec.weak or spec.wide):  # the key of an array of this shape and dtype: one trace serves both
+            return spec.spec.shape, spec.spec.dtype
         return spec.spec.shape, spec.spec.dtype, spec.weak, spec.wide
 
     @property
@@ -167,10 +153,34 @@ class CompiledFunction:
 
     @user_facing
     def lower(self, *args, **kwargs) -> Lowered:
-        """The stages of this function for arrays or specs like ``kiln.f32[8, 4]``."""
-        _, key = self._specialize(args, kwargs, allow_specs=True)
-        _, pipeline = self._traces[key]
-        return Lowered(pipeline, self.stages)
+        """One signature of this function, from arrays or specs like ``kiln.f32[8, 4]`` (any
+        argument structure a call takes), as a ``kiln.Lowered``: its stages by name, and
+        ``.compile()`` for its native code. Raises what a call would for arguments it cannot
+        take (``kiln.ArgumentError``, ``kiln.DTypeError``) and the errors of tracing
+        (``kiln.ShapeError``, ``kiln.UnsupportedError``, ...) at your line.
+
+        >>> f = kiln.compile(lambda x: np.exp(x).sum())
+        >>> f.lower(kiln.f32[3]).stages
+        ['tensor', 'optimized', 'affine', 'scheduled', 'llvm']
+        """
+        call, key = self._specialize(args, kwargs, allow_specs=True)
+        traced, pipeline = self._traces[key]
+        specs = [leaf_spec(path, leaf) for path, leaf in zip(call.paths, call.leaves)]
+        build = (lambda: None) if self.target == "interpret" else (lambda: self._executable(key))
+        signature = Signature(
+            self.fn,
+            self._signature,
+            self.static_argnames,
+            call,
+            specs,
+            traced,
+            pipeline,
+            self.target,
+            self.debug,
+            self.stages,
+            build,
+        )
+        return Lowered(signature)
 
     @property
     def compilations(self) -> list:
@@ -196,27 +206,9 @@ class CompiledFunction:
         call, key = self._specialize(args, kwargs, allow_specs=False)
         if key is None:
             return self.fn(*args, **kwargs)  # called from inside another trace: inline it
-        traced, _ = self._traces[key]
-        out_leaves = None if out is None else _check_out(out, traced)
-        if self.target == "interpret":
-            results = run_function(traced.function, [np.asarray(leaf) for leaf in call.leaves])
-            # The interpreter may hand back inputs or constants themselves; results are always fresh arrays.
-            results = [np.array(r, copy=True) for r in results]
-            if out_leaves is not None:
-                for target, result in zip(out_leaves, results):
-                    np.copyto(target, result)
-        else:
-            try:
-                results = self._executable(key).run(call.leaves, out_leaves)  # native: CPU or CUDA
-            except OutOfBoundsStatus as exc:
-                raise debug_mode.out_of_bounds_error(self._traces[key][1], exc.status) from None
-            if self.debug:
-                debug_mode.check_finite(traced.function, [np.asarray(leaf) for leaf in call.leaves])
-        if out is not None:
-            return out
-        return pytree.unflatten(
-            traced.out_treedef, [r[()] if isinstance(r, np.ndarray) and r.ndim == 0 else r for r in results]
-        )
+        traced, pipeline = self._traces[key]
+        executable = None if self.target == "interpret" else self._executable(key)
+        return call_signature(traced, pipeline, executable, self.debug, call.leaves, out)
 
     def profile(self, *args, seconds: float = 2.0, **kwargs):
         """Per-kernel time, bytes and FLOPs on these arguments: see kiln.profile."""
@@ -224,28 +216,6 @@ class CompiledFunction:
 
     def __repr__(self) -> str:
         return f"<kiln.compile {self.fn.__qualname__} target={self.target}>"
-
-
-def _check_out(out, traced) -> list:
-    targets, out_treedef = pytree.flatten(out)
-    if out_treedef != traced.out_treedef:
-        raise ArgumentError("out= must have the same structure as the function's results")
-    for i, (target, t) in enumerate(zip(targets, traced.function.function_type.results)):
-        if not isinstance(target, np.ndarray):
-            raise ArgumentError(f"out= leaf #{i} is a {type(target).__name__}, not a numpy array")
-        if target.shape != t.shape or target.dtype != t.dtype:
-            raise ArgumentError(
-                f"out= leaf #{i} is {target.dtype}{list(target.shape)}, the result is {t.dtype}{list(t.shape)}"
-            )
-        if not target.flags.writeable:
-            raise ArgumentError(f"out= leaf #{i} is read-only")
-    # Two results written into one memory cannot both be delivered: which survives would
-    # depend on the order kiln happens to write them in.
-    for i, a in enumerate(targets):
-        for j in range(i):
-            if np.shares_memory(a, targets[j]):
-                raise ArgumentError(f"out= leaves #{j} and #{i} overlap in memory; give each result its own array")
-    return targets
 
 
 def _dump(pipeline: Pipeline, stages) -> None:
@@ -301,6 +271,19 @@ def compile(
     directory, ~/.local/share/kiln on Linux; False: none) use its schedules. ``debug=True`` (or $KILN_DEBUG=1) bounds-checks every load
     and store of the native code and reports the first op that makes NaN or
     infinity from finite inputs, with your line; it is slower.
+
+    Returns a ``kiln.CompiledFunction``; an unknown `target`, or ``"cuda"`` without nvcc,
+    the CUDA runtime or a GPU, raises ``kiln.KilnError``.
+
+    >>> @kiln.compile
+    ... def predict(x, w, b):
+    ...     return np.maximum(x @ w + b, 0)
+    >>> x, w, b = np.ones((2, 3), np.float32), np.ones((3, 4), np.float32), np.zeros(4, np.float32)
+    >>> predict(x, w, b)
+    array([[3., 3., 3., 3.],
+           [3., 3., 3., 3.]], dtype=float32)
+    >>> predict.lower(kiln.f32[64, 3], kiln.f32[3, 4], kiln.f32[4]).compile()
+    <Compiled predict(kiln.f32[64, 3], kiln.f32[3, 4], kiln.f32[4]) target=cpu>
     """
     if fn is None:
         return lambda f: CompiledFunction(f, target, static_argnames, optimize, remat, schedule, tuning_db, debug)
