@@ -411,7 +411,8 @@ class Parser:
             m = self.match(_BARE_ID)
             if not m:
                 self.fail("expected an operation")
-            name = {"module": "builtin.module"}.get(m.group(0), m.group(0))
+            # MLIR prints these without their dialect (func.func's default dialect is func).
+            name = {"module": "builtin.module", "return": "func.return"}.get(m.group(0), m.group(0))
             if name not in OP_REGISTRY:
                 self.pos = start
                 self.fail(f"unknown operation '{name}'")
