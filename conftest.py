@@ -45,13 +45,16 @@ def run_console(example):
         argv = shlex.split(command)
         if argv[0] != "kiln":
             raise ValueError(f"console blocks run `kiln` commands only, not {command!r}")
+        # Unbuffered, stdout and stderr interleave as they do on a terminal.
         result = subprocess.run(
             [sys.executable, "-m", "kiln.tools.cli", *argv[1:]],
             cwd=ROOT,
-            capture_output=True,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
         )
-        got = result.stdout + result.stderr
+        got = result.stdout
         if result.returncode != 0 or not CHECKER.check_output(want, got, doctest.ELLIPSIS):
             diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True), "shown", "printed"))
             return f"`{command}` exited with {result.returncode}; its output differs from the one shown:\n{diff}"
