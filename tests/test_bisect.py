@@ -195,7 +195,7 @@ def test_kiln_bisect_shrinks_inputs_that_would_take_too_long(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "running on smaller inputs of the same ranks" in captured.err
     assert "a: kiln.f32[160, 160] -> kiln.f32[" in captured.err and "b: kiln.f32[160] -> kiln.f32[" in captured.err
-    assert "steps; about" in captured.err and "native code: ok" in captured.err
+    assert "steps; about" in captured.err and "ok   native code" in captured.out
     assert "every step keeps the reference's numbers" in captured.out
 
 
@@ -204,7 +204,7 @@ def test_kiln_bisect_no_shrink_keeps_the_shapes(tmp_path, capsys):
 
     assert main(["bisect", _write_model(tmp_path, 6), "--budget", "0", "--no-shrink"]) == 0
     captured = capsys.readouterr()
-    assert "smaller" not in captured.err and "[1/" in captured.err
+    assert "smaller" not in captured.err and "steps; about" in captured.err
 
 
 def test_a_long_bisection_says_so_before_it_starts(monkeypatch):

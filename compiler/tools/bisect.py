@@ -11,7 +11,8 @@ The affine interpreter runs one scalar op at a time (tens of microseconds
 each), so the cost is known before starting: the scalar ops one run executes
 (loop trip counts multiplied out) times the runs (the lowering and each
 schedule step) times the interpreter's measured speed. ``progress`` hears the
-estimate first and then each step as it finishes, with the time left;
+estimate first and then each step as it finishes, with the time left
+(``StepBar`` draws the steps as a bar on a terminal, as ``kiln bisect`` does);
 ``shrink_specs`` finds smaller input shapes, same ranks, whose estimate fits
 a budget (what ``kiln bisect`` does by default).
 """
@@ -19,11 +20,14 @@ a budget (what ``kiln bisect`` does by default).
 from __future__ import annotations
 
 import functools
+import re
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+from tqdm import tqdm
 
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
@@ -255,7 +259,7 @@ def bisect(fn, *args, rtol: float | None = None, progress=None) -> BisectReport:
             elapsed = time.perf_counter() - started
             left = f", ~{duration(runs_left * per_run)} left" if step.ok and done < total else ""
             verdict = "ok" if step.ok else "BAD"
-            progress(f"[{done}/{total}] {name}: {verdict}, {duration(elapsed)} elapsed{left}")
+            progress(_step_line(done, total, f"{name}: {verdict}, {duration(elapsed)} elapsed{left}"))
         return step.ok
 
     module = traced.clone({})
@@ -299,6 +303,46 @@ def bisect(fn, *args, rtol: float | None = None, progress=None) -> BisectReport:
 
     check("native code", native, lambda: print_ir(affine, locations=False), lambda: pipeline.optimized_llvm())
     return report
+
+
+def _step_line(done: int, total: int, text: str) -> str:
+    return f"[{done}/{total}] {text}"
+
+
+_STEP_LINE = re.compile(r"\[(\d+)/(\d+)\] (.*)")  # what _step_line writes
+
+
+class StepBar(tqdm):
+    """``kiln bisect``'s progress on `stream`: `say` is `bisect`'s `progress`. Step lines
+    ("[3/9] cse: ok, 2 s elapsed, ~5 s left") move a bar, drawn only if `stream` is a
+    terminal; every other line (the estimate before the first step) is printed as it is.
+
+    >>> with StepBar() as bar:
+    ...     report = bisect(f, x, progress=bar.say)
+    """
+
+    def __init__(self, stream=sys.stderr):
+        # A step runs an interpreter over the whole function (a second or more): draw every one.
+        super().__init__(
+            file=stream,
+            disable=None,
+            leave=False,
+            dynamic_ncols=True,
+            mininterval=0,
+            unit="step",
+            bar_format="{bar:20}| {n_fmt}/{total_fmt}{postfix}",  # the step says the time left itself
+        )
+        self.stream = stream
+
+    def say(self, line: str) -> None:
+        step = _STEP_LINE.fullmatch(line)
+        if step is None:
+            self.write(line, file=self.stream)
+            self.stream.flush()
+            return
+        self.total = int(step[2])
+        self.set_postfix_str(step[3], False)
+        self.update(int(step[1]) - self.n)
 
 
 def _error(got, want) -> float:

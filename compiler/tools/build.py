@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 
 import numpy as np
+from tqdm import tqdm
 
 from kiln.codegen.llvm_emitter import symbol_name
 from kiln.codegen.status import STATUS
@@ -33,8 +34,9 @@ from kiln.version import __version__
 C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "uint8_t"}
 
 
-def build_library(compiled, specs, out_dir: str, name: str | None = None, grad_argnums=None) -> dict:
-    """Write lib<name>.so, <name>.h and README into `out_dir`; returns their paths."""
+def build_library(compiled, specs, out_dir: str, name: str | None = None, grad_argnums=None, progress=None) -> dict:
+    """Write lib<name>.so, <name>.h and README into `out_dir`; returns their paths. `progress`,
+    a stream (``kiln build`` gives sys.stderr), shows a bar of the steps if it is a terminal."""
     name = name or compiled.__name__
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise KilnError(f"--name must be a C identifier, got {name!r}")
@@ -48,9 +50,18 @@ def build_library(compiled, specs, out_dir: str, name: str | None = None, grad_a
         gradient.__name__ = f"{name}_grad"
         entries.append((f"{name}_grad", CompiledFunction(gradient, tuning_db=compiled.tuning_db)))
     os.makedirs(out_dir, exist_ok=True)
-    with tempfile.TemporaryDirectory() as work:
+    bar = tqdm(
+        total=len(entries) + 1,
+        file=progress,
+        disable=True if progress is None else None,
+        leave=False,
+        mininterval=0,  # a step compiles a whole function: draw every one
+        unit="step",
+    )
+    with bar, tempfile.TemporaryDirectory() as work:
         objects, signatures, shims = [], [], []
         for entry, function in entries:
+            bar.set_description_str(f"compiling {entry}")
             lowered = function.lower(*specs)
             pipeline = lowered._pipeline
             code, _ = pipeline.object_code()
@@ -61,16 +72,19 @@ def build_library(compiled, specs, out_dir: str, name: str | None = None, grad_a
             signature = _signature(entry, pipeline, symbol_name(pipeline.module("tensor").body.ops[0].sym_name))
             signatures.append(signature)
             shims.append(_shim(signature))
+            bar.update()
         shim_path = os.path.join(work, "entry.c")
         with open(shim_path, "w") as f:
             f.write("#include <stdint.h>\n\n" + "\n".join(shims))
         library = os.path.join(out_dir, f"lib{name}.so")
+        bar.set_description_str(f"linking lib{name}.so")
         command = [compiler, "-shared", "-fPIC", "-O2", "-o", library, shim_path, *objects, "-lm"]
         if threads.available():
             command.append("-lgomp")
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode:
             raise KilnError(f"linking {library} failed:\n{result.stderr}")
+        bar.update()
     header = os.path.join(out_dir, f"{name}.h")
     with open(header, "w") as f:
         f.write(_header(name, signatures, compiled))

@@ -130,7 +130,7 @@ def cmd_profile(args) -> int:
 
 
 def cmd_bisect(args) -> int:
-    from kiln.tools.bisect import bisect, duration, estimate, shrink_specs
+    from kiln.tools.bisect import StepBar, bisect, duration, estimate, shrink_specs
 
     compiled, specs = load_function(args.function)
 
@@ -160,7 +160,8 @@ def cmd_bisect(args) -> int:
                         "a larger --budget keeps the shapes closer"
                     )
                 specs = shrunk
-    report = bisect(compiled, *random_arguments(specs, args.seed), progress=say)
+    with StepBar(sys.stderr) as bar:
+        report = bisect(compiled, *random_arguments(specs, args.seed), progress=bar.say)
     print(report)
     return 0 if report.first_bad is None else 1
 
@@ -174,7 +175,7 @@ def cmd_build(args) -> int:
     grad = None
     if args.grad is not None:
         grad = tuple(int(a) for a in args.grad.split(",")) if "," in args.grad else int(args.grad)
-    paths = build_library(compiled, specs, args.output, args.name, grad)
+    paths = build_library(compiled, specs, args.output, args.name, grad, progress=sys.stderr)
     for path in paths.values():
         print(path)
     return 0

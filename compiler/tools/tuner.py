@@ -433,6 +433,7 @@ class TrialBar(tqdm):
             leave=False,
             dynamic_ncols=True,
             mininterval=0,
+            bar_format="{desc}: {bar:20}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}]{postfix}",
         )
 
     def show(self, trial, trials, best, default, elapsed, budget) -> None:

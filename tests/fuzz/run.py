@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from tqdm import tqdm  # noqa: E402
 
 from fuzz.programs import DTYPES, check, check_concurrently, check_gradient, programs  # noqa: E402
 from fuzz.schedules import check_schedule  # noqa: E402
@@ -74,8 +75,8 @@ def main() -> int:
             raise OutOfTime
         batch = max(args.threads, 1)
         tried[0] += batch
-        if tried[0] % 200 < batch:
-            print(f"  {tried[0]} programs, {outcomes['failed']} failing so far", flush=True)
+        bar.set_postfix_str(f"{outcomes['failed']} failing, {max(0.0, deadline - time.monotonic()):.0f} s left", False)
+        bar.update(batch)
         try:
             if args.gradients:
                 outcomes[check_gradient(program, seed)] += 1
@@ -95,8 +96,11 @@ def main() -> int:
                 findings[kind] = str(exc)
 
     started = time.monotonic()
+    # On a terminal, a live count of programs; in a log, only the summary below.
+    bar = tqdm(file=sys.stdout, disable=None, leave=False, unit=" programs", dynamic_ncols=True)
     try:
-        fuzz()
+        with bar:
+            fuzz()
     except OutOfTime:
         pass
     except AssertionError as exc:
