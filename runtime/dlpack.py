@@ -106,15 +106,33 @@ def _delete_exported(address) -> None:
         _exported.pop(address, None)
 
 
+# A consumer that refuses a capsule (numpy, handed GPU memory) sets its exception and then frees
+# the capsule, so the destructor may start with an exception pending, and Python code cannot
+# call into C with one pending. The destructor sets it aside first and puts it back last, through
+# ctypes arguments made with the capsule (making them then would be such a call): per capsule,
+# by its address, so that destructors on two threads never share them.
+_fetch = ctypes.PYFUNCTYPE(None)(("PyErr_Fetch", _api))
+_restore = ctypes.PYFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(("PyErr_Restore", _api))
+_error_slots: dict = {}
+
+
 @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 def _destroy_capsule(capsule) -> None:
-    # Still under its first name: no consumer took the tensor, so nobody else will call its
-    # deleter. (Python code cannot run here while an exception is pending, as when a consumer
-    # refuses a capsule it was handed: ``__dlpack__`` refuses what consumers would, first.)
+    # Subscripts and the call that clears the error only: unpacking a tuple or calling any other
+    # function would find the pending exception and raise it.
+    entry = _error_slots[capsule]
+    _fetch(*entry[1])
+    slots = entry[0]
+    del _error_slots[capsule]
+    # Still under its first name: no consumer took the tensor, so nobody else will call its deleter.
     for name, layout in _LAYOUTS.items():
         if _is_valid(capsule, name):
             managed = layout.from_address(_get_pointer(capsule, name))
             managed.deleter(ctypes.addressof(managed))
+    if slots[0].value:
+        # ctypes raises the restored exception here, and reports it as unraisable as the callback
+        # returns: the consumer's message is shown, but its caller sees a SystemError instead.
+        _restore(*(slot.value for slot in slots))
 
 
 def data_type(dtype) -> DLDataType:
@@ -156,12 +174,15 @@ def export(pointer: int, shape, dtype, device: tuple, owner, versioned: bool = F
     address = ctypes.addressof(managed)
     with _exported_lock:
         _exported[address] = (managed, extents, owner)
+    slots = (ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p())
     try:
-        return _new_capsule(address, name, ctypes.cast(_destroy_capsule, ctypes.c_void_p))
+        capsule = _new_capsule(address, name, ctypes.cast(_destroy_capsule, ctypes.c_void_p))
     except BaseException:
         with _exported_lock:
             _exported.pop(address, None)
         raise
+    _error_slots[id(capsule)] = (slots, tuple(ctypes.byref(slot) for slot in slots))
+    return capsule
 
 
 class Imported:
