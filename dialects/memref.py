@@ -22,6 +22,7 @@ from .types import MemRefType, scalar_type_of
 ALIGNMENT = 64  # bytes; a cache line, and enough for any vector width
 BUFFER = "kiln.buffer"
 ARGUMENT_BUFFERS = "kiln.buffers"
+IN_PLACE_OF = "kiln.in_place_of"  # on a view that overwrites another in place: that one's name
 
 
 def buffer_name(value) -> str | None:

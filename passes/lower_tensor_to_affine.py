@@ -91,6 +91,7 @@ class FunctionLowering:
         self.destinations = {}  # tensor value -> the output memref its op writes straight into
         self.arena = None
         self.buffer_count = 0
+        self.view_offsets = {}  # arena view -> its byte offset
         arena_bytes = function.attributes.get("arena_bytes", 0)
         if arena_bytes:  # the memory plan: one buffer for every intermediate
             self.arena = self.b.op(MR.AllocOp, result_type=MemRefType((arena_bytes,), i8))
@@ -129,13 +130,25 @@ class FunctionLowering:
         elif offset is not None and self.arena is not None:
             shift = self.b.op(AR.ConstantOp, result_type=index, value=offset)
             buffer = self.b.op(MR.ViewOp, self.arena, shift, result_type=memref_of(value.type))
+            self.view_offsets[buffer] = offset
         else:
             buffer = self.b.op(MR.AllocOp, result_type=memref_of(value.type))
             self.allocated.append(buffer)
         if buffer not in self.outputs:
             self.name_buffer(buffer)
+        if buffer in self.view_offsets:
+            self.mark_in_place(value, buffer, offset)
         self.views[value] = View.identity(buffer)
         return buffer
+
+    def mark_in_place(self, value, buffer, offset: int) -> None:
+        """The plan puts a result at the offset of an input only to overwrite it in place
+        (element by element: see passes/memory_plan.py); say so on the view, for the
+        verifier, which otherwise refuses live views that share bytes."""
+        for operand in value.op.operands:
+            source = self.views.get(operand)
+            if source is not None and self.view_offsets.get(source.buffer) == offset:
+                buffer.op.attributes[MR.IN_PLACE_OF] = MR.buffer_name(source.buffer)
 
     def name_buffer(self, buffer) -> None:
         """Intermediates are named buf0, buf1, ... in the order they are made."""

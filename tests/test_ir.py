@@ -183,3 +183,81 @@ def test_symbols_that_are_not_identifiers_are_quoted():
     text = print_ir(module)
     assert 'func.func @"<lambda>"() {' in text
     assert print_ir(parse_ir(text)) == text
+
+
+# -- the memory plan, checked from the affine IR -------------------------------------------
+# Three kernels: a = exp(x); b = f(a) at b's offset; out = a + b. `a` is read by the last
+# kernel, so it is live with `b` from the second kernel on.
+ARENA = """\
+func.func @f(%x: memref<4x4xf32>, %out0: memref<4x4xf32>) attributes {{kiln.buffers = ["x", "out0"]}} {{
+  %arena = memref.alloc() {{alignment = 64 : i64, kiln.buffer = "arena"}} : memref<{arena}xi8>
+  %c0 = arith.constant 0 : index
+  %cb = arith.constant {offset} : index
+  %a = memref.view %arena[%c0][] {{kiln.buffer = "a"}} : memref<{arena}xi8> to memref<4x4xf32>
+  %b = memref.view %arena[%cb][] {{kiln.buffer = "b"{in_place}}} : memref<{arena}xi8> to memref<4x4xf32>
+  affine.for %i = 0 to 4 {{
+    affine.for %j = 0 to 4 {{
+      %0 = affine.load %x[%i, %j] : memref<4x4xf32>
+      %1 = math.exp %0 : f32
+      affine.store %1, %a[%i, %j] : memref<4x4xf32>
+    }} {{kiln.loop = "k0.j"}}
+  }} {{kiln.loop = "k0.i"}}
+  affine.for %i = 0 to 4 {{
+    affine.for %j = 0 to 4 {{
+      %0 = affine.load %a[{read}] : memref<4x4xf32>
+      %1 = arith.negf %0 : f32
+      affine.store %1, %b[%i, %j] : memref<4x4xf32>
+    }} {{kiln.loop = "k1.j"}}
+  }} {{kiln.loop = "k1.i"}}
+  affine.for %i = 0 to 4 {{
+    affine.for %j = 0 to 4 {{
+      %0 = affine.load %{last}[%i, %j] : memref<4x4xf32>
+      %1 = affine.load %b[%i, %j] : memref<4x4xf32>
+      %2 = arith.addf %0, %1 : f32
+      affine.store %2, %out0[%i, %j] : memref<4x4xf32>
+    }} {{kiln.loop = "k2.j"}}
+  }} {{kiln.loop = "k2.i"}}
+  memref.dealloc %arena : memref<{arena}xi8>
+  func.return
+}}
+"""
+
+
+def arena_ir(offset=64, arena=128, in_place="", read="%i, %j", last="a"):
+    return parse_ir(ARENA.format(offset=offset, arena=arena, in_place=in_place, read=read, last=last))
+
+
+def test_views_of_the_arena_that_do_not_overlap_verify():
+    verify(arena_ir(offset=64))
+
+
+def test_live_views_that_share_bytes_are_refused():
+    message = r"views a \(bytes 0 to 64, used by top-level ops 5 to 7\) and b \(bytes 32 to 96, used by top-level ops 6"
+    with pytest.raises(VerificationError, match=message):
+        verify(arena_ir(offset=32))
+
+
+def test_a_view_past_the_end_of_its_arena_is_refused():
+    with pytest.raises(VerificationError, match="memref.view b: bytes 96 to 160 lie outside its arena of 128 bytes"):
+        verify(arena_ir(offset=96))
+
+
+def test_a_result_written_in_place_of_a_dead_input_verifies():
+    # b overwrites a element by element: the last kernel reads b, not a.
+    verify(arena_ir(offset=0, arena=64, in_place=', kiln.in_place_of = "a"', last="b"))
+
+
+def test_in_place_is_refused_where_the_input_is_still_read_later():
+    with pytest.raises(VerificationError, match="live at the same time and share bytes"):
+        verify(arena_ir(offset=0, arena=64, in_place=', kiln.in_place_of = "a"', last="a"))
+
+
+def test_in_place_is_refused_where_a_read_is_of_another_element():
+    # Reading a transposed, the kernel would read elements it has already overwritten.
+    with pytest.raises(VerificationError, match="live at the same time and share bytes"):
+        verify(arena_ir(offset=0, arena=64, in_place=', kiln.in_place_of = "a"', read="%j, %i", last="b"))
+
+
+def test_overlap_without_the_in_place_mark_is_refused():
+    with pytest.raises(VerificationError, match="live at the same time and share bytes"):
+        verify(arena_ir(offset=0, arena=64, last="b"))

@@ -7,10 +7,12 @@ import textwrap
 
 import numpy as np
 import pytest
+from op_table import CASES
 
 import kiln
 from kiln.dialects import affine_expr as ax
 from kiln.dialects import parse_ir, print_ir, verify
+from kiln.dialects.verifier import verify_memory_plan
 from kiln.passes.lower_tensor_to_affine import lower_tensor_to_affine
 
 
@@ -189,6 +191,29 @@ def test_planned_intermediates_are_views_of_one_arena():
         "memref<128xi8> to memref<1x3xf32>"
     ) in text
     assert "memref.dealloc %arena : memref<128xi8>" in text
+
+
+@pytest.mark.parametrize("case", CASES, ids=repr)
+def test_the_memory_plan_of_every_program_verifies_from_its_printed_ir(case):
+    """What the verifier checks is in the text: views, offsets, names and in-place marks."""
+    lowered = kiln.compile(case.fn).lower(*case.args)
+    for stage in ("affine", "scheduled"):
+        for function in parse_ir(lowered.text(stage)).body.ops:
+            if function.name == "func.func":
+                verify_memory_plan(function)
+
+
+def test_a_result_the_plan_writes_over_its_input_is_marked_in_place():
+    def f(x, w):
+        e = np.exp(x)
+        return (np.tanh(e) * 2 + e / e.sum(axis=0, keepdims=True)) @ w
+
+    text = affine_text(f, kiln.f32[4, 4], kiln.f32[4, 4])
+    assert '%buf0 = memref.view %arena[%0][] {kiln.buffer = "buf0"} : memref<128xi8> to memref<4x4xf32>' in text
+    assert (
+        '%buf2 = memref.view %arena[%8][] {kiln.buffer = "buf2", kiln.in_place_of = "buf0"} : '
+        "memref<128xi8> to memref<4x4xf32>"
+    ) in text
 
 
 def test_the_pass_runs_alone_on_parsed_ir():

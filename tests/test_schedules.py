@@ -240,6 +240,30 @@ def test_cache_read_of_a_partial_tile_stays_inside_the_buffer():
     assert "affine.for %k0.j.o.copy1 = 0 to min affine_map<(d0) -> (32, d0 * -32 + 100)>(%k0.j.o) {" in text
 
 
+def _in_place_chain(x, w):
+    e = np.exp(x)
+    return (np.tanh(e) * 2 + e / e.sum(axis=0, keepdims=True)) @ w
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [("vectorize", "k2.j", 8)],
+        [("tile", ["k2.i", "k2.j"], [4, 8]), ("unroll", "k2.j.i", 3)],
+        [("split", "k2.j", 8), ("vectorize", "k2.j.i", 4), ("cache_read", "k2.j.o", "buf0")],
+        [("parallel", "k2.i"), ("unroll_jam", "k2.j", 2)],
+    ],
+    ids=str,
+)
+def test_a_kernel_writing_over_its_input_in_place_keeps_numpys_results_under_schedules(steps):
+    """The memory verifier accepts in-place writes after every step (it runs on each) and
+    the numbers stay numpy's."""
+    x, w = rng.standard_normal((37, 24)).astype(np.float32), rng.standard_normal((24, 5)).astype(np.float32)
+    text = kiln.compile(_in_place_chain).lower(x, w).text("affine")
+    assert 'kiln.in_place_of = "buf0"' in text  # kernel 2 computes its chain over exp(x)
+    _check_both_modes(_in_place_chain, (x, w), steps)
+
+
 EDGE_STEPS = [
     [("split", "k0.j", 32)],
     [("split", "k0.i", 1), ("split", "k0.j", 3)],
