@@ -63,10 +63,7 @@ class ForOp(Operation):
         """`upper` is an int, or a tuple of AffineExprs over `bound_operands` (their minimum);
         `iv_name` names the loop (``kiln.loop``) and its induction variable."""
         body = Block([index] + [v.type for v in inits], [iv_name] + [f"acc{k}" for k in range(len(inits))])
-        attributes = {"lower": lower, "upper": upper if isinstance(upper, int) else -1, "step": step, LOOP: iv_name}
-        if not isinstance(upper, int):
-            attributes["upper_map"] = AffineMap(len(bound_operands), tuple(upper))
-            attributes["bound_count"] = len(bound_operands)
+        attributes = {**_bounds(lower, upper, step, len(bound_operands)), LOOP: iv_name}
         return cls(list(bound_operands) + list(inits), attributes, [v.type for v in inits], [Region([body])], loc=loc)
 
     @property
@@ -169,9 +166,8 @@ class ForOp(Operation):
         body = region.block
         if not body.ops or not isinstance(body.ops[-1], YieldOp):
             body.append(YieldOp([], {}))
-        attributes = dict(cls.create(lower, upper, step, [], iv, bound_operands).attributes)
-        del attributes[LOOP]  # a loop without the attribute stays unnamed; the SSA name is no name
-        attributes.update(parser.parse_attr_dict())
+        # The loop's name comes from its attributes only: an SSA name is no name.
+        attributes = {**_bounds(lower, upper, step, len(bound_operands)), **parser.parse_attr_dict()}
         return cls(list(bound_operands) + inits, attributes, types, [region])
 
 
@@ -231,6 +227,19 @@ class ParallelOp(Operation):
 
 
 FOR_ATTRIBUTES = ("lower", "upper", "step", "upper_map", "bound_count")  # the custom syntax says these
+
+
+def _bounds(lower: int, upper, step: int, bound_count: int) -> dict:
+    """An affine.for's bound attributes; `upper` is an int or a tuple of AffineExprs (their minimum)."""
+    if isinstance(upper, int):
+        return {"lower": lower, "upper": upper, "step": step}
+    return {
+        "lower": lower,
+        "upper": -1,
+        "step": step,
+        "upper_map": AffineMap(bound_count, tuple(upper)),
+        "bound_count": bound_count,
+    }
 
 
 def print_body(printer, block: Block) -> None:

@@ -1,10 +1,14 @@
 """The IR core as text: snapshots in, snapshots out; the verifier's refusals."""
 
+import re
+
 import numpy as np
 import pytest
 
 from kiln.dialects import Builder, KilnError, ParseError, VerificationError, parse_ir, print_ir, verify
+from kiln.dialects import affine as A
 from kiln.dialects import func as F
+from kiln.dialects import memref as MR
 from kiln.dialects import tensor as T
 from kiln.dialects.builtin import ModuleOp
 from kiln.dialects.types import FunctionType, tensor_type
@@ -261,3 +265,23 @@ def test_in_place_is_refused_where_a_read_is_of_another_element():
 def test_overlap_without_the_in_place_mark_is_refused():
     with pytest.raises(VerificationError, match="live at the same time and share bytes"):
         verify(arena_ir(offset=0, arena=64, last="b"))
+
+
+def test_loop_and_buffer_names_are_attributes_that_survive_renamed_ssa_values():
+    text = print_ir(arena_ir())
+    assert print_ir(parse_ir(text)) == text
+    names = {}
+    renamed = re.sub(r"%[A-Za-z_][A-Za-z0-9_.$]*", lambda m: names.setdefault(m[0], f"%v{len(names)}"), text)
+    assert "%k0" not in renamed and "%a " not in renamed
+    function = parse_ir(renamed).body.ops[0]
+    loops = [op for op in function.walk() if isinstance(op, A.ForOp)]
+    assert [A.loop_name(op) for op in loops] == ["k0.i", "k0.j", "k1.i", "k1.j", "k2.i", "k2.j"]
+    views = [op.result for op in function.body.ops if isinstance(op, MR.ViewOp)]
+    assert [MR.buffer_name(v) for v in views] == ["a", "b"]
+    assert [MR.buffer_name(a) for a in function.arguments] == ["x", "out0"]
+
+
+def test_a_loop_without_its_attribute_has_no_name_whatever_its_ssa_name():
+    function = parse_ir(print_ir(arena_ir()).replace('{kiln.loop = "k0.i"}', "")).body.ops[0]
+    first = next(op for op in function.body.ops if isinstance(op, A.ForOp))
+    assert first.induction_variable.name_hint == "i" and A.loop_name(first) == "?"
