@@ -107,24 +107,33 @@ def verify_memory_plan(function) -> None:
         for b in used[k + 1 :]:
             live_together = a.first <= b.last and b.first <= a.last
             share = a.start < b.end and b.start < a.end and a.view.source is b.view.source
-            if live_together and share and not (_in_place(a, b, top) or _in_place(b, a, top)):
+            if not (live_together and share):
+                continue
+            old, new = (a, b) if b.view.attributes.get(MR.IN_PLACE_OF) == a.name else (b, a)
+            problem = _not_in_place(old, new, top)
+            if problem:
                 raise b.view.error(
-                    f"memory plan: views {a.describe()} and {b.describe()} are live at the same time and share bytes"
+                    f"memory plan: views {a.describe()} and {b.describe()} are live at the same time "
+                    f"and share bytes{problem}"
                 )
 
 
-def _in_place(old: _Placement, new: _Placement, top) -> bool:
-    """Whether `new` overwrites `old` in place (see the module doc)."""
-    if new.view.attributes.get(MR.IN_PLACE_OF) != old.name or (old.start, old.end) != (new.start, new.end):
-        return False
+def _not_in_place(old: _Placement, new: _Placement, top) -> str:
+    """Why `new` does not overwrite `old` in place (see the module doc); "" when it does."""
+    if new.view.attributes.get(MR.IN_PLACE_OF) != old.name:
+        return " (neither is marked kiln.in_place_of the other)"
+    if (old.start, old.end) != (new.start, new.end):
+        return f" ({new.name} is marked in place of {old.name} but its bytes are not the same)"
     if old.last != new.first:
-        return False
-    kernel = top[old.last]
-    for op in kernel.walk():
+        return f" ({new.name} is marked in place of {old.name}, which is still used after the op that first writes it)"
+    for op in top[old.last].walk():
         if isinstance(op, (A.LoadOp, A.VectorLoadOp)) and op.memref is old.view.result:
             if not (_written_after(op, new.view.result) or _packs(op)):
-                return False
-    return True
+                return (
+                    f" ({new.name} is marked in place of {old.name}, but the kernel reads {old.name} "
+                    f"where it does not then write {new.name} at the same index)"
+                )
+    return ""
 
 
 def _written_after(load, buffer) -> bool:

@@ -252,18 +252,23 @@ def test_a_result_written_in_place_of_a_dead_input_verifies():
 
 
 def test_in_place_is_refused_where_the_input_is_still_read_later():
-    with pytest.raises(VerificationError, match="live at the same time and share bytes"):
+    with pytest.raises(VerificationError, match="b is marked in place of a, which is still used after"):
         verify(arena_ir(offset=0, arena=64, in_place=', kiln.in_place_of = "a"', last="a"))
 
 
 def test_in_place_is_refused_where_a_read_is_of_another_element():
     # Reading a transposed, the kernel would read elements it has already overwritten.
-    with pytest.raises(VerificationError, match="live at the same time and share bytes"):
+    with pytest.raises(VerificationError, match="the kernel reads a where it does not then write b at the same index"):
         verify(arena_ir(offset=0, arena=64, in_place=', kiln.in_place_of = "a"', read="%j, %i", last="b"))
 
 
+def test_in_place_is_refused_at_another_offset():
+    with pytest.raises(VerificationError, match="b is marked in place of a but its bytes are not the same"):
+        verify(arena_ir(offset=32, in_place=', kiln.in_place_of = "a"', last="b"))
+
+
 def test_overlap_without_the_in_place_mark_is_refused():
-    with pytest.raises(VerificationError, match="live at the same time and share bytes"):
+    with pytest.raises(VerificationError, match="share bytes .neither is marked kiln.in_place_of the other"):
         verify(arena_ir(offset=0, arena=64, last="b"))
 
 
