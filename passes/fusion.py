@@ -206,21 +206,33 @@ def _outline(body, group) -> None:
     mapping, inputs = {}, []
 
     def resolve(value):
-        if value in mapping:
-            return mapping[value]
-        producer = getattr(value, "op", None)
-        if isinstance(producer, FREE):  # copy views and constants in
-            clone = type(producer)(
-                [resolve(v) for v in producer.operands],
+        # Depth first, operands in order, with a work list: a chain of views may be
+        # thousands long, deeper than Python's recursion limit.
+        work = [value]
+        while work:
+            current = work[-1]
+            if current in mapping:
+                work.pop()
+                continue
+            producer = getattr(current, "op", None)
+            if not isinstance(producer, FREE):  # a value computed elsewhere becomes an input
+                mapping[current] = inner.add_argument(current.type, f"in{len(inputs)}")
+                inputs.append(current)
+                work.pop()
+                continue
+            pending = [v for v in producer.operands if v not in mapping]
+            if pending:
+                work.extend(reversed(pending))
+                continue
+            clone = type(producer)(  # copy views and constants in
+                [mapping[v] for v in producer.operands],
                 dict(producer.attributes),
                 [producer.results[0].type],
                 loc=producer.loc,
             )
             inner.append(clone)
-            mapping[value] = clone.results[0]
-        else:  # a value computed elsewhere becomes an input
-            mapping[value] = inner.add_argument(value.type, f"in{len(inputs)}")
-            inputs.append(value)
+            mapping[current] = clone.results[0]
+            work.pop()
         return mapping[value]
 
     for op in ordered:

@@ -31,6 +31,7 @@ its own: computing element (i, j) reads ``%0`` at (j, i), overwritten earlier.
 
 from __future__ import annotations
 
+import graphlib
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -62,11 +63,15 @@ class MemoryPlan:
     unplanned_bytes: int
 
     def conflicts(self) -> list:
-        """Pairs of buffers that are live together and share bytes (a correct plan has none)."""
-        found = []
-        for i, a in enumerate(self.buffers):
-            for b in self.buffers[i + 1 :]:
-                live_together = a.start <= b.end and b.start <= a.end
+        """Pairs of buffers that are live together and share bytes (a correct plan has none),
+        in the order of `buffers`. A sweep over the starts meets only the pairs that are live
+        together, not all n² of them."""
+        pairs, live = [], []
+        for j in sorted(range(len(self.buffers)), key=lambda k: self.buffers[k].start):
+            b = self.buffers[j]
+            live = [i for i in live if self.buffers[i].end >= b.start]  # the rest end before b
+            for i in live:
+                a = self.buffers[i]
                 in_place = (
                     a.offset == b.offset
                     and a.size == b.size
@@ -75,9 +80,10 @@ class MemoryPlan:
                     )
                 )
                 share = a.offset < b.offset + b.size and b.offset < a.offset + a.size
-                if live_together and share and not in_place:
-                    found.append((a.name, b.name))
-        return found
+                if a.start <= b.end and share and not in_place:
+                    pairs.append((min(i, j), max(i, j)))
+            live.append(j)
+        return [(self.buffers[i].name, self.buffers[j].name) for i, j in sorted(pairs)]
 
     def __str__(self) -> str:
         saved = self.unplanned_bytes - self.arena_bytes
@@ -101,51 +107,54 @@ def schedule_for_memory(function: F.FuncOp) -> None:
     block = function.body
     kernels = [op for op in block.ops if is_kernel(op)]
     returned = set(block.ops[-1].operands)
-    graph = nx.DiGraph()
-    graph.add_nodes_from(kernels)
-    readers = {}
+    readers = {op: set() for op in kernels}
+    producers = {op: set() for op in kernels}
     for op in kernels:
         for user, _, _ in computing_uses(op.results[0]):
-            if user in graph.nodes and user is not op:
-                graph.add_edge(op, user)
-                readers.setdefault(op, set()).add(user)
+            if user in readers and user is not op:
+                readers[op].add(user)
+                producers[user].add(op)
 
     def size(op):
         t = op.results[0].type
         return 0 if op.results[0] in returned else t.size * t.dtype.itemsize
 
     def gain(op):
-        freed = sum(size(p) for p in graph.predecessors(op) if readers.get(p, set()) - scheduled == {op})
+        freed = sum(size(p) for p in producers[op] if readers[p] - scheduled == {op})
         return freed - size(op)
 
+    # The sorter keeps the set of kernels whose producers are all scheduled; of those, the
+    # greedy rule picks one at a time (the earliest in the original order among equals).
+    sorter = graphlib.TopologicalSorter(producers)
+    try:
+        sorter.prepare()
+    except graphlib.CycleError as exc:
+        cycle = " -> ".join(op.name for op in exc.args[1])
+        raise VerificationError(f"kernels depend on each other in a cycle: {cycle}") from None
     original = {op: k for k, op in enumerate(kernels)}
-    scheduled, order = set(), []
-    ready = [op for op in kernels if graph.in_degree(op) == 0]
+    scheduled, order, ready = set(), [], list(sorter.get_ready())
     while ready:
         best = max(ready, key=lambda op: (gain(op), -original[op]))
         ready.remove(best)
         scheduled.add(best)
         order.append(best)
-        for user in graph.successors(best):
-            if all(p in scheduled for p in graph.predecessors(user)):
-                ready.append(user)
-    if len(order) != len(kernels):
-        raise VerificationError("kernels depend on each other in a cycle")
-    new_ops, placed = [], set()
+        sorter.done(best)
+        ready.extend(sorter.get_ready())
+    block.ops[:] = _with_free_ops(block, order + [block.ops[-1]])
 
-    def place(op):
-        if op in placed:
-            return
-        for value in op.operands:
-            producer = getattr(value, "op", None)
-            if producer is not None and producer.parent is block and not is_kernel(producer):
-                place(producer)
-        placed.add(op)
-        new_ops.append(op)
 
-    for op in order + [block.ops[-1]]:
-        place(op)
-    block.ops[:] = new_ops
+def _with_free_ops(block, order) -> list:
+    """`order` with the free ops (views, constants) each of its ops reads, directly or through
+    other free ops, placed right before it: a depth-first post-order from each op in turn."""
+    needs = nx.DiGraph()
+    needs.add_nodes_from(order)  # first: the search starts from each of them in this order
+    for op in reversed(block.ops):  # users before producers: only free ops something needs join
+        if op in needs:
+            for value in op.operands:
+                producer = getattr(value, "op", None)
+                if producer is not None and producer.parent is block and not is_kernel(producer):
+                    needs.add_edge(op, producer)
+    return list(nx.dfs_postorder_nodes(needs))
 
 
 def plan(function: F.FuncOp) -> MemoryPlan:
@@ -163,13 +172,14 @@ def plan(function: F.FuncOp) -> MemoryPlan:
         readers = [position.get(user, len(kernels)) for user, _, _ in computing_uses(value)]
         t = value.type
         buffer = Buffer(f"%{k}", _aligned(t.size * t.dtype.itemsize), k, max(readers, default=k))
-        buffer.in_place_of = [by_value[v].name for v in _in_place_inputs(op) if v in by_value]
+        buffer.in_place_of = [by_value[v].name for v in _in_place_inputs(op, by_value)]
         by_value[value] = buffer
         buffers.append(buffer)
-    placed = []
+    live = []  # placed buffers still live where the next one starts, in the order placed
     for buffer in sorted(buffers, key=lambda b: (b.start, -b.size)):
-        buffer.offset = _first_fit(buffer, placed)
-        placed.append(buffer)
+        live = [b for b in live if b.end >= buffer.start]  # later buffers start later still
+        buffer.offset = _first_fit(buffer, live)
+        live.append(buffer)
     result = MemoryPlan(buffers, max((b.offset + b.size for b in buffers), default=0), sum(b.size for b in buffers))
     if result.conflicts():
         raise VerificationError(f"memory plan overlaps live buffers: {result.conflicts()}")
@@ -180,31 +190,36 @@ def plan(function: F.FuncOp) -> MemoryPlan:
     return result
 
 
-def _first_fit(buffer, placed) -> int:
+def _first_fit(buffer, live) -> int:
+    """Where `buffer` goes: exactly over an input it may replace if it can, else at the lowest
+    offset clear of the `live` buffers (placed ones that start no later and end no earlier
+    than it starts)."""
     replaceable = {
         b.name: b.offset
-        for b in placed
+        for b in live
         if b.name in buffer.in_place_of and b.end == buffer.start and b.size == buffer.size
     }
-    blocking = [b for b in placed if b.start <= buffer.end and buffer.start <= b.end]
-    for offset in list(replaceable.values()) + [0] + sorted(b.offset + b.size for b in blocking):
+    for offset in list(replaceable.values()) + [0] + sorted(b.offset + b.size for b in live):
         # An input dying here may be overwritten only exactly, element over element.
         if all(
             offset + buffer.size <= b.offset or b.offset + b.size <= offset or replaceable.get(b.name) == offset
-            for b in blocking
+            for b in live
         ):
             return offset
-    raise AssertionError("unreachable: the end of the last blocking buffer is always free")
+    raise AssertionError("unreachable: the end of the last live buffer is always free")
 
 
-def _in_place_inputs(op) -> list:
-    """Inputs of kernel `op` whose buffer its result may overwrite: of the result's shape
-    and element size, and read by `op` only at the index it writes (see the module doc)."""
+def _in_place_inputs(op, planned) -> list:
+    """Inputs of kernel `op` with a buffer in the arena (among `planned`) that its result may
+    overwrite: of the result's shape and element size, and read by `op` only at the index it
+    writes (see the module doc). Others (arguments, constants) are not looked at: their uses
+    may be many (a weight read by every step of a long chain)."""
     result = op.results[0].type
     found = []
     for value in dict.fromkeys(op.operands):
         if (
-            value.type.shape == result.shape
+            value in planned
+            and value.type.shape == result.shape
             and value.type.dtype.itemsize == result.dtype.itemsize
             and all(
                 _reads_only_written_element(op, position, views)
