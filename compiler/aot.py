@@ -74,7 +74,8 @@ class Lowered:
 
     def __init__(self, signature: Signature):
         self._signature = signature
-        self._pipeline = signature.pipeline
+        # The stages themselves, for kiln's tools (bisect's cost estimate, build's object code).
+        self.pipeline = signature.pipeline
         self.name = signature.pipeline.name
         self.stages = list(signature.stages)
 
@@ -83,13 +84,13 @@ class Lowered:
         self._check(stage)
         if stage in ("llvm", "cuda"):
             raise StageError(f"the {stage} stage is text: use .text({stage!r})")
-        return self._pipeline.module(stage)
+        return self.pipeline.module(stage)
 
     def text(self, stage: str = "tensor", locations: bool = True, generic: bool = False) -> str:
         """The IR of `stage`: MLIR syntax, LLVM IR for ``llvm``, CUDA C for ``cuda``;
         `locations` adds the source lines, `generic` MLIR's generic op form."""
         self._check(stage)
-        return self._pipeline.text(stage, locations, generic)
+        return self.pipeline.text(stage, locations, generic)
 
     def as_text(self) -> str:
         """The last stage's text, as JAX's ``Lowered.as_text()``."""
@@ -98,13 +99,13 @@ class Lowered:
     @property
     def kernel_count(self) -> int:
         """How many kernels (loop nests, before output copies) the optimized function has."""
-        return self._pipeline.kernel_count()
+        return self.pipeline.kernel_count()
 
     @property
     def memory_plan(self):
         """The arena layout of intermediates (``arena_bytes``, ``unplanned_bytes``, ``buffers``),
         or None when the graph passes did not run (``optimize=False``)."""
-        return self._pipeline.memory_plan()
+        return self.pipeline.memory_plan()
 
     @user_facing
     def compile(self) -> Compiled:

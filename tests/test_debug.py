@@ -21,8 +21,8 @@ def test_debug_builds_give_numpys_numbers(case):
 def test_debug_builds_check_every_access_and_normal_builds_do_not():
     f = lambda x: np.tanh(x) * 3.0  # noqa: E731
     # before LLVM's optimizer, which deletes the checks it can prove always pass
-    checked = kiln.compile(f, debug=True).lower(kiln.f32[100])._pipeline.llvm_ir()
-    plain = kiln.compile(f).lower(kiln.f32[100])._pipeline.llvm_ir()
+    checked = kiln.compile(f, debug=True).lower(kiln.f32[100]).pipeline.llvm_ir()
+    plain = kiln.compile(f).lower(kiln.f32[100]).pipeline.llvm_ir()
     status_code = re.compile(r"\bi32 10\d\d\b")  # OUT_OF_BOUNDS + the access's number
     assert status_code.search(checked) and not status_code.search(plain)
 

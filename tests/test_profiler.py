@@ -50,7 +50,7 @@ def test_the_full_prefix_computes_what_the_function_computes():
     f = kiln.compile(mlp)
     inputs = args(dtype=np.float64)
     want = f(*inputs)
-    module = f.lower(*inputs)._pipeline.module("scheduled")
+    module = f.lower(*inputs).pipeline.module("scheduled")
     units = kernel_units(module.body.ops[-1])
     _, native = _compile_prefix(module, units, len(units), 5)
     out = np.empty_like(want)

@@ -174,7 +174,7 @@ def shrink_specs(compiled, specs, seconds: float) -> tuple:
     one factor, so extents that were equal stay equal (the shapes of a matmul or a broadcast
     still agree) and ones stay ones; the factor falls until the estimate fits, or until the
     function refuses the shapes (then the last shapes it took are returned)."""
-    current = estimate(compiled.lower(*specs)._pipeline)
+    current = estimate(compiled.lower(*specs).pipeline)
     best = (specs, current)
     leaves, treedef = pytree.flatten(list(specs))
     scale = 1.0
@@ -189,7 +189,7 @@ def shrink_specs(compiled, specs, seconds: float) -> tuple:
         ]
         candidate = pytree.unflatten(treedef, shrunk)
         try:
-            current = estimate(compiled.lower(*candidate)._pipeline)
+            current = estimate(compiled.lower(*candidate).pipeline)
         except KilnError:
             break
         best = (candidate, current)

@@ -63,7 +63,7 @@ def build_library(compiled, specs, out_dir: str, name: str | None = None, grad_a
         for entry, function in entries:
             bar.set_description_str(f"compiling {entry}")
             lowered = function.lower(*specs)
-            pipeline = lowered._pipeline
+            pipeline = lowered.pipeline
             code, _ = pipeline.object_code()
             path = os.path.join(work, f"{entry}.o")
             with open(path, "wb") as f:

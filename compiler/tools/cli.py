@@ -138,7 +138,7 @@ def cmd_bisect(args) -> int:
         print(line, file=sys.stderr, flush=True)
 
     if args.shrink:
-        full = estimate(compiled.lower(*specs)._pipeline)
+        full = estimate(compiled.lower(*specs).pipeline)
         if full.seconds > args.budget:
             shrunk, cost = shrink_specs(compiled, specs, args.budget)
             if shrunk == list(specs) or shrunk == specs:
