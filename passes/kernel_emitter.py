@@ -98,12 +98,46 @@ class KernelEmitter:
 
     # -- values ----------------------------------------------------------------------
     def value(self, value, index, chain):
-        """The scalar `value` at `index` (a tuple of expressions over self.ivs)."""
-        level = self.level_for(index, chain)
-        key = (value, index)
-        if key not in level.memo:
-            level.memo[key] = self._compute(value, index, chain, level)
-        return level.memo[key]
+        """The scalar `value` at `index` (a tuple of expressions over self.ivs).
+
+        Views and elementwise ops are evaluated from an explicit work list, in the order a
+        depth-first walk of the operands gives, not by recursion: a fused chain of thousands
+        of ops must not reach Python's recursion limit. Reductions and matmuls, which open
+        loops of their own, call back in here for their operands."""
+        pending = [(value, index)]
+        while pending:
+            v, idx = self.through_views(*pending[-1])
+            level = self.level_for(idx, chain)
+            if (v, idx) in level.memo:
+                pending.pop()
+                continue
+            op = getattr(v, "op", None)
+            if op is not None and self.inside(op) and isinstance(op, T.ELEMENTWISE_OPS):
+                missing = [(o, idx) for o in op.operands if self.known(o, idx, chain) is None]
+                if missing:
+                    pending.extend(reversed(missing))  # the first operand is computed first
+                    continue
+                scalars = [self.known(o, idx, chain) for o in op.operands]
+                builder = _LevelBuilder(level)
+                level.memo[(v, idx)] = SCALAR_RULES[type(op)](builder, op, op.operands[0].type.element, *scalars)
+            else:
+                level.memo[(v, idx)] = self._compute(v, idx, chain, level)
+            pending.pop()
+        return self.known(value, index, chain)
+
+    def through_views(self, value, index):
+        """`value` at `index` with the views of this kernel followed to what they read: a
+        view is index arithmetic, never a computed value."""
+        op = getattr(value, "op", None)
+        while op is not None and self.inside(op) and isinstance(op, T.VIEW_OPS):
+            value, index = op.operand, operand_index(op, index)
+            op = getattr(value, "op", None)
+        return value, index
+
+    def known(self, value, index, chain):
+        """The scalar already computed for `value` at `index`, or None."""
+        value, index = self.through_views(value, index)
+        return self.level_for(index, chain).memo.get((value, index))
 
     def _compute(self, value, index, chain, level):
         op = getattr(value, "op", None)
@@ -116,12 +150,6 @@ class KernelEmitter:
             if op not in self.outer.memo:
                 self.outer.memo[op] = View.identity(self.outer.insert(self.constant_view(op)).result)
             return self.load(self.outer.memo[op], index, level)
-        if isinstance(op, T.VIEW_OPS):
-            return self.value(op.operand, operand_index(op, index), chain)
-        if isinstance(op, T.ELEMENTWISE_OPS):
-            scalars = [self.value(v, index, chain) for v in op.operands]
-            builder = _LevelBuilder(level)
-            return SCALAR_RULES[type(op)](builder, op, op.operands[0].type.element, *scalars)
         if isinstance(op, T.REDUCTION_OPS):
             return self.reduction(op, index, chain, level)
         if isinstance(op, T.MatmulOp):

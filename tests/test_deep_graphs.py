@@ -5,6 +5,7 @@ the views before them) and compute numpy's numbers."""
 import numpy as np
 
 import kiln
+from kiln.interpreters.affine_interpreter import run_affine
 from kiln.interpreters.tensor_interpreter import run_function
 from kiln.passes.memory_plan import ALIGNMENT
 
@@ -42,3 +43,17 @@ def test_ten_thousand_chained_kernels_are_planned_in_two_buffers():
     x = np.array([[1.0, 2.0], [3.0, 4.0]])
     (got,) = run_function(optimized, [x])
     np.testing.assert_allclose(got, f(x), rtol=1e-9)
+
+
+def test_a_fused_chain_deeper_than_the_recursion_limit_lowers_to_one_loop_nest():
+    # One kernel, thousands of elementwise ops and views: the lowering computes each scalar
+    # from a work list (it used to recurse once per op and stop at about 600).
+    def f(x):
+        for k in range(3_000):
+            x = np.tanh(x) if k % 3 == 0 else (x * 1.0001 + 0.5 if k % 3 == 1 else x[::-1].T.T)
+        return x
+
+    affine = kiln.compile(f).lower(kiln.f64[3, 4]).module("affine")
+    x = np.linspace(-1, 1, 12).reshape(3, 4)
+    (got,) = run_affine(affine, [x])
+    np.testing.assert_allclose(got, f(x), rtol=1e-12)
