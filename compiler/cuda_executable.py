@@ -7,7 +7,8 @@ import time
 import numpy as np
 
 from kiln.codegen import nvcc
-from kiln.codegen.cuda_codegen import CUDA_ERROR_BASE, entry_name
+from kiln.codegen.cuda_codegen import entry_name
+from kiln.codegen.cuda_prelude import CUDA_ERROR_BASE
 from kiln.errors import ArgumentError, KilnError
 from kiln.executable import prepare_input, status_error
 from kiln.frontend.trace import device_layout

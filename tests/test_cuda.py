@@ -14,7 +14,8 @@ from targets import NEEDS_GPU
 from test_ops import assert_same
 
 import kiln
-from kiln.codegen.cuda_codegen import PRELUDE, emit_cuda, entry_name
+from kiln.codegen.cuda_codegen import emit_cuda, entry_name
+from kiln.codegen.cuda_prelude import PRELUDE
 from kiln.frontend import pytree
 from kiln.tools.cli import load_function
 

@@ -19,7 +19,8 @@ from op_table import CASES
 from test_ops import assert_same
 
 import kiln
-from kiln.codegen.cuda_codegen import PRELUDE, emit_cuda, entry_name
+from kiln.codegen.cuda_codegen import emit_cuda, entry_name
+from kiln.codegen.cuda_prelude import PRELUDE
 
 CXX = shutil.which("g++")
 TARGETS = [

@@ -20,152 +20,25 @@ import re
 
 import numpy as np
 
-from kiln.codegen.llvm_ops import accumulates
+from kiln.codegen.cuda_ops import EXPRESSIONS, literal
+from kiln.codegen.cuda_prelude import (
+    C_TYPES,
+    CUDA_ERROR_BASE,
+    PAIRWISE_GROUP,
+    PRELUDE,
+    REDUCTION_BLOCKS,
+    STORED,
+    THREADS_PER_BLOCK,
+    THREADS_PER_BLOCK_MAX,
+)
 from kiln.codegen.status import STATUS
 from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import func as F
-from kiln.dialects import math as M
 from kiln.dialects import memref as MR
 from kiln.dialects.affine import BIND
 from kiln.dialects.affine_expr import Binary, Const, Dim
 from kiln.dialects.types import MemRefType
-
-THREADS_PER_BLOCK = 256
-THREADS_PER_BLOCK_MAX = 1024
-REDUCTION_BLOCKS = 1024  # enough to fill a GPU; more would only add atomics on one address
-PAIRWISE_GROUP = 64  # KILN_GROUP in PRELUDE: partial sums added per thread per pairwise launch
-CUDA_ERROR_BASE = 1000  # the host entry returns kiln's status codes as they are, CUDA's errors above this
-C_TYPES = {
-    "f32": "float",
-    "f64": "double",
-    "i1": "bool",
-    "i8": "unsigned char",
-    "i32": "int",
-    "i64": "long long",
-    "index": "long long",
-}
-STORED = dict(C_TYPES, i1="unsigned char")
-
-PRELUDE = r"""#include <math.h>
-#include <stdint.h>
-#ifdef KILN_EMULATE  /* plain C++ on the CPU: grid and block loops made explicit */
-#include <stdlib.h>
-#include <string.h>
-#define __global__
-#define __device__
-struct kiln_dim3 { unsigned x, y, z; };
-static thread_local kiln_dim3 blockIdx, threadIdx, blockDim, gridDim;
-typedef int cudaError_t;
-#define cudaSuccess 0
-static inline cudaError_t cudaMalloc(void **p, size_t n) { *p = malloc(n ? n : 1); return *p ? 0 : 2; }
-static inline cudaError_t cudaFree(void *p) { free(p); return 0; }
-static inline cudaError_t cudaGetLastError(void) { return 0; }
-static inline cudaError_t cudaDeviceSynchronize(void) { return 0; }
-#define KILN_READ_STATUS(dst) ((dst) = kiln_status, kiln_status = 0, cudaSuccess)
-#define KILN_ATOMIC(combine, address, value) (*(address) = combine(*(address), (value)))
-#define KILN_LAUNCH(kernel, blocks, threads, ...) do { \
-    gridDim.x = (blocks); blockDim.x = (threads); gridDim.y = gridDim.z = blockDim.y = blockDim.z = 1; \
-    for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++) \
-        for (threadIdx.x = 0; threadIdx.x < blockDim.x; threadIdx.x++) kernel(__VA_ARGS__); } while (0)
-#define KILN_LAUNCH3(kernel, gx, gy, gz, bx, by, bz, ...) do { \
-    gridDim.x = (gx); gridDim.y = (gy); gridDim.z = (gz); blockDim.x = (bx); blockDim.y = (by); blockDim.z = (bz); \
-    for (blockIdx.z = 0; blockIdx.z < gridDim.z; blockIdx.z++) \
-    for (blockIdx.y = 0; blockIdx.y < gridDim.y; blockIdx.y++) \
-    for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++) \
-    for (threadIdx.z = 0; threadIdx.z < blockDim.z; threadIdx.z++) \
-    for (threadIdx.y = 0; threadIdx.y < blockDim.y; threadIdx.y++) \
-    for (threadIdx.x = 0; threadIdx.x < blockDim.x; threadIdx.x++) kernel(__VA_ARGS__); } while (0)
-#else
-#define KILN_LAUNCH(kernel, blocks, threads, ...) kernel<<<(blocks), (threads)>>>(__VA_ARGS__)
-#define KILN_LAUNCH3(kernel, gx, gy, gz, bx, by, bz, ...) \
-    kernel<<<dim3((gx), (gy), (gz)), dim3((bx), (by), (bz))>>>(__VA_ARGS__)
-#endif
-
-__device__ int kiln_status = 0;
-#ifndef KILN_EMULATE
-/* Read the status the kernels set, and clear it for the next call. */
-static cudaError_t kiln_read_status(int *dst) {
-    static const int zero = 0;
-    cudaError_t error = cudaMemcpyFromSymbol(dst, kiln_status, sizeof(int));
-    return error != cudaSuccess ? error : cudaMemcpyToSymbol(kiln_status, &zero, sizeof(int));
-}
-#define KILN_READ_STATUS(dst) kiln_read_status(&(dst))
-#endif
-__device__ static inline long long kiln_floordiv(long long a, long long b) {
-    long long q = a / b; return (a % b != 0 && a < 0) ? q - 1 : q; }
-__device__ static inline long long kiln_mod(long long a, long long b) { long long r = a % b; return r < 0 ? r + b : r; }
-/* arith.maximumf / minimumf: NaN if either is, and -0.0 < 0.0 (IEEE 754 maximum, LLVM's llvm.maximum). */
-__device__ static inline float kiln_maxf(float a, float b) {
-    return (a != a || b != b) ? NAN : (a > b || (a == b && !signbit(a)) ? a : b); }
-__device__ static inline float kiln_minf(float a, float b) {
-    return (a != a || b != b) ? NAN : (a < b || (a == b && signbit(a)) ? a : b); }
-__device__ static inline double kiln_max(double a, double b) {
-    return (a != a || b != b) ? NAN : (a > b || (a == b && !signbit(a)) ? a : b); }
-__device__ static inline double kiln_min(double a, double b) {
-    return (a != a || b != b) ? NAN : (a < b || (a == b && signbit(a)) ? a : b); }
-/* Integer arithmetic wraps around as numpy's does: it is done in unsigned types, because
-   signed overflow is undefined behaviour that compilers fold on ((x + 1) > x is "true"). */
-__device__ static inline long long kiln_ipow(long long base, long long e) {
-    if (e < 0) { kiln_status = KILN_NEGATIVE_POWER; return 0; }
-    unsigned long long r = 1, b = (unsigned long long)base;
-    while (e) { if (e & 1) r *= b; b *= b; e >>= 1; } return (long long)r; }
-/* kiln.dialects.arith.float_to_int: truncation; NaN and out of range give the minimum
-   (-bound), as x86's conversion does; a plain C cast is undefined there. */
-__device__ static inline long long kiln_f2i(float x, float bound) {
-    return (x > -bound && x < bound) ? (long long)x : (long long)-bound; }
-__device__ static inline long long kiln_f2i(double x, double bound) {
-    return (x > -bound && x < bound) ? (long long)x : (long long)-bound; }
-__device__ static inline float kiln_add(float a, float b) { return a + b; }
-__device__ static inline double kiln_add(double a, double b) { return a + b; }
-__device__ static inline int kiln_add(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
-__device__ static inline long long kiln_add(long long a, long long b) {
-    return (long long)((unsigned long long)a + (unsigned long long)b); }
-/* Float + and - rounded on their own: nvcc fuses a * b + c into one FMA unless the add is
-   __fadd_rn; kiln fuses only accumulations (see kiln.codegen.llvm_ops.accumulates), as numpy does. */
-#ifdef KILN_EMULATE
-#define kiln_fadd(a, b) ((a) + (b))
-#define kiln_fsub(a, b) ((a) - (b))
-#define kiln_dadd(a, b) ((a) + (b))
-#define kiln_dsub(a, b) ((a) - (b))
-#else
-#define kiln_fadd __fadd_rn
-#define kiln_fsub __fsub_rn
-#define kiln_dadd __dadd_rn
-#define kiln_dsub __dsub_rn
-#endif
-/* A whole-tensor float sum keeps one partial sum per thread; each launch of its _pairwise
-   kernel sums groups of KILN_GROUP partials, `stride` apart, as a balanced tree into the
-   group's first: the error grows with log(threads), where atomicAdd into one total adds a
-   rounding per thread, in an order that changes from run to run. */
-#define KILN_GROUP 64
-template <typename T> __device__ static inline T kiln_pairwise_group(const T *p, long long left, long long stride) {
-    T v[KILN_GROUP];
-    for (int k = 0; k < KILN_GROUP; k++) v[k] = k * stride < left ? p[k * stride] : (T)0;
-    for (int half = KILN_GROUP / 2; half >= 1; half /= 2)
-        for (int k = 0; k < half; k++) v[k] += v[k + half];
-    return v[0]; }
-#ifndef KILN_EMULATE
-/* Combine a thread's partial result into a reduction's global result: atomicAdd where the
-   hardware has it, a compare-and-swap loop for maximum and minimum. */
-#define KILN_ATOMIC(combine, address, value) kiln_atomic_##combine((address), (value))
-__device__ static inline void kiln_atomic_kiln_add(float *a, float v) { atomicAdd(a, v); }
-__device__ static inline void kiln_atomic_kiln_add(double *a, double v) { atomicAdd(a, v); }
-__device__ static inline void kiln_atomic_kiln_add(long long *a, long long v) {
-    atomicAdd((unsigned long long *)a, (unsigned long long)v); }
-__device__ static inline void kiln_atomic_kiln_add(int *a, int v) { atomicAdd(a, v); }
-__device__ static inline unsigned long long kiln_double_bits(double x) { return (unsigned long long)__double_as_longlong(x); }
-__device__ static inline double kiln_bits_double(unsigned long long x) { return __longlong_as_double((long long)x); }
-#define KILN_CAS_LOOP(name, type, word, to_word, from_word, pick) \
-__device__ static inline void kiln_atomic_##name(type *a, type v) { \
-    word *p = (word *)a, old = *p, assumed; \
-    do { assumed = old; old = atomicCAS(p, assumed, to_word(pick(from_word(assumed), v))); } while (assumed != old); }
-KILN_CAS_LOOP(kiln_maxf, float, int, __float_as_int, __int_as_float, kiln_maxf)
-KILN_CAS_LOOP(kiln_minf, float, int, __float_as_int, __int_as_float, kiln_minf)
-KILN_CAS_LOOP(kiln_max, double, unsigned long long, kiln_double_bits, kiln_bits_double, kiln_max)
-KILN_CAS_LOOP(kiln_min, double, unsigned long long, kiln_double_bits, kiln_bits_double, kiln_min)
-#endif
-""".replace("KILN_NEGATIVE_POWER", str(STATUS["negative integer power"]))
 
 
 def emit_cuda(module, prefix: str = "", prelude: bool = True) -> str:
@@ -188,29 +61,8 @@ def entry_name(function_name: str, prefix: str = "") -> str:
 def _global(op, prefix) -> str:
     t = op.type
     values = op.initial_value.reshape(-1)
-    literal = ", ".join(_literal(v, t.element.name) for v in values) or "0"
-    return f"__device__ const {STORED[t.element.name]} {prefix}{op.sym_name}[{max(1, values.size)}] = {{{literal}}};"
-
-
-def _literal(value, type_name: str) -> str:
-    if type_name in ("f32", "f64"):
-        v = float(value)
-        if math.isnan(v):
-            return "NAN"
-        if math.isinf(v):
-            return "INFINITY" if v > 0 else "-INFINITY"
-        text = repr(v)
-        return (
-            text + ("f" if type_name == "f32" else "")
-            if ("." in text or "e" in text)
-            else text + (".0f" if type_name == "f32" else ".0")
-        )
-    if type_name == "i1":
-        return "1" if value else "0"
-    wide = type_name in ("i64", "index")
-    if int(value) == -(2 ** (63 if wide else 31)):  # the literal of -INT_MIN does not fit its type
-        return f"({int(value) + 1}{'LL' if wide else ''} - 1)"
-    return f"{int(value)}LL" if wide else str(int(value))
+    data = ", ".join(literal(v, t.element.name) for v in values) or "0"
+    return f"__device__ const {STORED[t.element.name]} {prefix}{op.sym_name}[{max(1, values.size)}] = {{{data}}};"
 
 
 class _FunctionEmitter:
@@ -239,7 +91,7 @@ class _FunctionEmitter:
                 t = op.result.type
                 host.append(f"    {STORED[t.element.name]} *{self.name(op.result)} = 0;")
             elif isinstance(op, AR.ConstantOp):
-                self.names[op.result] = _literal(op.value, op.result.type.name)
+                self.names[op.result] = literal(op.value, op.result.type.name)
         allocations, loose = [], []
         # Scalars computed at top level (a full reduction, a 0-d result) and read by a later
         # kernel live in __device__ variables: kernels cannot see each other's locals.
@@ -495,9 +347,9 @@ class _FunctionEmitter:
             self.line(f"{self.name(op.memref)}[{self.offset(op)}] = {self.expr(op.operands[0])};")
             return
         if isinstance(op, AR.ConstantOp):
-            self.names[op.result] = _literal(op.value, op.result.type.name)
+            self.names[op.result] = literal(op.value, op.result.type.name)
             return
-        value = _EXPRESSIONS.get(type(op))
+        value = EXPRESSIONS.get(type(op))
         if value is None:
             raise NotImplementedError(f"no CUDA code for {op.name}")
         t = op.results[0].type
@@ -618,120 +470,3 @@ def _crossing_scalars(ops) -> list:
                 if v in producer and producer[v] is not op and v not in found:
                     found.append(v)
     return found
-
-
-def _binary(symbol):
-    return lambda e, op: f"({e.expr(op.lhs)} {symbol} {e.expr(op.rhs)})"
-
-
-def _call(function_f32, function_f64=None):
-    def emit(e, op):
-        name = function_f32 if op.results[0].type.name == "f32" else (function_f64 or function_f32)
-        return f"{name}({', '.join(e.expr(v) for v in op.operands)})"
-
-    return emit
-
-
-_FLOAT_COMPARE = {"oeq": "==", "olt": "<", "ole": "<=", "ogt": ">", "oge": ">="}
-_INT_COMPARE = {
-    "eq": "==",
-    "ne": "!=",
-    "slt": "<",
-    "sle": "<=",
-    "sgt": ">",
-    "sge": ">=",
-    "ult": "<",
-    "ule": "<=",
-    "ugt": ">",
-    "uge": ">=",
-}
-
-
-def _cmpf(e, op):
-    a, b = e.expr(op.lhs), e.expr(op.rhs)
-    if op.predicate == "une":
-        return f"!({a} == {b})"
-    if op.predicate not in _FLOAT_COMPARE:
-        raise NotImplementedError(f"arith.cmpf {op.predicate} in CUDA")
-    return f"({a} {_FLOAT_COMPARE[op.predicate]} {b})"
-
-
-def _cast(e, op):
-    return f"({C_TYPES[op.result.type.name]})({e.expr(op.operand)})"
-
-
-def _fptosi(e, op):
-    bound = _literal(2.0 ** (8 * op.result.type.dtype.itemsize - 1), op.operand.type.name)
-    return f"({C_TYPES[op.result.type.name]})kiln_f2i({e.expr(op.operand)}, {bound})"
-
-
-def _rounded(symbol, name):
-    """Float `symbol`, fused with a multiply only where it accumulates."""
-
-    def emit(e, op):
-        if accumulates(op):
-            return f"({e.expr(op.lhs)} {symbol} {e.expr(op.rhs)})"
-        prefix = "kiln_f" if op.result.type.name == "f32" else "kiln_d"
-        return f"{prefix}{name}({e.expr(op.lhs)}, {e.expr(op.rhs)})"
-
-    return emit
-
-
-_UNSIGNED = {"i32": "unsigned", "i64": "unsigned long long", "index": "unsigned long long", "i1": "unsigned"}
-
-
-def _wrapping(symbol):
-    """Integer `symbol` done in the unsigned type of the same width, so it wraps (on i1: mod 2)."""
-
-    def emit(e, op):
-        t = op.results[0].type.name
-        u = _UNSIGNED[t]
-        value = f"(({u}){e.expr(op.lhs)} {symbol} ({u}){e.expr(op.rhs)})"
-        return f"({C_TYPES[t]})({value} & 1u)" if t == "i1" else f"({C_TYPES[t]}){value}"
-
-    return emit
-
-
-def _absi(e, op):
-    x, t = e.expr(op.operand), op.result.type.name
-    return f"({x} < 0 ? ({C_TYPES[t]})(0 - ({_UNSIGNED[t]}){x}) : {x})"  # abs(INT_MIN) is INT_MIN, as in numpy
-
-
-_EXPRESSIONS = {
-    AR.AddFOp: _rounded("+", "add"),
-    AR.SubFOp: _rounded("-", "sub"),
-    AR.MulFOp: _binary("*"),
-    AR.DivFOp: _binary("/"),
-    AR.AddIOp: _wrapping("+"),
-    AR.SubIOp: _wrapping("-"),
-    AR.MulIOp: _wrapping("*"),
-    AR.AndIOp: _binary("&"),
-    AR.OrIOp: _binary("|"),
-    AR.XOrIOp: _binary("^"),
-    AR.NegFOp: lambda e, op: f"(-{e.expr(op.operand)})",
-    AR.MaximumFOp: _call("kiln_maxf", "kiln_max"),
-    AR.MinimumFOp: _call("kiln_minf", "kiln_min"),
-    AR.MaxSIOp: lambda e, op: f"({e.expr(op.lhs)} > {e.expr(op.rhs)} ? {e.expr(op.lhs)} : {e.expr(op.rhs)})",
-    AR.MinSIOp: lambda e, op: f"({e.expr(op.lhs)} < {e.expr(op.rhs)} ? {e.expr(op.lhs)} : {e.expr(op.rhs)})",
-    AR.CmpFOp: _cmpf,
-    AR.CmpIOp: lambda e, op: f"({e.expr(op.lhs)} {_INT_COMPARE[op.predicate]} {e.expr(op.rhs)})",
-    AR.SelectOp: lambda e, op: f"({e.expr(op.condition)} ? {e.expr(op.true_value)} : {e.expr(op.false_value)})",
-    AR.ExtFOp: _cast,
-    AR.TruncFOp: _cast,
-    AR.SIToFPOp: _cast,
-    AR.UIToFPOp: _cast,
-    AR.ExtSIOp: _cast,
-    AR.ExtUIOp: _cast,
-    AR.TruncIOp: _cast,
-    AR.FPToSIOp: _fptosi,
-    M.ExpOp: _call("expf", "exp"),
-    M.LogOp: _call("logf", "log"),
-    M.SqrtOp: _call("sqrtf", "sqrt"),
-    M.TanhOp: _call("tanhf", "tanh"),
-    M.SinOp: _call("sinf", "sin"),
-    M.CosOp: _call("cosf", "cos"),
-    M.AbsFOp: _call("fabsf", "fabs"),
-    M.PowFOp: _call("powf", "pow"),
-    M.AbsIOp: _absi,
-    M.IPowIOp: lambda e, op: f"({C_TYPES[op.result.type.name]})kiln_ipow({e.expr(op.lhs)}, {e.expr(op.rhs)})",
-}

@@ -1,0 +1,153 @@
+"""CUDA C expressions for the scalar ops of the arith and math dialects: one entry per op
+class in ``EXPRESSIONS``, each building the C expression from its operands' names
+(``emitter.expr(value)``), with numpy's semantics where C's differ (rounded float
+adds outside accumulations, wrapping integer arithmetic, float-to-int conversion)."""
+
+from __future__ import annotations
+
+import math
+
+from kiln.codegen.cuda_prelude import C_TYPES
+from kiln.codegen.llvm_ops import accumulates
+from kiln.dialects import arith as AR
+from kiln.dialects import math as M
+
+
+def literal(value, type_name: str) -> str:
+    """`value` as a C literal of the kiln scalar type `type_name` (NaN, infinities and INT_MIN spelled
+    so that C reads them back exactly)."""
+    if type_name in ("f32", "f64"):
+        v = float(value)
+        if math.isnan(v):
+            return "NAN"
+        if math.isinf(v):
+            return "INFINITY" if v > 0 else "-INFINITY"
+        text = repr(v)
+        return (
+            text + ("f" if type_name == "f32" else "")
+            if ("." in text or "e" in text)
+            else text + (".0f" if type_name == "f32" else ".0")
+        )
+    if type_name == "i1":
+        return "1" if value else "0"
+    wide = type_name in ("i64", "index")
+    if int(value) == -(2 ** (63 if wide else 31)):  # the literal of -INT_MIN does not fit its type
+        return f"({int(value) + 1}{'LL' if wide else ''} - 1)"
+    return f"{int(value)}LL" if wide else str(int(value))
+
+
+def _binary(symbol):
+    return lambda e, op: f"({e.expr(op.lhs)} {symbol} {e.expr(op.rhs)})"
+
+
+def _call(function_f32, function_f64=None):
+    def emit(e, op):
+        name = function_f32 if op.results[0].type.name == "f32" else (function_f64 or function_f32)
+        return f"{name}({', '.join(e.expr(v) for v in op.operands)})"
+
+    return emit
+
+
+_FLOAT_COMPARE = {"oeq": "==", "olt": "<", "ole": "<=", "ogt": ">", "oge": ">="}
+_INT_COMPARE = {
+    "eq": "==",
+    "ne": "!=",
+    "slt": "<",
+    "sle": "<=",
+    "sgt": ">",
+    "sge": ">=",
+    "ult": "<",
+    "ule": "<=",
+    "ugt": ">",
+    "uge": ">=",
+}
+
+
+def _cmpf(e, op):
+    a, b = e.expr(op.lhs), e.expr(op.rhs)
+    if op.predicate == "une":
+        return f"!({a} == {b})"
+    if op.predicate not in _FLOAT_COMPARE:
+        raise NotImplementedError(f"arith.cmpf {op.predicate} in CUDA")
+    return f"({a} {_FLOAT_COMPARE[op.predicate]} {b})"
+
+
+def _cast(e, op):
+    return f"({C_TYPES[op.result.type.name]})({e.expr(op.operand)})"
+
+
+def _fptosi(e, op):
+    bound = literal(2.0 ** (8 * op.result.type.dtype.itemsize - 1), op.operand.type.name)
+    return f"({C_TYPES[op.result.type.name]})kiln_f2i({e.expr(op.operand)}, {bound})"
+
+
+def _rounded(symbol, name):
+    """Float `symbol`, fused with a multiply only where it accumulates."""
+
+    def emit(e, op):
+        if accumulates(op):
+            return f"({e.expr(op.lhs)} {symbol} {e.expr(op.rhs)})"
+        prefix = "kiln_f" if op.result.type.name == "f32" else "kiln_d"
+        return f"{prefix}{name}({e.expr(op.lhs)}, {e.expr(op.rhs)})"
+
+    return emit
+
+
+_UNSIGNED = {"i32": "unsigned", "i64": "unsigned long long", "index": "unsigned long long", "i1": "unsigned"}
+
+
+def _wrapping(symbol):
+    """Integer `symbol` done in the unsigned type of the same width, so it wraps (on i1: mod 2)."""
+
+    def emit(e, op):
+        t = op.results[0].type.name
+        u = _UNSIGNED[t]
+        value = f"(({u}){e.expr(op.lhs)} {symbol} ({u}){e.expr(op.rhs)})"
+        return f"({C_TYPES[t]})({value} & 1u)" if t == "i1" else f"({C_TYPES[t]}){value}"
+
+    return emit
+
+
+def _absi(e, op):
+    x, t = e.expr(op.operand), op.result.type.name
+    return f"({x} < 0 ? ({C_TYPES[t]})(0 - ({_UNSIGNED[t]}){x}) : {x})"  # abs(INT_MIN) is INT_MIN, as in numpy
+
+
+EXPRESSIONS = {
+    AR.AddFOp: _rounded("+", "add"),
+    AR.SubFOp: _rounded("-", "sub"),
+    AR.MulFOp: _binary("*"),
+    AR.DivFOp: _binary("/"),
+    AR.AddIOp: _wrapping("+"),
+    AR.SubIOp: _wrapping("-"),
+    AR.MulIOp: _wrapping("*"),
+    AR.AndIOp: _binary("&"),
+    AR.OrIOp: _binary("|"),
+    AR.XOrIOp: _binary("^"),
+    AR.NegFOp: lambda e, op: f"(-{e.expr(op.operand)})",
+    AR.MaximumFOp: _call("kiln_maxf", "kiln_max"),
+    AR.MinimumFOp: _call("kiln_minf", "kiln_min"),
+    AR.MaxSIOp: lambda e, op: f"({e.expr(op.lhs)} > {e.expr(op.rhs)} ? {e.expr(op.lhs)} : {e.expr(op.rhs)})",
+    AR.MinSIOp: lambda e, op: f"({e.expr(op.lhs)} < {e.expr(op.rhs)} ? {e.expr(op.lhs)} : {e.expr(op.rhs)})",
+    AR.CmpFOp: _cmpf,
+    AR.CmpIOp: lambda e, op: f"({e.expr(op.lhs)} {_INT_COMPARE[op.predicate]} {e.expr(op.rhs)})",
+    AR.SelectOp: lambda e, op: f"({e.expr(op.condition)} ? {e.expr(op.true_value)} : {e.expr(op.false_value)})",
+    AR.ExtFOp: _cast,
+    AR.TruncFOp: _cast,
+    AR.SIToFPOp: _cast,
+    AR.UIToFPOp: _cast,
+    AR.ExtSIOp: _cast,
+    AR.ExtUIOp: _cast,
+    AR.TruncIOp: _cast,
+    AR.FPToSIOp: _fptosi,
+    M.ExpOp: _call("expf", "exp"),
+    M.LogOp: _call("logf", "log"),
+    M.SqrtOp: _call("sqrtf", "sqrt"),
+    M.TanhOp: _call("tanhf", "tanh"),
+    M.SinOp: _call("sinf", "sin"),
+    M.CosOp: _call("cosf", "cos"),
+    M.AbsFOp: _call("fabsf", "fabs"),
+    M.PowFOp: _call("powf", "pow"),
+    M.AbsIOp: _absi,
+    M.IPowIOp: lambda e, op: f"({C_TYPES[op.result.type.name]})kiln_ipow({e.expr(op.lhs)}, {e.expr(op.rhs)})",
+}

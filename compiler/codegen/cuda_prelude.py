@@ -1,0 +1,142 @@
+"""What every CUDA C source kiln writes begins with: the launch constants and C types,
+and ``PRELUDE``, the C helpers the kernels call (numpy's float semantics where C's
+differ, atomics, the pairwise sum launch, error checks) and the ``KILN_EMULATE``
+definitions that let the same source compile as C++ for the CPU."""
+
+from kiln.codegen.status import STATUS
+
+THREADS_PER_BLOCK = 256
+THREADS_PER_BLOCK_MAX = 1024
+REDUCTION_BLOCKS = 1024  # enough to fill a GPU; more would only add atomics on one address
+PAIRWISE_GROUP = 64  # KILN_GROUP in PRELUDE: partial sums added per thread per pairwise launch
+CUDA_ERROR_BASE = 1000  # the host entry returns kiln's status codes as they are, CUDA's errors above this
+C_TYPES = {
+    "f32": "float",
+    "f64": "double",
+    "i1": "bool",
+    "i8": "unsigned char",
+    "i32": "int",
+    "i64": "long long",
+    "index": "long long",
+}
+STORED = dict(C_TYPES, i1="unsigned char")
+
+PRELUDE = r"""#include <math.h>
+#include <stdint.h>
+#ifdef KILN_EMULATE  /* plain C++ on the CPU: grid and block loops made explicit */
+#include <stdlib.h>
+#include <string.h>
+#define __global__
+#define __device__
+struct kiln_dim3 { unsigned x, y, z; };
+static thread_local kiln_dim3 blockIdx, threadIdx, blockDim, gridDim;
+typedef int cudaError_t;
+#define cudaSuccess 0
+static inline cudaError_t cudaMalloc(void **p, size_t n) { *p = malloc(n ? n : 1); return *p ? 0 : 2; }
+static inline cudaError_t cudaFree(void *p) { free(p); return 0; }
+static inline cudaError_t cudaGetLastError(void) { return 0; }
+static inline cudaError_t cudaDeviceSynchronize(void) { return 0; }
+#define KILN_READ_STATUS(dst) ((dst) = kiln_status, kiln_status = 0, cudaSuccess)
+#define KILN_ATOMIC(combine, address, value) (*(address) = combine(*(address), (value)))
+#define KILN_LAUNCH(kernel, blocks, threads, ...) do { \
+    gridDim.x = (blocks); blockDim.x = (threads); gridDim.y = gridDim.z = blockDim.y = blockDim.z = 1; \
+    for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++) \
+        for (threadIdx.x = 0; threadIdx.x < blockDim.x; threadIdx.x++) kernel(__VA_ARGS__); } while (0)
+#define KILN_LAUNCH3(kernel, gx, gy, gz, bx, by, bz, ...) do { \
+    gridDim.x = (gx); gridDim.y = (gy); gridDim.z = (gz); blockDim.x = (bx); blockDim.y = (by); blockDim.z = (bz); \
+    for (blockIdx.z = 0; blockIdx.z < gridDim.z; blockIdx.z++) \
+    for (blockIdx.y = 0; blockIdx.y < gridDim.y; blockIdx.y++) \
+    for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++) \
+    for (threadIdx.z = 0; threadIdx.z < blockDim.z; threadIdx.z++) \
+    for (threadIdx.y = 0; threadIdx.y < blockDim.y; threadIdx.y++) \
+    for (threadIdx.x = 0; threadIdx.x < blockDim.x; threadIdx.x++) kernel(__VA_ARGS__); } while (0)
+#else
+#define KILN_LAUNCH(kernel, blocks, threads, ...) kernel<<<(blocks), (threads)>>>(__VA_ARGS__)
+#define KILN_LAUNCH3(kernel, gx, gy, gz, bx, by, bz, ...) \
+    kernel<<<dim3((gx), (gy), (gz)), dim3((bx), (by), (bz))>>>(__VA_ARGS__)
+#endif
+
+__device__ int kiln_status = 0;
+#ifndef KILN_EMULATE
+/* Read the status the kernels set, and clear it for the next call. */
+static cudaError_t kiln_read_status(int *dst) {
+    static const int zero = 0;
+    cudaError_t error = cudaMemcpyFromSymbol(dst, kiln_status, sizeof(int));
+    return error != cudaSuccess ? error : cudaMemcpyToSymbol(kiln_status, &zero, sizeof(int));
+}
+#define KILN_READ_STATUS(dst) kiln_read_status(&(dst))
+#endif
+__device__ static inline long long kiln_floordiv(long long a, long long b) {
+    long long q = a / b; return (a % b != 0 && a < 0) ? q - 1 : q; }
+__device__ static inline long long kiln_mod(long long a, long long b) { long long r = a % b; return r < 0 ? r + b : r; }
+/* arith.maximumf / minimumf: NaN if either is, and -0.0 < 0.0 (IEEE 754 maximum, LLVM's llvm.maximum). */
+__device__ static inline float kiln_maxf(float a, float b) {
+    return (a != a || b != b) ? NAN : (a > b || (a == b && !signbit(a)) ? a : b); }
+__device__ static inline float kiln_minf(float a, float b) {
+    return (a != a || b != b) ? NAN : (a < b || (a == b && signbit(a)) ? a : b); }
+__device__ static inline double kiln_max(double a, double b) {
+    return (a != a || b != b) ? NAN : (a > b || (a == b && !signbit(a)) ? a : b); }
+__device__ static inline double kiln_min(double a, double b) {
+    return (a != a || b != b) ? NAN : (a < b || (a == b && signbit(a)) ? a : b); }
+/* Integer arithmetic wraps around as numpy's does: it is done in unsigned types, because
+   signed overflow is undefined behaviour that compilers fold on ((x + 1) > x is "true"). */
+__device__ static inline long long kiln_ipow(long long base, long long e) {
+    if (e < 0) { kiln_status = KILN_NEGATIVE_POWER; return 0; }
+    unsigned long long r = 1, b = (unsigned long long)base;
+    while (e) { if (e & 1) r *= b; b *= b; e >>= 1; } return (long long)r; }
+/* kiln.dialects.arith.float_to_int: truncation; NaN and out of range give the minimum
+   (-bound), as x86's conversion does; a plain C cast is undefined there. */
+__device__ static inline long long kiln_f2i(float x, float bound) {
+    return (x > -bound && x < bound) ? (long long)x : (long long)-bound; }
+__device__ static inline long long kiln_f2i(double x, double bound) {
+    return (x > -bound && x < bound) ? (long long)x : (long long)-bound; }
+__device__ static inline float kiln_add(float a, float b) { return a + b; }
+__device__ static inline double kiln_add(double a, double b) { return a + b; }
+__device__ static inline int kiln_add(int a, int b) { return (int)((unsigned)a + (unsigned)b); }
+__device__ static inline long long kiln_add(long long a, long long b) {
+    return (long long)((unsigned long long)a + (unsigned long long)b); }
+/* Float + and - rounded on their own: nvcc fuses a * b + c into one FMA unless the add is
+   __fadd_rn; kiln fuses only accumulations (see kiln.codegen.llvm_ops.accumulates), as numpy does. */
+#ifdef KILN_EMULATE
+#define kiln_fadd(a, b) ((a) + (b))
+#define kiln_fsub(a, b) ((a) - (b))
+#define kiln_dadd(a, b) ((a) + (b))
+#define kiln_dsub(a, b) ((a) - (b))
+#else
+#define kiln_fadd __fadd_rn
+#define kiln_fsub __fsub_rn
+#define kiln_dadd __dadd_rn
+#define kiln_dsub __dsub_rn
+#endif
+/* A whole-tensor float sum keeps one partial sum per thread; each launch of its _pairwise
+   kernel sums groups of KILN_GROUP partials, `stride` apart, as a balanced tree into the
+   group's first: the error grows with log(threads), where atomicAdd into one total adds a
+   rounding per thread, in an order that changes from run to run. */
+#define KILN_GROUP 64
+template <typename T> __device__ static inline T kiln_pairwise_group(const T *p, long long left, long long stride) {
+    T v[KILN_GROUP];
+    for (int k = 0; k < KILN_GROUP; k++) v[k] = k * stride < left ? p[k * stride] : (T)0;
+    for (int half = KILN_GROUP / 2; half >= 1; half /= 2)
+        for (int k = 0; k < half; k++) v[k] += v[k + half];
+    return v[0]; }
+#ifndef KILN_EMULATE
+/* Combine a thread's partial result into a reduction's global result: atomicAdd where the
+   hardware has it, a compare-and-swap loop for maximum and minimum. */
+#define KILN_ATOMIC(combine, address, value) kiln_atomic_##combine((address), (value))
+__device__ static inline void kiln_atomic_kiln_add(float *a, float v) { atomicAdd(a, v); }
+__device__ static inline void kiln_atomic_kiln_add(double *a, double v) { atomicAdd(a, v); }
+__device__ static inline void kiln_atomic_kiln_add(long long *a, long long v) {
+    atomicAdd((unsigned long long *)a, (unsigned long long)v); }
+__device__ static inline void kiln_atomic_kiln_add(int *a, int v) { atomicAdd(a, v); }
+__device__ static inline unsigned long long kiln_double_bits(double x) { return (unsigned long long)__double_as_longlong(x); }
+__device__ static inline double kiln_bits_double(unsigned long long x) { return __longlong_as_double((long long)x); }
+#define KILN_CAS_LOOP(name, type, word, to_word, from_word, pick) \
+__device__ static inline void kiln_atomic_##name(type *a, type v) { \
+    word *p = (word *)a, old = *p, assumed; \
+    do { assumed = old; old = atomicCAS(p, assumed, to_word(pick(from_word(assumed), v))); } while (assumed != old); }
+KILN_CAS_LOOP(kiln_maxf, float, int, __float_as_int, __int_as_float, kiln_maxf)
+KILN_CAS_LOOP(kiln_minf, float, int, __float_as_int, __int_as_float, kiln_minf)
+KILN_CAS_LOOP(kiln_max, double, unsigned long long, kiln_double_bits, kiln_bits_double, kiln_max)
+KILN_CAS_LOOP(kiln_min, double, unsigned long long, kiln_double_bits, kiln_bits_double, kiln_min)
+#endif
+""".replace("KILN_NEGATIVE_POWER", str(STATUS["negative integer power"]))
