@@ -76,6 +76,9 @@ class Lowered:
         self._signature = signature
         # The stages themselves, for kiln's tools (bisect's cost estimate, build's object code).
         self.pipeline = signature.pipeline
+        # The argument leaves it was lowered with (arrays, or specs), flattened in the order of
+        # the function's inputs: what the tools run it on.
+        self.arguments = list(signature.call.leaves)
         self.name = signature.pipeline.name
         self.stages = list(signature.stages)
 

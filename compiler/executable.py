@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kiln import debug as debug_mode
 from kiln.codegen.llvm_emitter import symbol_name
 from kiln.codegen.status import OUT_OF_BOUNDS, STATUS
 from kiln.errors import ArgumentError, KilnError
@@ -21,7 +22,6 @@ from kiln.frontend import pytree
 from kiln.interpreters.tensor_interpreter import run_function
 from kiln.runtime import threads
 from kiln.runtime.native import LoadedObject
-from kiln.tools import debug as debug_mode
 
 
 @dataclass(frozen=True)

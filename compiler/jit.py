@@ -18,6 +18,7 @@ import threading
 
 import numpy as np
 
+from kiln import debug as debug_mode
 from kiln.aot import Lowered, Signature
 from kiln.codegen import nvcc
 from kiln.cuda_executable import CudaExecutable, dlpack_leaves
@@ -29,7 +30,6 @@ from kiln.frontend.tracing import Tracer
 from kiln.passes.schedule import Schedule
 from kiln.pipeline import GRAPH_PASSES, REMAT_PASSES, STAGES, Pipeline
 from kiln.runtime.cuda import CudaUnavailable, check_gpu
-from kiln.tools import debug as debug_mode
 from kiln.tools.profiler import profile
 
 TARGETS = ("cpu", "interpret", "cuda", "cuda-emulate")

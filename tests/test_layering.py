@@ -26,6 +26,11 @@ ALLOWED = {
     "kiln.codegen": ("kiln.dialects", "kiln.passes", "kiln.codegen", "kiln.errors", "kiln.runtime"),
 }
 
+# The tools the driver may use: the pipeline reads tuned schedules, and CompiledFunction.profile.
+DRIVER_USES_TOOLS = {"kiln.tools.tuning_db", "kiln.tools.profiler"}
+# Private attributes of other libraries' objects that their own APIs name with an underscore.
+FOREIGN_PRIVATE_API = {"_fields", "_getframe", "_asdict", "_replace"}
+
 # Imports inside functions, each with the reason it is late. Nothing here may break a cycle.
 LATE_IMPORTS = {
     # The command line starts fast: a subcommand's modules load when that subcommand runs.
@@ -125,3 +130,46 @@ def test_no_import_cycles():
     graph.add_edges_from((s, t) for s, t, _, _ in EDGES if t in MODULES and s != t)
     cycles = list(nx.simple_cycles(graph, length_bound=6))
     assert not cycles, "\n".join(" -> ".join(c + [c[0]]) for c in cycles[:10])
+
+
+def test_the_driver_uses_only_the_tools_named():
+    wrong = [
+        f"{source} imports {target}"
+        for source, target, _, _ in EDGES
+        if _layer(source) is None
+        and source not in ("kiln", "kiln.__main__")  # the front door re-exports the public tools
+        and not source.startswith("kiln.tools")
+        and target.startswith("kiln.tools.")
+        and target not in DRIVER_USES_TOOLS
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def _private_attributes_defined(tree) -> set:
+    """The `_names` a module defines: functions, classes, assignments, and `self._x = ...`."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+    return {n for n in names if n.startswith("_")}
+
+
+def test_no_module_reads_another_modules_private_attributes():
+    wrong = []
+    for name, path in MODULES.items():
+        tree = ast.parse(path.read_text(), str(path))
+        own = _private_attributes_defined(tree) | FOREIGN_PRIVATE_API
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and node.attr not in own
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            ):
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
+    assert not wrong, "\n".join(wrong)

@@ -35,6 +35,7 @@ from kiln.dialects import parse_ir, print_ir
 from kiln.errors import KilnError
 from kiln.frontend import pytree
 from kiln.frontend.specs import TensorSpec
+from kiln.frontend.tracing import is_tracing
 from kiln.interpreters.affine_interpreter import run_affine
 from kiln.interpreters.tensor_interpreter import run_function
 from kiln.jit import CompiledFunction, compile
@@ -212,13 +213,15 @@ def bisect(fn, *args, rtol: float | None = None, progress=None) -> BisectReport:
     >>> report.first_bad is None
     True"""
     compiled = fn if isinstance(fn, CompiledFunction) else compile(fn)
-    call, key = compiled._specialize(args, {}, allow_specs=False)  # checks the arguments like a call
-    if key is None:
+    if is_tracing():
         raise KilnError("kiln.bisect runs on arrays, not inside a traced function")
-    _, pipeline = compiled._traces[key]
+    lowered = compiled.lower(*args)  # checks the arguments like a call
+    if any(isinstance(leaf, TensorSpec) for leaf in lowered.arguments):
+        raise KilnError("kiln.bisect runs on arrays, not specs: it compares every step's numbers with numpy's")
+    pipeline = lowered.pipeline
     traced = pipeline.module("tensor")
     function = traced.body.ops[0]
-    inputs = [np.asarray(a, dtype=arg.type.dtype) for a, arg in zip(call.leaves, function.arguments)]
+    inputs = [np.asarray(a, dtype=arg.type.dtype) for a, arg in zip(lowered.arguments, function.arguments)]
     reference = run_function(function, inputs)
     if rtol is None:
         rtol = 1e-4 if any(r.dtype == np.float32 for r in reference) else 1e-9

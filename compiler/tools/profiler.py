@@ -127,14 +127,13 @@ def profile(compiled, *args, seconds: float = 2.0, **kwargs) -> Profile:
     if compiled.target != "cpu":
         raise KilnError(f"kiln.profile times native CPU code; this function's target is {compiled.target!r}")
     compiled(*args, **kwargs)  # compile, and check the arguments the usual way
-    call, key = compiled._specialize(args, kwargs, allow_specs=False)
-    traced, pipeline = compiled._traces[key]
-    executable = compiled._executable(key)
+    lowered = compiled.lower(*args, **kwargs)
+    pipeline = lowered.pipeline
+    signature = lowered.module("tensor").body.ops[0].function_type
     inputs = [
-        np.ascontiguousarray(np.asarray(leaf, dtype=dtype))
-        for leaf, (_, dtype) in zip(call.leaves, executable.input_specs)
+        np.ascontiguousarray(np.asarray(leaf, dtype=t.dtype)) for leaf, t in zip(lowered.arguments, signature.inputs)
     ]
-    outputs = [np.empty(shape, dtype) for shape, dtype in executable.output_specs]
+    outputs = [np.empty(t.shape, t.dtype) for t in signature.results]
     arrays = inputs + outputs
 
     module = pipeline.module("scheduled")
