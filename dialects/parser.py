@@ -278,13 +278,27 @@ class Parser:
         self.expect(">")
         return body
 
+    def _dense_bits(self, raw: bytes, type_) -> np.ndarray:
+        """i1 hex data as MLIR writes it: eight elements to a byte, the first in the lowest bit.
+        One byte per element (how kiln wrote i1 before it followed MLIR) is read too."""
+        packed = -(-type_.size // 8)
+        if len(raw) == packed:
+            bits = np.unpackbits(np.frombuffer(raw, np.uint8), count=type_.size, bitorder="little")
+        elif len(raw) == type_.size:
+            bits = np.frombuffer(raw, np.uint8)
+        else:
+            self.fail(f"hex data has {len(raw)} bytes, {type_} needs {packed} (eight i1 elements to a byte)")
+        return bits.astype(np.bool_).reshape(type_.shape)
+
     def _dense_array(self, body, type_) -> np.ndarray:
         dtype = type_.dtype
         if body[0] == "hex":
             if not body[1].startswith("0x"):
                 self.fail("a hex dense attribute starts with 0x")
             raw = bytes.fromhex(body[1][2:])
-            storage = np.uint8 if dtype == np.bool_ else dtype.newbyteorder("<")
+            if dtype == np.bool_:
+                return self._dense_bits(raw, type_)
+            storage = dtype.newbyteorder("<")
             if len(raw) != type_.size * np.dtype(storage).itemsize:
                 self.fail(f"hex data has {len(raw)} bytes, {type_} needs {type_.size * np.dtype(storage).itemsize}")
             return np.frombuffer(raw, storage).astype(dtype).reshape(type_.shape)

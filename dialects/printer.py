@@ -56,10 +56,11 @@ def format_dense(array: np.ndarray) -> str:
     elif finite and flat.size <= HEX_THRESHOLD:
         body = _nested(array)
     else:
-        storage = array.astype(array.dtype.newbyteorder("<"))
-        if array.dtype == np.bool_:
-            storage = array.astype(np.uint8)
-        body = '"0x' + storage.tobytes().hex().upper() + '"'
+        if array.dtype == np.bool_:  # MLIR packs i1 elements eight to a byte, the first in the lowest bit
+            data = np.packbits(flat, bitorder="little").tobytes()
+        else:
+            data = array.astype(array.dtype.newbyteorder("<")).tobytes()
+        body = '"0x' + data.hex().upper() + '"'
     return f"dense<{body}> : {type_text}"
 
 

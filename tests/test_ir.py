@@ -11,7 +11,9 @@ from kiln.dialects import func as F
 from kiln.dialects import memref as MR
 from kiln.dialects import tensor as T
 from kiln.dialects.builtin import ModuleOp
-from kiln.dialects.types import FunctionType, tensor_type
+from kiln.dialects.parser import Parser
+from kiln.dialects.printer import format_dense
+from kiln.dialects.types import FunctionType, TensorType, scalar_type_of, tensor_type
 
 SCALE_AND_SUM = """\
 module {
@@ -290,3 +292,20 @@ def test_a_loop_without_its_attribute_has_no_name_whatever_its_ssa_name():
     function = parse_ir(print_ir(arena_ir()).replace('{kiln.loop = "k0.i"}', "")).body.ops[0]
     first = next(op for op in function.body.ops if isinstance(op, A.ForOp))
     assert first.induction_variable.name_hint == "i" and A.loop_name(first) == "?"
+
+
+@pytest.mark.parametrize("size", [0, 1, 7, 8, 9, 17, 169])
+def test_bool_dense_hex_is_mlirs_packed_bits(size):
+    values = np.random.default_rng(size).random(size) < 0.4
+    values[:1] = True  # not a splat
+    text = format_dense(values)
+    if size > 16:  # large constants are hex: np.packbits with little bit order is MLIR's layout
+        assert text.startswith(f'dense<"0x{np.packbits(values, bitorder="little").tobytes().hex().upper()}">')
+    type_ = TensorType(values.shape, scalar_type_of(np.dtype(bool)))
+    body = text[len("dense<") : text.index("> :")]
+    np.testing.assert_array_equal(Parser(body + ">").parse_dense_body(type_), values)
+
+
+def test_bool_hex_of_the_wrong_length_is_refused_by_name():
+    with pytest.raises(ParseError, match="eight i1 elements to a byte"):
+        parse_ir('func.func @f() {\n  %0 = kiln.constant dense<"0x0102"> : tensor<100xi1>\n  func.return\n}')

@@ -119,3 +119,18 @@ def test_mlir_opt_lowers_kiln_affine_code_further():
     lowered = kiln.compile(lambda x, y: (x @ y).sum(axis=0)).lower(kiln.f32[7, 13], kiln.f32[13, 5])
     out = mlir_opt(lowered.text("affine"), "--lower-affine")
     assert "scf.for" in out and "affine.for" not in out
+
+
+@pytest.mark.parametrize("size", [9, 17, 64, 169])
+def test_bool_constants_of_every_size_pass_mlir_opt_and_come_back(size):
+    """MLIR packs i1 hex data eight elements to a byte; a causal mask is the usual such constant."""
+    side = int(np.sqrt(size)) if int(np.sqrt(size)) ** 2 == size else None
+    mask = np.tril(np.ones((side, side), bool)) if side else np.arange(size) % 3 == 0
+    fn = lambda x: np.where(mask, x, 0.0)  # noqa: E731
+    lowered = kiln.compile(fn).lower(kiln.f32[mask.shape])
+    for stage, (generic, flags) in STAGE_FORMS.items():
+        mlir_opt(lowered.text(stage, generic=generic), *flags)
+    x = np.arange(size, dtype=np.float32).reshape(mask.shape) + 1
+    module = parse_ir(renumbered(lowered.text("tensor", generic=True), "--allow-unregistered-dialect"))
+    (got,) = run_function(module.body.ops[-1], [x])
+    np.testing.assert_array_equal(got, np.where(mask, x, 0.0))
