@@ -36,6 +36,18 @@ from .loop_transforms import ScheduleError
 from .vectorize import vectorize
 
 PRIMITIVES = ("split", "reorder", "tile", "vectorize", "parallel", "unroll", "unroll_jam", "cache_read", "bind")
+# What each primitive takes, as a user writes it: checked when a step is added.
+SIGNATURES = {
+    "split": ("loop", "factor"),
+    "reorder": ("loops",),
+    "tile": ("loops", "sizes"),
+    "vectorize": ("loop", "width"),
+    "parallel": ("loop",),
+    "unroll": ("loop", "factor"),
+    "unroll_jam": ("loop", "factor"),
+    "cache_read": ("loop", "buffer", "[layout]"),
+    "bind": ("loop", "axis"),
+}
 GPU_PRIMITIVES = ("split", "reorder", "tile", "unroll", "bind")  # what the CUDA backend can run
 
 
@@ -64,6 +76,14 @@ class Schedule:
     def add(self, primitive: str, *args) -> "Schedule":
         if not isinstance(primitive, str) or primitive not in PRIMITIVES:
             raise ScheduleError(f"unknown schedule step {primitive!r} (known: {', '.join(PRIMITIVES)})")
+        names = SIGNATURES[primitive]
+        required = [n for n in names if not n.startswith("[")]
+        if not len(required) <= len(args) <= len(names):
+            raise ScheduleError(
+                f"{primitive} takes {len(required)}{'' if len(required) == len(names) else ' or ' + str(len(names))} "
+                f"argument{'s' if len(names) != 1 else ''} ({', '.join(names)}), got {len(args)}: "
+                f"{[primitive, *args]!r}"
+            )
         self.steps.append((primitive, *[list(a) if isinstance(a, tuple) else a for a in args]))
         return self
 

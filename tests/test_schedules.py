@@ -156,7 +156,7 @@ def test_a_schedule_from_a_yaml_file(tmp_path):
         ([("parallel", "k0.j")], "only an outermost loop"),
         ([("unroll_jam", "k0.r", 2)], "carries values"),
         ([("frobnicate", "k0.i")], "unknown schedule step 'frobnicate'"),
-        ([("split", "k0.i")], "malformed schedule step"),
+        ([("split", "k0.i")], r"split takes 2 arguments \(loop, factor\), got 1"),
     ],
 )
 def test_illegal_steps_are_refused_with_the_reason(steps, message):
@@ -367,6 +367,9 @@ def test_the_schedule_fuzzer_draws_every_cpu_step():
         ([("unroll", "k0.r", False)], "positive integer"),
         ([()], "a schedule step is a list"),
         (["split k0.j 2"], "a schedule step is a list"),
+        ([("tile", "k0.i", "k0.j", 7, 300)], r"tile takes 2 arguments \(loops, sizes\), got 4"),
+        ([("parallel",)], r"parallel takes 1 argument \(loop\), got 0"),
+        ([("cache_read", "k0.i", "x", "a", "b")], r"cache_read takes 2 or 3 arguments"),
     ],
 )
 def test_malformed_steps_are_refused_by_name(schedule, message):
