@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from kiln.cuda_executable import dlpack_leaves
+from kiln.dlpack import dlpack_leaves
 from kiln.errors import ArgumentError, StageError, user_facing
 from kiln.executable import call_signature
 from kiln.frontend.specs import TensorSpec

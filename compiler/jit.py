@@ -21,7 +21,8 @@ import numpy as np
 from kiln import debug as debug_mode
 from kiln.aot import Lowered, Signature
 from kiln.codegen import nvcc
-from kiln.cuda_executable import CudaExecutable, dlpack_leaves
+from kiln.cuda_executable import CudaExecutable
+from kiln.dlpack import dlpack_leaves
 from kiln.errors import ArgumentError, KilnError, user_facing
 from kiln.executable import Compilation, Executable, call_signature
 from kiln.frontend.specs import TensorSpec
