@@ -102,7 +102,7 @@ def test_from_dlpack_views_host_arrays_and_refuses_other_objects():
     a = np.arange(12, dtype=np.float32).reshape(3, 4)[:, 1:]
     view = kiln.from_dlpack(a)
     assert np.shares_memory(view, a) and view.strides == a.strides
-    with pytest.raises(kiln.ArgumentError, match="takes an object with __dlpack__; got a value of type list"):
+    with pytest.raises(kiln.ArgumentError, match="takes an object with __dlpack__, got a value of type list"):
         kiln.from_dlpack([1.0, 2.0])
 
 
