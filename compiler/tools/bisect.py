@@ -32,7 +32,7 @@ from tqdm import tqdm
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
 from kiln.dialects import parse_ir, print_ir
-from kiln.errors import KilnError
+from kiln.errors import ArgumentError, KilnError
 from kiln.frontend import pytree
 from kiln.frontend.specs import TensorSpec
 from kiln.frontend.tracing import is_tracing
@@ -216,8 +216,11 @@ def bisect(fn, *args, rtol: float | None = None, progress=None) -> BisectReport:
     if is_tracing():
         raise KilnError("kiln.bisect runs on arrays, not inside a traced function")
     lowered = compiled.lower(*args)  # checks the arguments like a call
-    if any(isinstance(leaf, TensorSpec) for leaf in lowered.arguments):
-        raise KilnError("kiln.bisect runs on arrays, not specs: it compares every step's numbers with numpy's")
+    specs = [repr(leaf) for leaf in lowered.arguments if isinstance(leaf, TensorSpec)]
+    if specs:
+        raise ArgumentError(
+            f"an argument is a spec ({specs[0]}); kiln.bisect runs on arrays: it compares every step with numpy"
+        )
     pipeline = lowered.pipeline
     traced = pipeline.module("tensor")
     function = traced.body.ops[0]
