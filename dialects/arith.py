@@ -109,6 +109,9 @@ XOrIOp = same_typed_op("XOrIOp", "arith.xori", 2, INTEGERS, "bitwise xor (logica
 
 FLOAT_PREDICATES = ("oeq", "one", "olt", "ole", "ogt", "oge", "ueq", "une", "ult", "ule", "ugt", "uge", "ord", "uno")
 INT_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
+# The relation each integer predicate tests (signedness is in its first letter), as C and
+# LLVM's builders spell it: what every code generator needs from the predicate.
+INT_RELATIONS = dict(zip(INT_PREDICATES, ("==", "!=", "<", "<=", ">", ">=", "<", "<=", ">", ">=")))
 
 
 class _Compare(Operation):

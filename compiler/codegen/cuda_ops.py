@@ -49,18 +49,6 @@ def _call(function_f32, function_f64=None):
 
 
 _FLOAT_COMPARE = {"oeq": "==", "olt": "<", "ole": "<=", "ogt": ">", "oge": ">="}
-_INT_COMPARE = {
-    "eq": "==",
-    "ne": "!=",
-    "slt": "<",
-    "sle": "<=",
-    "sgt": ">",
-    "sge": ">=",
-    "ult": "<",
-    "ule": "<=",
-    "ugt": ">",
-    "uge": ">=",
-}
 
 
 def _cmpf(e, op):
@@ -130,7 +118,7 @@ EXPRESSIONS = {
     AR.MaxSIOp: lambda e, op: f"({e.expr(op.lhs)} > {e.expr(op.rhs)} ? {e.expr(op.lhs)} : {e.expr(op.rhs)})",
     AR.MinSIOp: lambda e, op: f"({e.expr(op.lhs)} < {e.expr(op.rhs)} ? {e.expr(op.lhs)} : {e.expr(op.rhs)})",
     AR.CmpFOp: _cmpf,
-    AR.CmpIOp: lambda e, op: f"({e.expr(op.lhs)} {_INT_COMPARE[op.predicate]} {e.expr(op.rhs)})",
+    AR.CmpIOp: lambda e, op: f"({e.expr(op.lhs)} {AR.INT_RELATIONS[op.predicate]} {e.expr(op.rhs)})",
     AR.SelectOp: lambda e, op: f"({e.expr(op.condition)} ? {e.expr(op.true_value)} : {e.expr(op.false_value)})",
     AR.ExtFOp: _cast,
     AR.TruncFOp: _cast,

@@ -147,18 +147,6 @@ _FCMP = {
     "ugt": ">",
     "uge": ">=",
 }
-_ICMP = {
-    "eq": "==",
-    "ne": "!=",
-    "slt": "<",
-    "sle": "<=",
-    "sgt": ">",
-    "sge": ">=",
-    "ult": "<",
-    "ule": "<=",
-    "ugt": ">",
-    "uge": ">=",
-}
 
 
 @handles(AR.CmpFOp)
@@ -170,7 +158,7 @@ def _cmpf(e, op):
 @handles(AR.CmpIOp)
 def _cmpi(e, op):
     compare = e.b.icmp_unsigned if op.predicate.startswith("u") else e.b.icmp_signed
-    e.values[op.result] = compare(_ICMP[op.predicate], e.get(op.lhs), e.get(op.rhs))
+    e.values[op.result] = compare(AR.INT_RELATIONS[op.predicate], e.get(op.lhs), e.get(op.rhs))
 
 
 @handles(AR.SelectOp)
