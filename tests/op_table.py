@@ -224,6 +224,11 @@ CASES = [
     OpCase("softmax_axis0", lambda x: kiln.softmax(x, axis=0), (floats(5, 2, dtype=np.float64),)),
     OpCase("logsumexp", lambda x: kiln.logsumexp(x, axis=1), (floats(7, 5),)),
     OpCase("logsumexp_all_keepdims", lambda x: kiln.logsumexp(x, keepdims=True), (floats(2, 3, dtype=np.float64),)),
+    # -- ufuncs and operators: integer division, bitwise, math functions --------------------
+    # -- shapes, layout, array creation, linear algebra ---------------------------------------
+    # -- reductions, scans, ufunc methods -----------------------------------------------------
+    # -- sorting ---------------------------------------------------------------------------
+    # -- indexing and assignment ------------------------------------------------------------
 ]
 
 

@@ -100,15 +100,9 @@ UFUNC_RULES = {
 # Logical ufuncs compute in the operands' dtype and then test truthiness;
 # kiln's and/or/not take bools, so their operands are cast to bool first.
 _TRUTH_UFUNCS = (np.logical_and, np.logical_or, np.logical_xor, np.logical_not)
-# ufunc.reduce as the reduction it is: np.add.reduce(x, axis=1) is np.sum(x, axis=1).
-_REDUCE_METHODS = {
-    np.add: np.sum,
-    np.multiply: np.prod,
-    np.maximum: np.max,
-    np.minimum: np.min,
-    np.logical_and: np.all,
-    np.logical_or: np.any,
-}
+# Ufunc methods other than __call__ and outer (reduce, accumulate, at): method name ->
+# rule(ufunc, inputs, kwargs), registered by the modules that implement them.
+UFUNC_METHODS: dict = {}
 
 
 def _name(fn) -> str:
@@ -130,13 +124,8 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
             "(traced arrays are immutable); use the returned value",
             user_location(),
         )
-    if method == "reduce" and ufunc in _REDUCE_METHODS:
-        if len(inputs) != 1:
-            raise UnsupportedError(f"{name} takes one array", user_location())
-        reduction = _REDUCE_METHODS[ufunc]
-        if reduction not in (np.sum, np.prod) and kwargs.pop("dtype", None) is not None:
-            raise UnsupportedError(f"{name}: keyword dtype is not supported", user_location())
-        return reduction(inputs[0], **{"axis": 0 if np.ndim(inputs[0]) else None, **kwargs})
+    if method in UFUNC_METHODS:
+        return UFUNC_METHODS[method](ufunc, inputs, kwargs)
     if method not in ("__call__", "outer") or method == "outer" and ufunc.nin != 2:
         raise UnsupportedError(f"{name} is not supported by kiln", user_location())
     if kwargs:
