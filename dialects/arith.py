@@ -106,6 +106,15 @@ MinSIOp = same_typed_op("MinSIOp", "arith.minsi", 2, INTEGERS, "signed minimum")
 AndIOp = same_typed_op("AndIOp", "arith.andi", 2, INTEGERS, "bitwise and (logical and on i1)")
 OrIOp = same_typed_op("OrIOp", "arith.ori", 2, INTEGERS, "bitwise or (logical or on i1)")
 XOrIOp = same_typed_op("XOrIOp", "arith.xori", 2, INTEGERS, "bitwise xor (logical not with true)")
+# As upstream, these are undefined for a zero divisor, for the minimum divided by -1 and
+# for shift counts outside [0, bits): the scalar rules that build them select a safe divisor
+# or count first, and numpy's answer for the rest (x // 0 == 0, shifts past the width).
+_WIDE = tuple(t for t in INTEGERS if t != i1)
+FloorDivSIOp = same_typed_op("FloorDivSIOp", "arith.floordivsi", 2, _WIDE, "signed division rounding toward -inf")
+RemSIOp = same_typed_op("RemSIOp", "arith.remsi", 2, _WIDE, "signed remainder with the dividend's sign (C's %)")
+ShLIOp = same_typed_op("ShLIOp", "arith.shli", 2, _WIDE, "shift left")
+ShRSIOp = same_typed_op("ShRSIOp", "arith.shrsi", 2, _WIDE, "arithmetic shift right (sign fill)")
+RemFOp = same_typed_op("RemFOp", "arith.remf", 2, FLOATS, "float remainder with the dividend's sign (C's fmod)")
 
 FLOAT_PREDICATES = ("oeq", "one", "olt", "ole", "ogt", "oge", "ueq", "une", "ult", "ule", "ugt", "uge", "ord", "uno")
 INT_PREDICATES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")

@@ -30,6 +30,7 @@ import numpy as np
 from .arith import float_to_int
 from .diagnostics import DTypeError, ShapeError
 from .ir import Operation
+from .math import FLOAT_FUNCTIONS
 from .printer import format_attr_dict, format_dense
 from .types import TensorType, f32, f64, i1, i32, i64, tensor_type
 
@@ -134,6 +135,33 @@ TanhOp = _elementwise("TanhOp", "kiln.tanh", _UNARY, np.tanh, FLOAT)
 SinOp = _elementwise("SinOp", "kiln.sin", _UNARY, np.sin, FLOAT)
 CosOp = _elementwise("CosOp", "kiln.cos", _UNARY, np.cos, FLOAT)
 NotOp = _elementwise("NotOp", "kiln.not", _UNARY, np.logical_not, (i1,))
+FModOp = _elementwise("FModOp", "kiln.fmod", _BINARY, np.fmod)
+RemainderOp = _elementwise("RemainderOp", "kiln.remainder", _BINARY, np.remainder)
+FloorDivideOp = _elementwise("FloorDivideOp", "kiln.floor_divide", _BINARY, np.floor_divide)
+BitwiseAndOp = _elementwise("BitwiseAndOp", "kiln.bitwise_and", _BINARY, np.bitwise_and, INT)
+BitwiseOrOp = _elementwise("BitwiseOrOp", "kiln.bitwise_or", _BINARY, np.bitwise_or, INT)
+BitwiseXorOp = _elementwise("BitwiseXorOp", "kiln.bitwise_xor", _BINARY, np.bitwise_xor, INT)
+LeftShiftOp = _elementwise("LeftShiftOp", "kiln.left_shift", _BINARY, np.left_shift, INT)
+RightShiftOp = _elementwise("RightShiftOp", "kiln.right_shift", _BINARY, np.right_shift, INT)
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_")) + "Op"
+
+
+# One kiln op per row of the math dialect's table of float functions, named as numpy
+# names it (kiln.arcsin is math.asin one element at a time): kiln.tan, kiln.floor, ...
+FLOAT_FUNCTION_OPS = {
+    f.op: _elementwise(
+        _camel(f.numpy_fn.__name__),
+        f"kiln.{f.numpy_fn.__name__}",
+        _BINARY if len(f.op.operand_names) == 2 else _UNARY,
+        f.numpy_fn,
+        FLOAT,
+    )
+    for f in FLOAT_FUNCTIONS
+}
+globals().update((op.__name__, op) for op in FLOAT_FUNCTION_OPS.values())
 
 COMPARISONS = {
     "eq": np.equal,

@@ -356,3 +356,78 @@ def _conv2d(b, op, g, needs):
         return b.transpose(b.slice(correlation, (0, 0, 0, 0), (c, f, kh, kw), (1, 1, 1, 1)), (1, 0, 2, 3))
 
     return _when(needs, d_input, d_weight)
+
+
+# -- float functions: the derivative of each, from its operand x and its result y --------------
+def _derivatives(b, x, y):
+    def c(value):
+        return b.full(value, x.type)
+
+    def sqrt(v):
+        return b.op(T.SqrtOp, v)
+
+    def square():
+        return b.mul(x, x)
+
+    return {
+        T.TanOp: lambda: b.add(c(1), b.mul(y, y)),
+        T.SinhOp: lambda: b.op(T.CoshOp, x),
+        T.CoshOp: lambda: b.op(T.SinhOp, x),
+        T.ArcsinOp: lambda: b.div(c(1), sqrt(b.sub(c(1), square()))),
+        T.ArccosOp: lambda: b.div(c(-1), sqrt(b.sub(c(1), square()))),
+        T.ArctanOp: lambda: b.div(c(1), b.add(c(1), square())),
+        T.ArcsinhOp: lambda: b.div(c(1), sqrt(b.add(square(), c(1)))),
+        # sqrt(x - 1) * sqrt(x + 1): no cancellation in x * x - 1 near 1
+        T.ArccoshOp: lambda: b.div(c(1), b.mul(sqrt(b.sub(x, c(1))), sqrt(b.add(x, c(1))))),
+        T.ArctanhOp: lambda: b.div(c(1), b.sub(c(1), square())),
+        T.Log1pOp: lambda: b.div(c(1), b.add(c(1), x)),
+        T.Expm1Op: lambda: b.add(y, c(1)),
+        T.Exp2Op: lambda: b.mul(y, c(np.log(2))),
+        T.Log2Op: lambda: b.div(c(1), b.mul(x, c(np.log(2)))),
+        T.Log10Op: lambda: b.div(c(1), b.mul(x, c(np.log(10)))),
+        T.CbrtOp: lambda: b.div(c(1), b.mul(c(3), b.mul(y, y))),
+    }
+
+
+def _chain(b, op, g, needs):
+    return [b.mul(g, _derivatives(b, op.operand, op.result)[type(op)]())]
+
+
+vjp(T.TanOp, T.SinhOp, T.CoshOp, T.ArcsinOp, T.ArccosOp, T.ArctanOp, T.ArcsinhOp, T.ArccoshOp)(_chain)
+vjp(T.ArctanhOp, T.Log1pOp, T.Expm1Op, T.Exp2Op, T.Log2Op, T.Log10Op, T.CbrtOp)(_chain)
+
+
+@vjp(T.FloorOp, T.CeilOp, T.TruncOp, T.RintOp, T.FloorDivideOp)
+def _piecewise_constant(b, op, g, needs):
+    """Zero almost everywhere (and undefined at the steps): no gradient, as in JAX."""
+    return [None] * len(op.operands)
+
+
+@vjp(T.Arctan2Op)
+def _arctan2(b, op, g, needs):
+    y, x = op.lhs, op.rhs
+    scaled = b.div(g, b.add(b.mul(x, x), b.mul(y, y)))
+    return _when(needs, lambda: b.mul(scaled, x), lambda: b.neg(b.mul(scaled, y)))
+
+
+@vjp(T.CopysignOp)
+def _copysign(b, op, g, needs):
+    """|a| with the sign of s: +-1 times g for a (minus where the signs differ); s only
+    chooses a sign, so it gets none."""
+    one = b.full(1, op.result.type)
+    flips = b.mul(b.op(T.CopysignOp, one, op.lhs), b.op(T.CopysignOp, one, op.rhs))
+    return [b.mul(g, flips) if needs[0] else None, None]
+
+
+@vjp(T.FModOp, T.RemainderOp)
+def _remainder(b, op, g, needs):
+    """a - q * d with q = trunc(a / d) (fmod) or a // d (remainder), constant between steps."""
+
+    def d_divisor():
+        if isinstance(op, T.FModOp):
+            quotient = b.op(T.TruncOp, b.div(op.lhs, op.rhs))
+        else:
+            quotient = b.op(T.FloorDivideOp, op.lhs, op.rhs)
+        return b.neg(b.mul(g, quotient))
+
+    return _when(needs, lambda: g, d_divisor)

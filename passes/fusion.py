@@ -43,6 +43,7 @@ from __future__ import annotations
 import networkx as nx
 
 from kiln.dialects import func as F
+from kiln.dialects import math as M
 from kiln.dialects import tensor as T
 from kiln.dialects.affine_expr import Dim, dims_of
 from kiln.dialects.diagnostics import VerificationError
@@ -55,7 +56,9 @@ from .registry import register_pass
 FUSABLE = T.ELEMENTWISE_OPS + T.REDUCTION_OPS + (T.MatmulOp,)
 EXPENSIVE = T.REDUCTION_OPS + (T.MatmulOp,)
 # Calls into the math library cost tens of cycles an element: compute them in one place only.
-TRANSCENDENTAL = (T.ExpOp, T.LogOp, T.TanhOp, T.SinOp, T.CosOp, T.PowOp)
+TRANSCENDENTAL = (T.ExpOp, T.LogOp, T.TanhOp, T.SinOp, T.CosOp, T.PowOp) + tuple(
+    T.FLOAT_FUNCTION_OPS[f.op] for f in M.FLOAT_FUNCTIONS if not f.exact
+)
 FREE = T.VIEW_OPS + (T.ConstantOp,)
 MAX_PLACES = 8
 

@@ -92,6 +92,97 @@ def _cast(b, op, t, x):
     return convert(b, x, t, op.result.type.element)
 
 
+def _safe_divisor(b, t, d):
+    """(d is 0 or -1, d with those replaced by 1): the divisors arith's integer division
+    is undefined for (x / 0, and MIN / -1 overflows), and one it can take instead."""
+    special = b.op(
+        AR.OrIOp,
+        b.op(AR.CmpIOp, d, constant(b, 0, t), predicate="eq"),
+        b.op(AR.CmpIOp, d, constant(b, -1, t), predicate="eq"),
+    )
+    return special, b.op(AR.SelectOp, special, constant(b, 1, t), d)
+
+
+def _int_floor_divide(b, t, x, d):
+    """numpy's x // d: rounds toward -inf, x // 0 is 0, MIN // -1 wraps to MIN."""
+    _, safe = _safe_divisor(b, t, d)
+    quotient = b.op(AR.FloorDivSIOp, x, safe)  # x // 1 == x where d was 0 or -1
+    negated = b.op(AR.SubIOp, constant(b, 0, t), x)
+    quotient = b.op(AR.SelectOp, b.op(AR.CmpIOp, d, constant(b, -1, t), predicate="eq"), negated, quotient)
+    return b.op(AR.SelectOp, b.op(AR.CmpIOp, d, constant(b, 0, t), predicate="eq"), constant(b, 0, t), quotient)
+
+
+def _int_fmod(b, t, x, d):
+    """C's x % d (the dividend's sign); x % 0 is 0 in numpy, and x % -1 is always 0."""
+    _, safe = _safe_divisor(b, t, d)
+    return b.op(AR.RemSIOp, x, safe)
+
+
+def _int_remainder(b, t, x, d):
+    """numpy's x % d: the divisor's sign, x % 0 is 0."""
+    _, safe = _safe_divisor(b, t, d)
+    rem = b.op(AR.RemSIOp, x, safe)
+    zero = constant(b, 0, t)
+    signs_differ = b.op(
+        AR.XOrIOp,
+        b.op(AR.CmpIOp, rem, zero, predicate="slt"),
+        b.op(AR.CmpIOp, safe, zero, predicate="slt"),
+    )
+    fix = b.op(AR.AndIOp, b.op(AR.CmpIOp, rem, zero, predicate="ne"), signs_differ)
+    return b.op(AR.SelectOp, fix, b.op(AR.AddIOp, rem, safe), rem)
+
+
+def _float_divmod(b, t, a, d):
+    """(a // d, a % d) for floats, step for step as numpy's npy_divmod and npy_floor_divide:
+    the remainder takes the divisor's sign (a signed zero, too), the quotient is rounded
+    to the nearest integer of (a - mod) / d, and d == 0 gives a / d and NaN."""
+
+    def c(value):
+        return constant(b, value, t)
+
+    def cmp(predicate, x, y):
+        return b.op(AR.CmpFOp, x, y, predicate=predicate)
+
+    mod = b.op(AR.RemFOp, a, d)
+    div = b.op(AR.DivFOp, b.op(AR.SubFOp, a, mod), d)
+    mod_nonzero = cmp("une", mod, c(0.0))  # C's `if (mod)`: NaN counts as nonzero
+    fix = b.op(AR.AndIOp, mod_nonzero, b.op(AR.XOrIOp, cmp("olt", d, c(0.0)), cmp("olt", mod, c(0.0))))
+    signed_zero = b.op(M.CopysignOp, c(0.0), d)
+    mod = b.op(AR.SelectOp, fix, b.op(AR.AddFOp, mod, d), b.op(AR.SelectOp, mod_nonzero, mod, signed_zero))
+    div = b.op(AR.SelectOp, fix, b.op(AR.SubFOp, div, c(1.0)), div)
+    floor = b.op(M.FloorOp, div)
+    up = cmp("ogt", b.op(AR.SubFOp, div, floor), c(0.5))
+    floor = b.op(AR.SelectOp, up, b.op(AR.AddFOp, floor, c(1.0)), floor)
+    quotient = b.op(AR.DivFOp, a, d)
+    floor = b.op(AR.SelectOp, cmp("une", div, c(0.0)), floor, b.op(M.CopysignOp, c(0.0), quotient))
+    by_zero = cmp("oeq", d, c(0.0))
+    return b.op(AR.SelectOp, by_zero, quotient, floor), b.op(AR.SelectOp, by_zero, b.op(AR.RemFOp, a, d), mod)
+
+
+def _division(float_rule, int_rule):
+    def rule(b, op, t, x, y):
+        return float_rule(b, t, x, y) if t.is_float else int_rule(b, t, x, y)
+
+    return rule
+
+
+def _shift(shift_op, past_width):
+    """numpy's shifts: counts outside [0, bits) (negative ones too) give `past_width`'s
+    value, where arith's shift is undefined: the shift only sees a count it takes."""
+
+    def rule(b, op, t, x, count):
+        bits = constant(b, t.dtype.itemsize * 8, t)
+        inside = b.op(AR.CmpIOp, count, bits, predicate="ult")
+        shifted = b.op(shift_op, x, b.op(AR.SelectOp, inside, count, constant(b, 0, t)))
+        return b.op(AR.SelectOp, inside, shifted, past_width(b, t, x))
+
+    return rule
+
+
+def _sign_fill(b, t, x):
+    return b.op(AR.ShRSIOp, x, constant(b, t.dtype.itemsize * 8 - 1, t))
+
+
 SCALAR_RULES = {
     T.AddOp: by_kind(AR.AddFOp, AR.AddIOp),
     T.SubOp: by_kind(AR.SubFOp, AR.SubIOp),
@@ -114,7 +205,16 @@ SCALAR_RULES = {
     T.CmpOp: _cmp,
     T.SelectOp: _select,
     T.ConvertOp: _cast,
+    T.FModOp: _division(lambda b, t, x, y: b.op(AR.RemFOp, x, y), _int_fmod),
+    T.RemainderOp: _division(lambda b, t, x, y: _float_divmod(b, t, x, y)[1], _int_remainder),
+    T.FloorDivideOp: _division(lambda b, t, x, y: _float_divmod(b, t, x, y)[0], _int_floor_divide),
+    T.BitwiseAndOp: by_kind(None, AR.AndIOp),
+    T.BitwiseOrOp: by_kind(None, AR.OrIOp),
+    T.BitwiseXorOp: by_kind(None, AR.XOrIOp),
+    T.LeftShiftOp: _shift(AR.ShLIOp, lambda b, t, x: constant(b, 0, t)),
+    T.RightShiftOp: _shift(AR.ShRSIOp, _sign_fill),
 }
+SCALAR_RULES.update((tensor_op, by_kind(math_op, None)) for math_op, tensor_op in T.FLOAT_FUNCTION_OPS.items())
 
 
 def reduction_identity(kind, t):

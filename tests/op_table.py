@@ -58,6 +58,27 @@ def _inplace(x):
     return y
 
 
+# Inputs for the ufuncs: integer extremes and every sign of divisor, the float values numpy
+# treats specially, and the open interval where arcsin and arctanh are differentiable.
+INT_EXTREMES = np.array([7, -7, 7, -7, 0, 2**31 - 1, -(2**31), -(2**31), 5], np.int32)
+INT_DIVISORS = np.array([2, 2, -2, -2, 3, 0, -1, 0, 1], np.int32)
+SPECIAL_FLOATS = np.array([0.0, -0.0, 1.5, -2.5, np.inf, -np.inf, np.nan, -np.nan, 1e-45], np.float32)
+SHIFT_COUNTS = np.array([0, 1, 31, 32, 33, -1, -31, 40, 5], np.int32)
+UNIT_INTERVAL = _rng.uniform(-0.9, 0.9, (4, 3))
+
+
+def _inplace_integer(a):
+    b = a * 1
+    b //= 3
+    b %= 5
+    b <<= 2
+    b >>= 1
+    b &= 12
+    b |= 1
+    b ^= 6
+    return b
+
+
 CASES = [
     # elementwise arithmetic, with numpy's broadcasting and promotion
     OpCase("add_broadcast_rhs", lambda x, y: x + y, (floats(7, 13), floats(13))),
@@ -225,6 +246,66 @@ CASES = [
     OpCase("logsumexp", lambda x: kiln.logsumexp(x, axis=1), (floats(7, 5),)),
     OpCase("logsumexp_all_keepdims", lambda x: kiln.logsumexp(x, keepdims=True), (floats(2, 3, dtype=np.float64),)),
     # -- ufuncs and operators: integer division, bitwise, math functions --------------------
+    OpCase("ufunc_mod_int_signs", lambda a, b: a % b, (ints(3, 7), ints(7, low=-4, high=5))),
+    OpCase("ufunc_floordiv_int_signs", lambda a, b: a // b, (ints(3, 7, dtype=np.int64), ints(7, low=-4, high=5))),
+    OpCase("ufunc_mod_int_extremes", lambda a, b: a % b, (INT_EXTREMES, INT_DIVISORS)),
+    OpCase("ufunc_floordiv_int_extremes", lambda a, b: a // b, (INT_EXTREMES, INT_DIVISORS)),
+    OpCase("ufunc_divmod_scalar", lambda a: np.subtract(*divmod(a, -3)), (ints(13),)),
+    OpCase("ufunc_rfloordiv_scalar", lambda a: 7 // a, (ints(1, 5, dtype=np.int64, low=-3, high=3),)),
+    OpCase("ufunc_fmod_int", np.fmod, (INT_EXTREMES, INT_DIVISORS)),
+    OpCase("ufunc_mod_float", lambda a, b: a % b, (floats(5, 3), floats(3) + 0.1)),
+    OpCase("ufunc_floordiv_float_reversed", lambda a, b: a[::-1] // b, (floats(11, dtype=np.float64), positive(11))),
+    OpCase("ufunc_fmod_float", np.fmod, (floats(2, 7, dtype=np.float64) * 5, positive(7) - 1.25)),
+    OpCase("ufunc_divmod_float", lambda a, b: np.add(*np.divmod(a, b)), (floats(7) * 4, np.float32(1.5))),
+    OpCase("ufunc_mod_float_int_mix", lambda a, b: np.mod(a, b), (ints(5), floats(5, dtype=np.float64) + 3)),
+    OpCase(
+        "ufunc_bitwise_int",
+        lambda a, b: (a & b) * 3 + (a | b) * 5 - (a ^ b) + ~a,
+        (ints(3, 5), ints(5, dtype=np.int64)),
+    ),
+    OpCase("ufunc_bitwise_bool", lambda a, b: (a & b) ^ (a | ~b), (bools(7, 1), bools(3))),
+    OpCase("ufunc_left_shift", lambda a, b: a << b, (INT_EXTREMES, SHIFT_COUNTS)),
+    OpCase("ufunc_right_shift", np.right_shift, (INT_EXTREMES, SHIFT_COUNTS)),
+    OpCase("ufunc_shifts_int64", lambda a: (a << 62) + (a >> 63) - (a >> 70), (ints(2, 3, dtype=np.int64),)),
+    OpCase("ufunc_inplace_integer_operators", _inplace_integer, (ints(7),)),
+    OpCase("ufunc_pow_int_int", lambda a, b: a**b, (ints(7, low=-4, high=5), ints(7, low=0, high=9))),
+    OpCase("ufunc_reciprocal_int", np.reciprocal, (np.array([0, 1, -1, 2, -7, 2**31 - 1], np.int32),)),
+    OpCase("ufunc_tan", np.tan, (floats(13),)),
+    OpCase("ufunc_sinh_cosh", lambda x: np.sinh(x) + np.cosh(x), (floats(3, 5, dtype=np.float64),)),
+    OpCase("ufunc_arcsin_arccos", lambda x: np.arcsin(x) * np.arccos(x), (UNIT_INTERVAL,)),
+    OpCase("ufunc_arctan", np.arctan, (floats(7, dtype=np.float64) * 10,)),
+    OpCase("ufunc_arctan2", np.arctan2, (floats(5, 1), floats(1, 3))),
+    OpCase("ufunc_arcsinh", np.arcsinh, (floats(11) * 10,)),
+    OpCase("ufunc_arccosh", np.arccosh, (positive(2, 5) + 1,)),
+    OpCase("ufunc_arctanh", np.arctanh, (UNIT_INTERVAL.astype(np.float32),)),
+    OpCase("ufunc_log1p_expm1", lambda x: np.log1p(x) + np.expm1(x), (positive(13, dtype=np.float32) * 1e-4,)),
+    OpCase("ufunc_exp2_log2_log10", lambda x: np.exp2(x) + np.log2(x) - np.log10(x), (positive(3, 3),)),
+    OpCase("ufunc_exp2_int", np.exp2, (ints(5, low=-3, high=3),)),
+    OpCase("ufunc_cbrt", np.cbrt, (floats(7, dtype=np.float64) * 100,)),
+    OpCase("ufunc_floor_ceil", lambda x: np.floor(x) * 3 + np.ceil(x), (floats(3, 7) * 3,)),
+    OpCase("ufunc_trunc_rint", lambda x: np.trunc(x) * 3 + np.rint(x), (floats(7, dtype=np.float64) * 3,)),
+    OpCase("ufunc_floor_int_is_identity", np.floor, (ints(5),)),
+    OpCase("ufunc_round_decimals", lambda x: np.round(x, 2) + x.round(-1), (floats(7, dtype=np.float64) * 100,)),
+    OpCase("ufunc_round_int_negative_decimals", lambda a: np.around(a, -1), (ints(7, low=-100, high=100),)),
+    OpCase("ufunc_sign", lambda x: np.sign(x) + 0 * x, (floats(13),)),
+    OpCase("ufunc_signbit", np.signbit, (SPECIAL_FLOATS,)),
+    OpCase("ufunc_sign_int", np.sign, (ints(3, 3, dtype=np.int64, low=-2, high=2),)),
+    OpCase("ufunc_copysign", np.copysign, (floats(7), floats(7, dtype=np.float64))),
+    OpCase("ufunc_fabs_square", lambda x: np.fabs(x) + np.square(x), (floats(5, dtype=np.float64),)),
+    OpCase("ufunc_isnan_isinf_isfinite", lambda x: np.isnan(x) | np.isinf(x) & ~np.isfinite(x), (SPECIAL_FLOATS,)),
+    OpCase("ufunc_isnan_int", np.isnan, (ints(3),)),
+    OpCase("ufunc_nan_to_num", lambda x: np.nan_to_num(x * 1), (floats(5, dtype=np.float64),)),
+    OpCase("ufunc_nan_to_num_edges", lambda x: np.nan_to_num(x, nan=-1, posinf=1e300) > 0, (SPECIAL_FLOATS,)),
+    OpCase("ufunc_fmax_fmin", lambda a, b: np.fmax(a, b) - np.fmin(b, a), (floats(5, 1), floats(1, 3))),
+    OpCase("ufunc_fmax_nan", lambda a, b: np.isnan(np.fmax(a, b)), (SPECIAL_FLOATS, SPECIAL_FLOATS[::-1].copy())),
+    OpCase("ufunc_fmin_int", np.fmin, (ints(7), ints(7, dtype=np.int64))),
+    OpCase("ufunc_logaddexp", np.logaddexp, (floats(7, 1) * 30, floats(1, 3) * 30)),
+    OpCase("ufunc_logaddexp2", np.logaddexp2, (floats(7, dtype=np.float64), floats(7, dtype=np.float64))),
+    OpCase("ufunc_hypot", np.hypot, (floats(5, 3) * 3, floats(3))),
+    OpCase("ufunc_heaviside", lambda x, h: np.heaviside(np.floor(x), h), (floats(11, dtype=np.float64), floats(11))),
+    OpCase("ufunc_float_power", np.float_power, (positive(5, dtype=np.float32), ints(5, low=-3, high=3))),
+    OpCase("ufunc_deg2rad_rad2deg", lambda x: np.deg2rad(x) + np.radians(x) - np.degrees(x), (floats(5),)),
+    OpCase("ufunc_abs_pos_neg_operators", lambda x: abs(-x) + (+x), (floats(3, dtype=np.float64),)),
     # -- shapes, layout, array creation, linear algebra ---------------------------------------
     # -- reductions, scans, ufunc methods -----------------------------------------------------
     # -- sorting ---------------------------------------------------------------------------
@@ -310,3 +391,33 @@ BINARY_DTYPE_OPS = {
     "np.stack([a, b])": lambda a, b: np.stack([a, b]),
     "np.dot": np.dot,
 }
+    "np.invert": np.invert,
+    "np.reciprocal": np.reciprocal,
+    "np.sign": np.sign,
+    "np.signbit": np.signbit,
+    "np.isnan": np.isnan,
+    "np.isfinite": np.isfinite,
+    "np.floor": np.floor,
+    "np.rint": np.rint,
+    "np.fabs": np.fabs,
+    "np.cbrt": np.cbrt,
+    "np.arctan": np.arctan,
+    "np.deg2rad": np.deg2rad,
+    "np.round(a, 1)": lambda a: np.round(a, 1),
+    "np.round(a, -1)": lambda a: np.round(a, -1),
+    "np.nan_to_num": np.nan_to_num,
+    "a % b": lambda a, b: a % b,
+    "a // b": lambda a, b: a // b,
+    "divmod(a, b)": lambda a, b: divmod(a, b)[1],
+    "a & b": lambda a, b: a & b,
+    "a ^ b": lambda a, b: a ^ b,
+    "a << b": lambda a, b: a << b,
+    "a >> b": lambda a, b: a >> b,
+    "np.fmod": np.fmod,
+    "np.arctan2": np.arctan2,
+    "np.copysign": np.copysign,
+    "np.fmax": np.fmax,
+    "np.logaddexp": np.logaddexp,
+    "np.hypot": np.hypot,
+    "np.heaviside": np.heaviside,
+    "np.float_power": np.float_power,

@@ -92,9 +92,9 @@ def test_unsupported_numpy_function_is_named():
 
 def test_unsupported_ufunc_is_named():
     def f(x):
-        return np.arctan2(x, x)  # error: arctan2
+        return np.spacing(x)  # error: spacing
 
-    raises_at(kiln.UnsupportedError, "arctan2", r"np\.arctan2 is not supported", kiln.compile(f), x32)
+    raises_at(kiln.UnsupportedError, "spacing", r"np\.spacing is not supported", kiln.compile(f), x32)
 
 
 def test_python_if_on_a_traced_value_says_to_use_where():
@@ -265,7 +265,6 @@ def test_unknown_stage_and_target():
         "where",
         "dtype",
         "initial",
-        "divmod",
         "ones_like",
         "where-1",
         "stack",
@@ -289,8 +288,6 @@ def test_unsupported_ufunc_methods_keywords_and_attributes_are_named(tag):
             return np.add(x, 1, dtype=np.float64)  # error: dtype
         if tag == "initial":
             return np.add.reduce(x, initial=1.0)  # error: initial
-        if tag == "divmod":
-            return divmod(x, 2)  # error: divmod
         if tag == "ones_like":
             return np.ones_like(x, shape=(2, 2))  # error: ones_like
         if tag == "where-1":
@@ -311,7 +308,6 @@ def test_unsupported_ufunc_methods_keywords_and_attributes_are_named(tag):
         "cumsum-method": "cumsum",
         "dtype": "add",
         "initial": "sum",
-        "divmod": "divmod",
     }.get(tag, tag)
     raises_at(kiln.UnsupportedError, tag, name, kiln.compile(f), x32)
 

@@ -60,6 +60,14 @@ def _cmpf(e, op):
     return f"({a} {_FLOAT_COMPARE[op.predicate]} {b})"
 
 
+def _cmpi(e, op):
+    a, b = e.expr(op.lhs), e.expr(op.rhs)
+    if op.predicate.startswith("u"):  # unsigned: a negative value compares as a huge one
+        u = _UNSIGNED[op.lhs.type.name]
+        a, b = f"({u}){a}", f"({u}){b}"
+    return f"({a} {AR.INT_RELATIONS[op.predicate]} {b})"
+
+
 def _cast(e, op):
     return f"({C_TYPES[op.result.type.name]})({e.expr(op.operand)})"
 
@@ -118,7 +126,7 @@ EXPRESSIONS = {
     AR.MaxSIOp: lambda e, op: f"({e.expr(op.lhs)} > {e.expr(op.rhs)} ? {e.expr(op.lhs)} : {e.expr(op.rhs)})",
     AR.MinSIOp: lambda e, op: f"({e.expr(op.lhs)} < {e.expr(op.rhs)} ? {e.expr(op.lhs)} : {e.expr(op.rhs)})",
     AR.CmpFOp: _cmpf,
-    AR.CmpIOp: lambda e, op: f"({e.expr(op.lhs)} {AR.INT_RELATIONS[op.predicate]} {e.expr(op.rhs)})",
+    AR.CmpIOp: _cmpi,
     AR.SelectOp: lambda e, op: f"({e.expr(op.condition)} ? {e.expr(op.true_value)} : {e.expr(op.false_value)})",
     AR.ExtFOp: _cast,
     AR.TruncFOp: _cast,
@@ -138,4 +146,14 @@ EXPRESSIONS = {
     M.PowFOp: _call("powf", "pow"),
     M.AbsIOp: _absi,
     M.IPowIOp: lambda e, op: f"({C_TYPES[op.result.type.name]})kiln_ipow({e.expr(op.lhs)}, {e.expr(op.rhs)})",
+    # The scalar rules give these only divisors and counts they are defined for (see arith);
+    # a left shift is done unsigned, since shifting a negative value left is undefined in C.
+    AR.FloorDivSIOp: lambda e, op: (
+        f"({C_TYPES[op.result.type.name]})kiln_floordivsi({e.expr(op.lhs)}, {e.expr(op.rhs)})"
+    ),
+    AR.RemSIOp: _binary("%"),
+    AR.ShLIOp: _wrapping("<<"),
+    AR.ShRSIOp: _binary(">>"),
+    AR.RemFOp: _call("fmodf", "fmod"),
 }
+EXPRESSIONS.update((f.op, _call(f.c_name + "f", f.c_name)) for f in M.FLOAT_FUNCTIONS)

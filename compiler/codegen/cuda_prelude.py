@@ -69,6 +69,9 @@ static cudaError_t kiln_read_status(int *dst) {
 __device__ static inline long long kiln_floordiv(long long a, long long b) {
     long long q = a / b; return (a % b != 0 && a < 0) ? q - 1 : q; }
 __device__ static inline long long kiln_mod(long long a, long long b) { long long r = a % b; return r < 0 ? r + b : r; }
+/* arith.floordivsi: division rounding toward -inf, for divisors of either sign. */
+__device__ static inline long long kiln_floordivsi(long long a, long long b) {
+    long long q = a / b, r = a % b; return (r != 0 && (r ^ b) < 0) ? q - 1 : q; }
 /* arith.maximumf / minimumf: NaN if either is, and -0.0 < 0.0 (IEEE 754 maximum, LLVM's llvm.maximum). */
 __device__ static inline float kiln_maxf(float a, float b) {
     return (a != a || b != b) ? NAN : (a > b || (a == b && !signbit(a)) ? a : b); }

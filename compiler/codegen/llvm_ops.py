@@ -78,6 +78,11 @@ for _cls, _build in {
     AR.AndIOp: lambda b, x, y: b.and_(x, y),
     AR.OrIOp: lambda b, x, y: b.or_(x, y),
     AR.XOrIOp: lambda b, x, y: b.xor(x, y),
+    # The scalar rules give these only divisors and counts they are defined for (see arith).
+    AR.RemSIOp: lambda b, x, y: b.srem(x, y),
+    AR.ShLIOp: lambda b, x, y: b.shl(x, y),
+    AR.ShRSIOp: lambda b, x, y: b.ashr(x, y),
+    AR.RemFOp: lambda b, x, y: b.frem(x, y),
 }.items():
     HANDLERS[_cls] = _binary(_build)
 
@@ -124,6 +129,47 @@ HANDLERS.update(
         M.AbsIOp: _call_intrinsic("abs", 1, (ir.Constant(I1, 0),)),
     }
 )
+
+
+def _libm_call(name):
+    """A C library function (``name``, ``name + "f"`` for float32), one call per lane of a vector:
+    the JIT resolves it from the process, ``kiln build`` links the math library."""
+
+    def handler(e, op):
+        t = op.result.type
+        element = scalar(element_of(t))
+        fn = e.declare(name + ("f" if element_of(t).name == "f32" else ""), element, [element] * len(op.operands))
+        args = [e.get(v) for v in op.operands]
+        if not isinstance(t, VectorType):
+            e.values[op.result] = e.b.call(fn, args)
+            return
+        result = ir.Constant(scalar(t), ir.Undefined)
+        for lane in range(t.lanes):
+            index = ir.Constant(I32, lane)
+            value = e.b.call(fn, [e.b.extract_element(a, index) for a in args])
+            result = e.b.insert_element(result, value, index)
+        e.values[op.result] = result
+
+    return handler
+
+
+HANDLERS.update(
+    (f.op, _call_intrinsic(f.intrinsic, len(f.op.operand_names)) if f.intrinsic else _libm_call(f.c_name))
+    for f in M.FLOAT_FUNCTIONS
+)
+
+
+@handles(AR.FloorDivSIOp)
+def _floordivsi(e, op):
+    # Truncating division, one less where the remainder is nonzero and its sign differs
+    # from the divisor's (then the exact quotient was negative and not an integer).
+    a, d = e.get(op.lhs), e.get(op.rhs)
+    t = a.type
+    quotient, remainder = e.b.sdiv(a, d), e.b.srem(a, d)
+    zero = _splat(t, 0)
+    inexact = e.b.icmp_signed("!=", remainder, zero)
+    signs_differ = e.b.icmp_signed("<", e.b.xor(remainder, d), zero)
+    e.values[op.result] = e.b.sub(quotient, e.b.zext(e.b.and_(inexact, signs_differ), t))
 
 
 @handles(AR.NegFOp)

@@ -20,7 +20,7 @@ import numpy as np
 from kiln.dialects import Builder, Location, Value
 from kiln.dialects import tensor as T
 from kiln.dialects.types import tensor_type
-from kiln.errors import KilnError, TracerBoolError, TracerConversionError, UnsupportedAttributeError
+from kiln.errors import ArgumentError, KilnError, TracerBoolError, TracerConversionError, UnsupportedAttributeError
 from kiln.version import source_roots
 
 
@@ -289,7 +289,10 @@ class Tracer:
         self._concrete("a pickle")
 
     def __round__(self, ndigits=None):
-        return np.round(self, ndigits or 0)
+        raise ArgumentError(
+            "round() of an array is a TypeError in numpy (ndarray has no __round__); use np.round(x, decimals)",
+            user_location(),
+        )
 
     def __contains__(self, item):
         raise TracerBoolError(

@@ -243,7 +243,13 @@ _SCALAR = {
     M.AbsIOp: lambda op, x: np.abs(x),
     M.PowFOp: lambda op, a, b: np.power(a, b),
     M.IPowIOp: _ipow,
+    AR.FloorDivSIOp: lambda op, a, b: np.floor_divide(a, b),
+    AR.RemSIOp: lambda op, a, b: np.fmod(a, b),
+    AR.ShLIOp: lambda op, a, b: np.left_shift(a, b),
+    AR.ShRSIOp: lambda op, a, b: np.right_shift(a, b),
+    AR.RemFOp: lambda op, a, b: np.fmod(a, b),
     V.BroadcastOp: lambda op, x: np.full(op.result.type.lanes, x, op.result.type.dtype),
     V.ReductionOp: lambda op, v, *acc: _REDUCE[op.kind](np.concatenate([v, np.asarray(acc, v.dtype).reshape(-1)])),
     V.ExtractOp: lambda op, v: v[op.attributes["position"]],
 }
+_SCALAR.update((f.op, lambda op, *xs, fn=f.numpy_fn: fn(*xs)) for f in M.FLOAT_FUNCTIONS)
