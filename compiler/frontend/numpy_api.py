@@ -42,7 +42,6 @@ def _square(ctx, operands):
     return ctx.emit(T.MulOp, [operands[0], operands[0]])
 
 
-def _reciprocal(ctx, operands):
 def _full(ctx, value, like):
     """`value` in `like`'s dtype, broadcast to its shape."""
     return ops.broadcast_to(ops.lift(ctx, np.array(value, like.dtype), like.dtype), like.shape)
@@ -60,6 +59,7 @@ def _either(ctx, a, b):
     return ctx.emit(T.OrOp, [a, b])
 
 
+def _reciprocal(ctx, operands):
     (x,) = operands
     if x.dtype.kind == "f":
         return ctx.emit(T.DivOp, [_full(ctx, 1, x), x])
@@ -88,7 +88,6 @@ def _float_only(op_class):
 
 def _bool_full(ctx, value, like):
     return ops.broadcast_to(ops.lift(ctx, np.bool_(value), np.dtype(bool)), like.shape)
-
 
 
 def _isnan(ctx, x):
@@ -128,6 +127,7 @@ def _heaviside(ctx, x, h0):
 def _nan_ignoring(predicate, int_op, bool_op):
     """np.fmax / np.fmin as numpy's loops compute them: a NaN operand loses to a number, and
     `a` wins only where it is strictly greater (less), so equal operands give `b`."""
+
     def rule(ctx, operands):
         a, b = operands
         if a.dtype.kind != "f":
@@ -155,7 +155,6 @@ def _logaddexp(log1p_of_exp, at_equal):
     return rule
 
 
-UFUNC_RULES = {
 def _log1p_exp(ctx, x):
     return ctx.emit(T.Log1pOp, [ctx.emit(T.ExpOp, [x])])
 
@@ -207,6 +206,7 @@ def _ints_true(ctx, x):
     return _bool_full(ctx, True, x)
 
 
+UFUNC_RULES = {
     np.add: _op(T.AddOp, T.OrOp),
     np.subtract: _op(T.SubOp),
     np.multiply: _op(T.MulOp, T.AndOp),
@@ -214,22 +214,21 @@ def _ints_true(ctx, x):
     np.maximum: _op(T.MaximumOp, T.OrOp),
     np.minimum: _op(T.MinimumOp, T.AndOp),
     np.power: _op(T.PowOp),
-    np.negative: _op(T.NegOp),
     np.float_power: _op(T.PowOp),
+    np.negative: _op(T.NegOp),
     np.positive: lambda ctx, operands: operands[0],
     np.conjugate: lambda ctx, operands: operands[0],  # kiln's dtypes are all real
     np.absolute: _identity_on_bool(T.AbsOp),
-    np.square: _square,
     np.fabs: _op(T.AbsOp),
+    np.square: _square,
     np.reciprocal: _reciprocal,
-    np.exp: _op(T.ExpOp),
     np.sign: _sign,
+    np.exp: _op(T.ExpOp),
     np.log: _op(T.LogOp),
     np.sqrt: _op(T.SqrtOp),
     np.tanh: _op(T.TanhOp),
     np.sin: _op(T.SinOp),
     np.cos: _op(T.CosOp),
-    np.equal: _op(T.CmpOp, predicate="eq"),
     np.floor: _float_only(T.FloorOp),
     np.ceil: _float_only(T.CeilOp),
     np.trunc: _float_only(T.TruncOp),
@@ -252,6 +251,7 @@ def _ints_true(ctx, x):
     np.fmod: _op(T.FModOp),
     np.floor_divide: _op(T.FloorDivideOp),
     np.divmod: _divmod,
+    np.equal: _op(T.CmpOp, predicate="eq"),
     np.not_equal: _op(T.CmpOp, predicate="ne"),
     np.less: _op(T.CmpOp, predicate="lt"),
     np.less_equal: _op(T.CmpOp, predicate="le"),
@@ -270,9 +270,9 @@ def _ints_true(ctx, x):
     np.left_shift: _op(T.LeftShiftOp),
     np.right_shift: _op(T.RightShiftOp),
 }
-
 # The float functions of the math dialect's table, each a ufunc of the same name.
 UFUNC_RULES.update((op.numpy_fn, _op(op)) for op in T.FLOAT_FUNCTION_OPS.values() if op.numpy_fn not in UFUNC_RULES)
+
 # Logical ufuncs compute in the operands' dtype and then test truthiness;
 # kiln's and/or/not take bools, so their operands are cast to bool first.
 _TRUTH_UFUNCS = (np.logical_and, np.logical_or, np.logical_xor, np.logical_not)
@@ -500,16 +500,6 @@ def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **extras):
     return result if high is None else np.minimum(result, high)
 
 
-def _dot(a, b, out=None):
-    _no_extras("np.dot", {"out": out})
-    return ops.dot(a, b)
-
-
-def _matmul(a, b, /, out=None, **extras):
-    _no_extras("np.matmul", dict(extras, out=out))
-    return ops.matmul(a, b)
-
-
 def _round(a, decimals=0, out=None):
     """numpy's rounding to `decimals` (a Python int; negative rounds to tens, hundreds, ...):
     x * 10**decimals rounded half to even, divided back, in x's float type; integers are
@@ -559,6 +549,16 @@ def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
                 value = np.asarray(value, x.dtype)[()]
         result = np.where(test, value, result)
     return result
+
+
+def _dot(a, b, out=None):
+    _no_extras("np.dot", {"out": out})
+    return ops.dot(a, b)
+
+
+def _matmul(a, b, /, out=None, **extras):
+    _no_extras("np.matmul", dict(extras, out=out))
+    return ops.matmul(a, b)
 
 
 def _reshape(a, shape=None, order="C", newshape=None, copy=None):
@@ -623,6 +623,9 @@ FUNCTION_RULES = {
     np.stack: _stack,
     np.where: ops.where,
     np.clip: _clip,
+    np.round: _round,
+    np.around: _round,
+    np.nan_to_num: _nan_to_num,
     np.zeros_like: _zeros_like,
     np.ones_like: _ones_like,
     np.full_like: _full_like,
@@ -633,9 +636,6 @@ FUNCTION_RULES = {
     np.size: lambda a, axis=None: a.size if axis is None else a.shape[ops.normalize_axis(axis, a.ndim)],
     np.copy: lambda a, order="K", subok=False: a,
 }
-    np.round: _round,
-    np.around: _round,
-    np.nan_to_num: _nan_to_num,
 
 
 def _shape(shape) -> tuple:
