@@ -79,6 +79,144 @@ def _inplace_integer(a):
     return b
 
 
+# -- indexing and assignment: inputs from their own generator (the other cases' stay as they
+# were), and functions that assign into a copy (numpy would write the caller's array).
+_ix_rng = np.random.default_rng(15)
+
+
+def ix_floats(*shape, dtype=np.float32):
+    return _ix_rng.standard_normal(shape).astype(dtype)
+
+
+def ix_ints(*shape, low, high, dtype=np.int64):
+    return _ix_rng.integers(low, high, shape).astype(dtype)
+
+
+IX_MASK = _ix_rng.random((4, 5)) < 0.5
+IX_LONG_INDEX = _ix_rng.integers(-23, 23, (5, 8))  # longer than the sliced gather, with repeats
+
+
+def _assign_basic(x):
+    y = x.copy()
+    y[1] = 7
+    y[-1] = x[0] * 2
+    y[1:3, ::2] = -x[2, ::2]
+    y[::-2, 4] = 0.5
+    y[2:2] = 9  # an empty slice writes nothing
+    return y
+
+
+def _assign_last_wins(x, v):
+    y = x.copy()
+    y[[0, 2, 0]] = v
+    return y
+
+
+def _assign_traced_index(x, i, v):
+    y = x.copy()
+    y[i] = v
+    return y
+
+
+def _assign_traced_pairs(x, i, v):
+    y = x.copy()
+    y[i, [4, 0, 1]] = v  # i has an out-of-range value: numpy raises; see test_indexing
+    return y
+
+
+def _assign_add_repeats_once(x, v):
+    y = x.copy()
+    y[[1, 1, 3]] += v
+    y[0] += 1
+    y[:, 1] *= 2
+    return y
+
+
+def _assign_masks(x):
+    y = x.copy()
+    y[IX_MASK] = 0.5
+    y[y > 1] = -1
+    y[~IX_MASK] = np.arange(np.count_nonzero(~IX_MASK))
+    return y
+
+
+def _assign_traced_row_mask(x, m, v):
+    y = x.copy()
+    y[m] = v
+    return y
+
+
+def _assign_cast(a, x):
+    b = a.copy()
+    b[...] = x  # numpy casts on assignment: float to int truncates
+    b[0] = 2.9
+    return b
+
+
+def _assign_through_views(x):
+    y = x.copy()
+    row = y[1]
+    row[:] = 3
+    t = y.T
+    t[0] += 1
+    flat = y.reshape(-1)
+    flat[::4] = -2
+    return y
+
+
+def _assign_view_sees_base(x):
+    y = x.copy()
+    row = y[0]
+    y[0, 0] = 9
+    return row * 1
+
+
+def _assign_copy_is_its_own(x):
+    y = x.copy()
+    c = y.copy()
+    c[0] = 0
+    a = y.astype(y.dtype)
+    a[1] = 0
+    return y - c + a
+
+
+def _assign_bools(m):
+    b = m.copy()
+    b[[0, 2]] = True
+    b[1:, 0] = False
+    return b
+
+
+def _add_at(x, v):
+    y = x.copy()
+    np.add.at(y, [0, 0, 2, -1], v)
+    return y
+
+
+def _subtract_at_traced(x, i, v):
+    y = x.copy()
+    np.subtract.at(y, (slice(None), i), v)
+    return y
+
+
+def _multiply_at(x):
+    y = x.copy()
+    np.multiply.at(y, [1, 1, 3], 2.5)
+    return y
+
+
+def _maximum_at(x, i, v):
+    y = x.copy()
+    np.maximum.at(y, (i, [0, 1, 0]), v)
+    return y
+
+
+def _minimum_at_int(a, i):
+    b = a.copy()
+    np.minimum.at(b, i, -3)
+    return b
+
+
 CASES = [
     # elementwise arithmetic, with numpy's broadcasting and promotion
     OpCase("add_broadcast_rhs", lambda x, y: x + y, (floats(7, 13), floats(13))),
@@ -421,3 +559,92 @@ BINARY_DTYPE_OPS = {
     "np.heaviside": np.heaviside,
     "np.float_power": np.float_power,
 }
+    OpCase("index_list_repeats_negative", lambda x: x[[0, 2, 2, -1]], (ix_floats(5, 7),)),
+    OpCase("index_constant_axis1", lambda x: x[:, np.array([6, 0, 3, 3, 1])], (ix_floats(2, 7, dtype=np.float64),)),
+    OpCase("index_long_constant", lambda x: x[..., IX_LONG_INDEX], (ix_floats(3, 23, dtype=np.float64),)),
+    OpCase("index_arange_is_a_slice", lambda x: x[np.arange(11, 0, -3)], (ix_floats(13),)),
+    OpCase("index_one_repeated_is_a_broadcast", lambda x: x[[2, 2, 2]], (ix_floats(3, 1),)),
+    OpCase("index_traced", lambda x, i: x[i], (ix_floats(7, 3), np.array([[6, 0], [-1, -7]]))),
+    OpCase(
+        "index_traced_int32_after_slice",
+        lambda x, i: x[1:, i],
+        (ix_floats(4, 11, dtype=np.float64), ix_ints(5, low=-11, high=11, dtype=np.int32)),
+    ),
+    OpCase("index_traced_scalar", lambda x, i: x[i, ::-1], (ix_floats(5, 3), np.int64(-2))),
+    OpCase("index_two_arrays_adjacent", lambda x: x[:, [0, 2, 1], [3, 3, 0]], (ix_floats(2, 3, 5),)),
+    OpCase("index_separated_arrays_go_first", lambda x: x[[1, 0], :, [4, 2]], (ix_floats(2, 3, 5),)),
+    OpCase("index_int_and_array_separated", lambda x: x[0, :, [0, 1]], (ix_floats(2, 3, 5),)),
+    OpCase(
+        "index_broadcast_arrays_none_ellipsis",
+        lambda x, i: x[i[:, None], None, ..., [0, 2]],
+        (ix_floats(3, 2, 4), np.array([2, -3])),
+    ),
+    OpCase(
+        "index_specials_exact",  # bool results: the sign of -0.0 counts, and a NaN has no gradient
+        lambda x, i: np.stack([np.isnan(x[i]), np.signbit(x[i]), x[i] == np.inf, x[i] == -np.inf, x[i] == 1]),
+        (np.array([np.nan, -0.0, np.inf, -np.inf, 1.0]), np.array([1, 0, 1, 3, 2, 4, 1])),
+    ),
+    OpCase(
+        "index_int64_extremes",
+        lambda a, i: a[i],
+        (np.array([np.iinfo(np.int64).min, np.iinfo(np.int64).max, 0]), np.array([2, 0, 1, 0])),
+    ),
+    OpCase("index_bools", lambda b, i: b[i], (_ix_rng.random(6) < 0.5, np.array([5, 0, 0, -2]))),
+    OpCase("index_empty", lambda x: x[np.array([], np.int64)], (ix_floats(4, 3),)),
+    OpCase("index_empty_traced", lambda x, i: x[:, i], (ix_floats(4, 3), np.zeros(0, np.int64))),
+    OpCase("index_constant_mask", lambda x: x[IX_MASK], (ix_floats(4, 5),)),
+    OpCase("index_constant_row_mask", lambda x: x[[True, False, True, True], 1:], (ix_floats(4, 5),)),
+    OpCase("index_of_reversed_view", lambda x, i: x[::-1, 1:][i], (ix_floats(5, 3), np.array([0, 4, 4]))),
+    OpCase("take_axis", lambda x, i: np.take(x, i, axis=1), (ix_floats(3, 7), ix_ints(2, 2, low=-7, high=7))),
+    OpCase("take_flat_method", lambda x: x.take([5, 0, -1]), (ix_floats(2, 3),)),
+    OpCase(
+        "take_wrap",
+        lambda x, i: np.take(x, i, mode="wrap"),
+        (ix_floats(5, dtype=np.float64), ix_ints(7, low=-20, high=20)),
+    ),
+    OpCase("take_clip", lambda x, i: np.take(x, i, axis=0, mode="clip"), (ix_floats(4, 2), ix_ints(6, low=-9, high=9))),
+    OpCase(
+        "take_constant_wrap_int32",
+        lambda a: np.take(a, [-7, 9], axis=1, mode="wrap"),
+        (ix_ints(2, 4, low=-9, high=9, dtype=np.int32),),
+    ),
+    OpCase(
+        "take_along_axis_argsort",
+        lambda x, i: np.take_along_axis(x, i, axis=1),
+        (ix_floats(3, 6), np.argsort(ix_floats(3, 6), axis=1)),
+    ),
+    OpCase(
+        "take_along_axis_broadcast",
+        lambda x, i: np.take_along_axis(x, i, 0),
+        (ix_floats(5, 1, dtype=np.float64), ix_ints(2, 4, low=-5, high=5)),
+    ),
+    OpCase(
+        "take_along_axis_none",
+        lambda a: np.take_along_axis(a, np.array([3, 0, 3]), None),
+        (ix_ints(2, 3, low=-5, high=5),),
+    ),
+    OpCase("assign_basic", _assign_basic, (ix_floats(4, 5),)),
+    OpCase(
+        "assign_index_last_wins",
+        _assign_last_wins,
+        (ix_floats(3, 4, dtype=np.float64), ix_floats(3, 1, dtype=np.float64)),
+    ),
+    OpCase("assign_traced_index", _assign_traced_index, (ix_floats(6, 2), np.array([4, -1, 4, 0]), ix_floats(4, 2))),
+    OpCase("assign_traced_pairs", _assign_traced_pairs, (ix_floats(3, 5), np.array([2, 0, -3]), ix_floats(3))),
+    OpCase("assign_add_repeats_once", _assign_add_repeats_once, (ix_floats(4, 3), ix_floats(3, 3))),
+    OpCase("assign_masks", _assign_masks, (ix_floats(4, 5, dtype=np.float64),)),
+    OpCase("assign_traced_row_mask", _assign_traced_row_mask, (ix_floats(4, 3), _ix_rng.random(4) < 0.5, ix_floats(3))),
+    OpCase("assign_cast", _assign_cast, (ix_ints(2, 3, low=-5, high=5, dtype=np.int32), ix_floats(2, 3) * 4)),
+    OpCase("assign_through_views", _assign_through_views, (ix_floats(4, 5),)),
+    OpCase("assign_view_sees_base", _assign_view_sees_base, (ix_floats(3, 4, dtype=np.float64),)),
+    OpCase("assign_copy_is_its_own", _assign_copy_is_its_own, (ix_floats(3, 2),)),
+    OpCase("assign_bools", _assign_bools, (_ix_rng.random((4, 3)) < 0.5,)),
+    OpCase("add_at_repeats", _add_at, (ix_floats(5, 2), ix_floats(4, 2))),
+    OpCase(
+        "subtract_at_traced",
+        _subtract_at_traced,
+        (ix_floats(2, 4, dtype=np.float64), np.array([3, 3, -4]), ix_floats(2, 3, dtype=np.float64)),
+    ),
+    OpCase("multiply_at", _multiply_at, (ix_floats(4),)),
+    OpCase("maximum_at", _maximum_at, (ix_floats(3, 2), np.array([1, 1, 2]), ix_floats(3))),
+    OpCase("minimum_at_int", _minimum_at_int, (ix_ints(5, low=-5, high=5, dtype=np.int32), np.array([0, 4, 0]))),

@@ -18,6 +18,7 @@ from kiln.dialects import tensor as T
 from kiln.dialects.types import SUPPORTED_DTYPES
 from kiln.errors import ArgumentError, DTypeError, UnsupportedError
 from kiln.frontend import traced_ops as ops
+from kiln.frontend import views
 from kiln.frontend.tracing import NUMPY_PROTOCOL, user_location
 
 
@@ -646,6 +647,22 @@ def _shape(shape) -> tuple:
 def _signature(rule) -> inspect.Signature:
     return inspect.signature(rule)
 
+# The numpy functions that return views of their argument (numpy's reshape only where it need
+# not copy: traced_ops.reshape decides): item assignment through their results writes the
+# argument, and theirs sees it (frontend/views.py). Every other function returns new arrays.
+VIEW_FUNCTIONS = {
+    np.reshape,
+    np.transpose,
+    np.swapaxes,
+    np.moveaxis,
+    np.expand_dims,
+    np.squeeze,
+    np.ravel,
+    np.broadcast_to,
+    np.real,
+    np.diagonal,
+}
+
 
 def apply_function(func, args, kwargs):
     """`func(*args, **kwargs)` on traced values. Arguments the rule does not take are an
@@ -661,7 +678,12 @@ def apply_function(func, args, kwargs):
             f"{_name(func)} with these arguments is not supported by kiln ({exc})", user_location()
         ) from None
     result = rule(*args, **kwargs)
-    return ops.strong(result) if isinstance(result, ops.Tracer) else result
+    if func in VIEW_FUNCTIONS:
+        return ops.strong(result) if isinstance(result, ops.Tracer) else result
+    own = views.fresh  # numpy's copies: neither the argument itself nor a view of it
+    if type(result) in (tuple, list):
+        return type(result)(own(ops.strong(r)) if isinstance(r, ops.Tracer) else r for r in result)
+    return own(ops.strong(result)) if isinstance(result, ops.Tracer) else result
 
 
 NUMPY_PROTOCOL.update(ufunc=apply_ufunc, function=apply_function)

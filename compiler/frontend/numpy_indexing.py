@@ -1,7 +1,724 @@
-"""Advanced indexing (gathers), masks and functional item assignment (scatters)."""
+"""Indexing with arrays and masks (gathers), item assignment (scatters), np.take,
+np.take_along_axis and the ufunc method ``at``, composed from kiln's tensor ops.
+
+kiln's loops read memory only at affine indices, so a gather by a traced index is a
+comparison with the axis' positions and a reduction: ``x[idx]`` along an axis of size n is
+``max over j of where(idx == j, x[j], -inf)``, which costs O(len(idx) * n) per remaining
+element, keeps NaN, infinities and -0.0 exactly, and differentiates through the select (a
+repeated index gets the sum of its gradients). A constant index that is a slice in disguise
+(0, 2, 4, ...; a repeated one broadcasts) is that slice, and a short constant index is a
+concatenation of one-element slices: no comparison at all.
+
+Assignment ``x[k] = v`` rebinds the Tracer ``x`` to a new value (``Tracer.assign``): a
+``kiln.insert_slice`` for basic indices, a select of the last value written to each position
+for arrays and masks (numpy's practical rule for repeated indices). ``x[k] += v`` is numpy's
+gather, add and assign, so a repeated index is added once; ``np.add.at`` accumulates every
+repeat. Aliasing follows numpy's views (frontend/views.py), and the caller's arrays are never
+written.
+
+Out-of-range indices: a constant one raises OutOfBoundsError while tracing, as numpy raises
+IndexError. A traced index's value is known only when the function runs, and the compiled
+code does not check it: negative indices wrap as numpy's do, then a gather (``x[idx]``,
+``np.take``, ``np.take_along_axis``) clamps the index into the axis (as JAX does, and
+``np.take(mode='clip')``) and an assignment or ``ufunc.at`` drops the write to a position
+outside the array.
+"""
 
 from __future__ import annotations
 
-from kiln.frontend.numpy_api import FUNCTION_RULES
+import math
 
-FUNCTION_RULES.update({})
+import numpy as np
+
+from kiln.dialects import tensor as T
+from kiln.errors import DTypeError, OutOfBoundsError, ShapeError, UnsupportedError
+from kiln.frontend import traced_ops as ops
+from kiln.frontend import views
+from kiln.frontend.numpy_api import FUNCTION_RULES, UFUNC_METHODS
+from kiln.frontend.tracing import NUMPY_PROTOCOL, Tracer, current_context, user_location
+
+# Constant indices up to this long gather by concatenating one-element slices.
+_SLICED_GATHER_LIMIT = 16
+_MASK_ALTERNATIVE = "use np.where(mask, x, 0) (or x * mask) to keep the shape, or make the mask a constant"
+
+
+class _Advanced:
+    """An index array in a key: a numpy int64 array (constant) or a traced integer array."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+
+class _Key:
+    """An index after numpy's normalization: one entry per axis of the result of its basic part
+    (None, a slice, an int, or an _Advanced standing for its axis), and the traced boolean
+    mask, if the key is one."""
+
+    def __init__(self, entries, mask=None):
+        self.entries = entries
+        self.mask = mask
+
+    @property
+    def advanced(self) -> list:
+        return [k for k, e in enumerate(self.entries) if isinstance(e, _Advanced)]
+
+
+# -- the key -------------------------------------------------------------------------------------
+def _is_int(k) -> bool:
+    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+
+
+def _entry(k):
+    """One entry of a key as numpy reads it: None, Ellipsis, a slice, an int, a constant array
+    (int64 or bool), or a Tracer."""
+    if k is None or k is Ellipsis or _is_int(k) or isinstance(k, Tracer):
+        return k
+    if isinstance(k, slice):
+        if any(isinstance(p, Tracer) for p in (k.start, k.stop, k.step)):
+            raise UnsupportedError(
+                "a slice with traced bounds has a size known only at run time; use static bounds, "
+                "or np.where with a comparison against np.arange to select the elements",
+                user_location(),
+            )
+        return k
+    if isinstance(k, (bool, np.bool_)):
+        raise UnsupportedError(
+            f"indexing with a scalar boolean ({k!r}) is not supported; use x[None] (True) or x[None][:0] (False)",
+            user_location(),
+        )
+    if isinstance(k, (list, tuple, np.ndarray, np.generic)):
+        if not _entry_free(k):
+            raise UnsupportedError("an index list may not hold traced values; use np.stack of them", user_location())
+        array = np.asarray(k)
+        if array.size == 0 and array.dtype == np.float64 and not isinstance(k, np.ndarray):
+            array = array.astype(np.int64)  # numpy reads an empty list as an empty integer index
+        if array.dtype.kind in "iu":
+            return int(array) if array.ndim == 0 else array.astype(np.int64)
+        if array.dtype == np.bool_:
+            return array
+    raise OutOfBoundsError(
+        f"only integers, slices (':'), ellipsis ('...'), None and integer or boolean arrays are "
+        f"valid indices, got {k!r}",
+        user_location(),
+    )
+
+
+def _check_index_dtype(index: Tracer) -> None:
+    if index.dtype.kind not in "iub":
+        raise OutOfBoundsError(
+            f"arrays used as indices must be of integer (or boolean) type, got {index.dtype}", user_location()
+        )
+
+
+def parse_key(x: Tracer, key) -> _Key:
+    """numpy's reading of `key` on `x`: Ellipsis expanded, missing trailing axes sliced whole,
+    constant masks replaced by their nonzero positions, constant indices checked against their
+    axes and wrapped, and ints made index arrays when any array is present (numpy then treats
+    them as advanced indices, which decides where the broadcast axes go)."""
+    raw = [_entry(k) for k in (key if isinstance(key, tuple) else (key,))]
+    for k in raw:
+        if isinstance(k, Tracer):
+            _check_index_dtype(k)
+    if sum(k is Ellipsis for k in raw) > 1:
+        raise OutOfBoundsError("an index can only have a single ellipsis ('...')", user_location())
+    consumed = sum(
+        k.ndim if _is_array(k) and k.dtype == np.bool_ else 0 if k is None or k is Ellipsis else 1 for k in raw
+    )
+    if consumed > x.ndim:
+        raise OutOfBoundsError(
+            f"too many indices for array: array is {x.ndim}-dimensional, but {consumed} were indexed", user_location()
+        )
+    at = next((i for i, k in enumerate(raw) if k is Ellipsis), len(raw))
+    raw = raw[:at] + [slice(None)] * (x.ndim - consumed) + raw[at + 1 :]
+    traced_masks = [k for k in raw if isinstance(k, Tracer) and k.dtype == np.bool_]
+    if traced_masks and any(not (isinstance(k, slice) and k == slice(None)) for k in raw if k is not traced_masks[0]):
+        raise UnsupportedError(
+            f"a traced boolean mask mixed with other indices is not supported; {_MASK_ALTERNATIVE}", user_location()
+        )
+    entries, axis, mask = [], 0, None
+    any_array = any(_is_array(k) for k in raw)
+    for k in raw:
+        if k is None:
+            entries.append(None)
+            continue
+        if _is_array(k) and k.dtype == np.bool_:
+            shape = x.shape[axis : axis + k.ndim]
+            if isinstance(k, Tracer):
+                if k.ndim == 0 or k.shape != shape:
+                    raise UnsupportedError(
+                        f"x[mask] with a traced mask of shape {k.shape} on an array of shape {x.shape}: the "
+                        f"result's size depends on the mask's values; {_MASK_ALTERNATIVE}",
+                        user_location(),
+                    )
+                mask = (len(entries), k)
+                entries.extend(_Advanced(None) for _ in range(k.ndim))
+            else:
+                for d, (got, size) in enumerate(zip(k.shape, shape)):
+                    if got != size:
+                        raise OutOfBoundsError(
+                            f"boolean index did not match indexed array along axis {axis + d}; size of axis is "
+                            f"{size} but size of corresponding boolean axis is {got}",
+                            user_location(),
+                        )
+                if k.ndim == 0:
+                    raise UnsupportedError(
+                        "indexing with a 0-d boolean array is not supported; use x[None] (True) or x[None][:0]",
+                        user_location(),
+                    )
+                entries.extend(_Advanced(p.astype(np.int64)) for p in np.nonzero(k))
+            axis += k.ndim
+            continue
+        size = x.shape[axis]
+        if isinstance(k, slice):
+            entries.append(k)
+        elif isinstance(k, Tracer):
+            entries.append(_Advanced(k))
+        else:
+            array = np.asarray(k, np.int64)
+            bad = (array < -size) | (array >= size)
+            if bad.any():
+                raise OutOfBoundsError(
+                    f"index {int(array[bad].flat[0])} is out of bounds for axis {axis} with size {size}",
+                    user_location(),
+                )
+            array = np.where(array < 0, array + size, array)
+            entries.append(_Advanced(array) if any_array else int(array))
+        axis += 1
+    return _Key(entries, mask)
+
+
+def _entry_free(values) -> bool:
+    """Whether a list holds no traced values (np.asarray can take it)."""
+    return not any(isinstance(e, Tracer) for e in np.ravel(np.asarray(values, dtype=object)))
+
+
+def _is_array(k) -> bool:
+    return isinstance(k, (np.ndarray, Tracer))
+
+
+# -- basic indexing ---------------------------------------------------------------------------------
+def _basic_plan(x: Tracer, entries):
+    """kiln.slice's start, stop and step for the basic entries (no arrays), the slice's
+    shape, and the result's (ints drop their axis, None adds one)."""
+    start, stop, step, sliced, shape = [], [], [], [], []
+    dim = 0
+    for k in entries:
+        if k is None:
+            shape.append(1)
+            continue
+        size = x.shape[dim]
+        if isinstance(k, slice):
+            a, b, s = k.indices(size)
+            n = len(range(a, b, s))
+            start.append(a), stop.append(b), step.append(s), sliced.append(n), shape.append(n)
+        else:
+            start.append(int(k)), stop.append(int(k) + 1), step.append(1), sliced.append(1)
+        dim += 1
+    return (tuple(start), tuple(stop), tuple(step)), tuple(sliced), tuple(shape)
+
+
+def _slice(x: Tracer, where) -> Tracer:
+    start, stop, step = where
+    if (start, stop, step) == ((0,) * x.ndim, x.shape, (1,) * x.ndim):
+        return x
+    attributes = {"start": start, "stop": stop, "step": step}
+    return current_context().emit(T.SliceOp, [x], attributes, weak=x.weak)
+
+
+def _insert(x: Tracer, where, source: Tracer) -> Tracer:
+    """`x` with its strided slice `where` replaced by `source` (of the slice's shape)."""
+    if where == ((0,) * x.ndim, x.shape, (1,) * x.ndim) or source.size == 0 and x.size == 0:
+        return ops.reshape(source, x.shape) if source.shape != x.shape else source
+    if source.size == 0:
+        return x
+    attributes = {"start": where[0], "stop": where[1], "step": where[2]}
+    return current_context().emit(T.InsertSliceOp, [source, x], attributes)
+
+
+def basic_getitem(x: Tracer, entries) -> Tracer:
+    """x[entries] for basic entries: a view of x, as numpy's."""
+    where, _, shape = _basic_plan(x, entries)
+    result = ops.reshape(_slice(x, where), shape)
+    if result is x:
+        return x
+    strides = []
+    dim, base = 0, views.strides_of(x)
+    for k in entries:
+        if k is None:
+            strides.append(0)
+            continue
+        if isinstance(k, slice):
+            strides.append(base[dim] * where[2][dim])
+        dim += 1
+    result.view_of = None  # a view of x, not of the slice it is reshaped from
+    return views.mark(
+        result,
+        x,
+        lambda b: ops.reshape(_slice(b, where), shape),
+        lambda b, v: _insert(b, where, ops.reshape(v, _basic_plan(b, entries)[1])),
+        strides,
+    )
+
+
+# -- gathers ----------------------------------------------------------------------------------------
+def _progression(flat: np.ndarray):
+    """(start, step) if the constant index counts up or down evenly (a slice in disguise), else None."""
+    if flat.size == 0:
+        return 0, 1
+    step = int(flat[1] - flat[0]) if flat.size > 1 else 1
+    if np.array_equal(flat, flat[0] + step * np.arange(flat.size)):
+        return int(flat[0]), step
+    return None
+
+
+def _fill(dtype):
+    """The value that loses every max: where a gather's comparison fails."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return np.array(-np.inf, dtype)
+    if dtype == np.bool_:
+        return np.array(False)
+    return np.array(np.iinfo(dtype).min, dtype)
+
+
+def _positions(n: int, ndim: int, axis: int) -> Tracer:
+    """0, 1, ..., n-1 along `axis` of a rank-`ndim` array, size 1 elsewhere (as int64)."""
+    shape = [1] * ndim
+    shape[axis] = n
+    return ops.lift(current_context(), np.arange(n, dtype=np.int64).reshape(shape), np.int64)
+
+
+def gather_last(src: Tracer, index) -> Tracer:
+    """src[..., index]: `index` (a constant int64 array or a traced integer array, each value
+    in 0..n-1) picks along the last axis of `src` (shape R + (n,)); the result has shape
+    R + index.shape. Cost: O(index.size * n) per element of R for a traced index; a constant
+    one is a slice, a broadcast, or (short) a concatenation of slices."""
+    lead, n = src.shape[:-1], src.shape[-1]
+    if n == 0 and np.size(index):
+        raise OutOfBoundsError("cannot index into an axis of size 0", user_location())
+    if not isinstance(index, Tracer):
+        flat = index.reshape(-1)
+        found = _progression(flat)
+        if found is not None:
+            first, step = found
+            if step == 0:
+                picked = ops.broadcast_to(_slice(src, _last_axis(src, first, first + 1, 1)), lead + (flat.size,))
+            else:
+                stop = first + step * flat.size
+                picked = _slice(src, _last_axis(src, first, stop if stop >= 0 else None, step))
+            return ops.reshape(picked, lead + index.shape)
+        if flat.size <= _SLICED_GATHER_LIMIT:
+            pieces = [_slice(src, _last_axis(src, int(i), int(i) + 1, 1)) for i in flat]
+            return ops.reshape(ops.concatenate(pieces, -1), lead + index.shape)
+        index = ops.lift(current_context(), index, np.int64)
+    rank = len(lead) + index.ndim + 1
+    hit = np.equal(ops.reshape(index, index.shape + (1,)), _positions(n, index.ndim + 1, index.ndim))
+    values = ops.reshape(src, lead + (1,) * index.ndim + (n,))
+    fill = ops.lift(current_context(), _fill(src.dtype), src.dtype)
+    chosen = ops.where(ops.broadcast_to(hit, lead + index.shape + (n,)), values, fill)
+    assert chosen.ndim == rank
+    return current_context().emit(T.ReduceMaxOp, [chosen], {"axes": (rank - 1,), "keepdims": False})
+
+
+def _last_axis(x: Tracer, start, stop, step):
+    """kiln.slice bounds taking start:stop:step of the last axis of `x`, all of the others."""
+    a, b, s = slice(start, stop, step).indices(x.shape[-1])
+    return (0,) * (x.ndim - 1) + (a,), x.shape[:-1] + (b,), (1,) * (x.ndim - 1) + (s,)
+
+
+def _wrap(index, size: int, clamp: bool):
+    """A traced index with negative values counted from the end, as numpy's; `clamp` then
+    limits it to the axis (gathers), else out-of-range values stay outside it (scatters drop them)."""
+    index = ops.cast(index, np.int64) if index.dtype != np.int64 else index
+    index = np.where(np.less(index, 0), np.add(index, np.int64(size)), index)
+    if clamp:
+        index = np.minimum(np.maximum(index, np.int64(0)), np.int64(max(size - 1, 0)))
+    return index
+
+
+def _flat_index(arrays, sizes, clamp: bool):
+    """The index into the advanced axes flattened together (C order), broadcast to one shape;
+    constant if every array is. An out-of-range traced component makes it -1 when not
+    clamped, so that it matches no position."""
+    shape = ops.broadcast_shapes(*(np.shape(a) for a in arrays))
+    if all(not isinstance(a, Tracer) for a in arrays):
+        flat = np.zeros(shape, np.int64)
+        for a, n in zip(arrays, sizes):
+            flat = flat * n + np.broadcast_to(a, shape)
+        return flat
+    flat, outside = None, None
+    for a, n in zip(arrays, sizes):
+        part = _wrap(a, n, clamp) if isinstance(a, Tracer) else np.broadcast_to(a, shape)
+        if isinstance(a, Tracer) and not clamp:
+            bad = np.logical_or(np.less(part, np.int64(0)), np.greater_equal(part, np.int64(n)))
+            outside = bad if outside is None else np.logical_or(outside, bad)
+        flat = part if flat is None else np.add(np.multiply(flat, np.int64(n)), part)
+    flat = ops.broadcast_to(ops.lift(current_context(), flat, np.int64), shape)
+    if outside is not None:
+        flat = np.where(outside, np.int64(-1), flat)
+    return ops.strong(flat)
+
+
+def _advanced_parts(x: Tracer, key: _Key, clamp: bool):
+    """For a key with index arrays: the basic part's result `region` (one axis per entry), the
+    advanced axes moved last and merged (`merged`, shape R + (N,)), the flat index into them
+    (shape B), and where numpy puts B among R in the result."""
+    basic = [slice(None) if isinstance(e, _Advanced) else e for e in key.entries]
+    where, _, _ = _basic_plan(x, basic)
+    region = ops.reshape(_slice(x, where), _basic_plan(x, basic)[2])
+    advanced = key.advanced
+    rest = [k for k in range(region.ndim) if k not in advanced]
+    merged = ops.transpose(region, rest + advanced)
+    sizes = [region.shape[k] for k in advanced]
+    merged = ops.reshape(merged, merged.shape[: len(rest)] + (math.prod(sizes),))
+    flat = _flat_index([key.entries[k].index for k in advanced], sizes, clamp)
+    adjacent = advanced == list(range(advanced[0], advanced[0] + len(advanced)))
+    place = advanced[0] if adjacent else 0  # numpy: in place if adjacent, else first
+    return where, region, merged, flat, place
+
+
+def _placed_axes(n_rest: int, n_broadcast: int, place: int) -> list:
+    """The transpose taking R + B (gathered) to numpy's order of the result's axes."""
+    rest, broadcast = list(range(n_rest)), list(range(n_rest, n_rest + n_broadcast))
+    return rest[:place] + broadcast + rest[place:]
+
+
+def getitem(x: Tracer, key):
+    """x[key] with numpy's rules: basic indices give a view; integer arrays (numpy arrays,
+    lists, traced arrays) broadcast together and gather, their axes in place when the array
+    indices are adjacent in the key and first otherwise; a constant boolean mask is its
+    nonzero positions. A traced mask's result has a data-dependent size: UnsupportedError."""
+    key = parse_key(x, key)
+    if key.mask is not None:
+        raise UnsupportedError(
+            f"x[mask] with a traced boolean mask has a size that depends on the mask's values; {_MASK_ALTERNATIVE}",
+            user_location(),
+        )
+    if not key.advanced:
+        return basic_getitem(x, key.entries)
+    _, _, merged, flat, place = _advanced_parts(x, key, clamp=True)
+    gathered = gather_last(merged, flat)
+    n_rest = merged.ndim - 1
+    return views.fresh(ops.transpose(gathered, _placed_axes(n_rest, gathered.ndim - n_rest, place)))
+
+
+# -- assignment -------------------------------------------------------------------------------------
+def _assigned_value(dtype, value, shape, what="x[...] = v") -> Tracer:
+    """`value` as numpy writes it into an array of `dtype` at a place of `shape`: cast to the
+    dtype (as numpy's assignment casts), leading axes of size 1 dropped, broadcast."""
+    if isinstance(value, (list, tuple)):
+        value = np.asarray(value) if _entry_free(value) else np.stack(value)  # numpy makes an array of it
+    value = ops.check_operand(value)
+    dtype = np.dtype(dtype)
+    ctx = current_context()
+    if isinstance(value, float) and dtype.kind in "iu" and not np.isfinite(value):
+        raise ValueError(f"cannot convert float {value} to integer")
+    if type(value) is int and dtype.kind in "iu" and not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
+        raise OverflowError(f"Python integer {value} out of bounds for {dtype}")
+    if isinstance(value, Tracer):
+        value = ops.cast(value, dtype)
+    else:
+        with np.errstate(all="ignore"):  # numpy's assignment casts unsafely, without a warning
+            value = ops.lift(ctx, np.asarray(value).astype(dtype), dtype)
+    while value.ndim > len(shape) and value.shape[0] == 1:
+        value = ops.reshape(value, value.shape[1:])
+    if value.ndim > len(shape) or ops.broadcast_shapes(value.shape, shape) != tuple(shape):
+        raise ShapeError(
+            f"{what}: could not broadcast input array from shape {value.shape} into shape {tuple(shape)}",
+            user_location(),
+        )
+    return ops.broadcast_to(value, tuple(shape))
+
+
+def updated(x: Tracer, key, value) -> Tracer:
+    """x with x[key] = value, as a new value (numpy's assignment, functionally)."""
+    if isinstance(key, np.ndarray) and key.dtype == np.bool_ and key.ndim and np.size(value) == 1:
+        key = ops.lift(current_context(), key, np.bool_)  # a select, cheaper than a scatter
+    key = parse_key(x, key)
+    if key.mask is not None:
+        return _masked(x, key, value)
+    if not key.advanced:
+        where, sliced, shape = _basic_plan(x, key.entries)
+        return _insert(x, where, ops.reshape(_assigned_value(x.dtype, value, shape), sliced))
+    where, region, merged, flat, place = _advanced_parts(x, key, clamp=False)
+    n_rest, b_shape = merged.ndim - 1, np.shape(flat)
+    order = _placed_axes(n_rest, len(b_shape), place)
+    result_shape = tuple((merged.shape[:-1] + b_shape)[a] for a in order)
+    source = _assigned_value(x.dtype, value, result_shape)
+    source = ops.transpose(source, [int(a) for a in np.argsort(order)])  # back to R + B
+    source = ops.reshape(source, merged.shape[:-1] + (int(np.prod(b_shape, dtype=np.int64)),))
+    written = _scatter_last(merged, np.reshape(flat, (-1,)) if not isinstance(flat, Tracer) else flat, source)
+    return _write_region(x, where, region, key, written)
+
+
+def _write_region(x, where, region, key, written):
+    """x with the basic part of `key` (whose result was `region`) replaced by `written`, the
+    region with its advanced axes moved last and merged."""
+    advanced = key.advanced
+    rest = [k for k in range(region.ndim) if k not in advanced]
+    order = rest + advanced
+    unmerged = ops.reshape(written, tuple(region.shape[k] for k in order))
+    region = ops.transpose(unmerged, [int(a) for a in np.argsort(order)])
+    sliced = tuple(n for e, n in zip(key.entries, region.shape) if e is not None)
+    return _insert(x, where, ops.reshape(region, sliced))
+
+
+def _scatter_last(dest: Tracer, flat, source: Tracer) -> Tracer:
+    """dest (shape R + (N,)) with dest[..., flat[l]] = source[..., l] for each l in turn (the
+    last write to a position wins, as numpy's assignment in practice); a traced flat index
+    outside 0..N-1 writes nothing."""
+    n = dest.shape[-1]
+    if not isinstance(flat, Tracer):
+        found = _progression(flat)
+        if found is not None and (found[1] != 0 or flat.size == 1):
+            first, step = found
+            stop = first + step * flat.size
+            return _insert(dest, _last_axis(dest, first, stop if stop >= 0 else None, step), source)
+        owner = np.full(n, -1, np.int64)
+        owner[flat] = np.arange(flat.size)  # numpy's assignment: the last of repeated indices
+        written = owner >= 0
+        picked = gather_last(source, np.maximum(owner, 0))
+        return ops.where(ops.lift(current_context(), written, np.bool_), picked, dest)
+    # owner[j]: the last l that writes position j, or -1
+    length = flat.size
+    flat = ops.reshape(flat, (length,))
+    hit = np.equal(ops.reshape(flat, (length, 1)), _positions(n, 2, 1))
+    order = ops.lift(current_context(), np.arange(length, dtype=np.int64).reshape(length, 1), np.int64)
+    owner = ops.reduce("max", np.where(hit, order, np.int64(-1)), 0) if length else None
+    if owner is None:
+        return dest
+    picked = gather_last(source, np.maximum(owner, np.int64(0)))
+    return ops.where(np.greater_equal(owner, np.int64(0)), picked, dest)
+
+
+def _masked(x: Tracer, key: _Key, value) -> Tracer:
+    """x[mask] = value for a traced mask: a select. numpy writes the selected positions in
+    order, so value must be the same for each (its shape broadcasts to the axes after the mask's)."""
+    at, mask = key.mask
+    trailing = x.shape[at + mask.ndim :]
+    shape = np.shape(value)
+    while len(shape) > len(trailing) + 1 and shape[0] == 1:
+        shape = shape[1:]
+    if len(shape) > len(trailing) + 1 or ops.broadcast_shapes(shape, (1,) + trailing) != (1,) + trailing:
+        raise UnsupportedError(
+            f"x[mask] = v with a traced mask and v of shape {np.shape(value)}: which element of v goes where "
+            "depends on the mask's values; use np.where(mask, v, x) with v shaped like x",
+            user_location(),
+        )
+    value = _assigned_value(x.dtype, value, (1,) + trailing)
+    value = ops.reshape(value, (1,) * (at + mask.ndim) + trailing)
+    mask_b = ops.reshape(ops.cast(mask, np.bool_), (1,) * at + mask.shape + (1,) * len(trailing))
+    return ops.where(ops.broadcast_to(mask_b, x.shape), value, x)
+
+
+def setitem(x: Tracer, key, value) -> None:
+    """Tracer.__setitem__: x rebinds to x with x[key] = value (numpy's in-place write, done as
+    a functional update; a view writes its base)."""
+    if x.weak:
+        raise UnsupportedError("a Python scalar argument cannot be assigned into", user_location())
+    views.assign(x, updated(x, key, value))
+
+
+def in_place(ufunc, x, other):
+    """x op= other (x += 1, x[i] *= 2): numpy's ufunc with out=x. The result must keep x's shape
+    and cast to its dtype by numpy's 'same_kind' rule; x is then written in place."""
+    result = NUMPY_PROTOCOL["ufunc"](ufunc, "__call__", (x, other), {}, operator=True)
+    if not isinstance(x, Tracer) or x.weak:
+        return result  # a Python scalar: `n += 1` rebinds the name
+    if result.shape != x.shape:
+        raise ShapeError(
+            f"non-broadcastable output operand with shape {x.shape} doesn't match the broadcast shape {result.shape}",
+            user_location(),
+        )
+    if not np.can_cast(result.dtype, x.dtype, "same_kind"):
+        raise DTypeError(
+            f"Cannot cast ufunc '{ufunc.__name__}' output from {result.dtype} to {x.dtype} with casting rule "
+            "'same_kind'",
+            user_location(),
+        )
+    views.assign(x, ops.cast(result, x.dtype))
+    return x
+
+
+# -- np.take, np.take_along_axis -----------------------------------------------------------------------
+def _mode_index(indices, size: int, mode: str):
+    """Indices under np.take's mode: 'raise' as indexing, 'wrap' modulo the size, 'clip' into the
+    axis (negative ones to 0)."""
+    if mode not in ("raise", "wrap", "clip"):
+        raise ValueError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})")
+    if not isinstance(indices, Tracer):
+        indices = np.asarray(indices)
+        if indices.size == 0 and indices.dtype == np.float64:
+            indices = indices.astype(np.int64)
+    if indices.dtype.kind not in "iu":
+        raise OutOfBoundsError(f"np.take needs integer indices, got {indices.dtype}", user_location())
+    if mode == "raise" or np.size(indices) == 0:
+        return indices
+    if size == 0:
+        raise OutOfBoundsError("cannot do a non-empty take from an empty axes.", user_location())
+    if not isinstance(indices, Tracer):
+        return indices.astype(np.int64) % size if mode == "wrap" else np.clip(indices.astype(np.int64), 0, size - 1)
+    indices = ops.cast(indices, np.int64)
+    if mode == "wrap":
+        return np.remainder(indices, np.int64(size))
+    return np.minimum(np.maximum(indices, np.int64(0)), np.int64(size - 1))
+
+
+def take(a, indices, axis=None, out=None, mode="raise"):
+    """np.take: a gather along `axis` (of the flattened array when None); the result has shape
+    a.shape[:axis] + indices.shape + a.shape[axis + 1:]. Costs as getitem's gather."""
+    if out is not None:
+        raise UnsupportedError("np.take(..., out=...) is not supported; use the returned value", user_location())
+    a = ops.as_tracer(a)
+    if axis is None:
+        a, axis = ops.reshape(a, (-1,)), 0
+    axis = ops.normalize_axis(axis, a.ndim)
+    indices = _mode_index(indices, a.shape[axis], mode)
+    return getitem(a, (slice(None),) * axis + (indices,))
+
+
+def take_along_axis(arr, indices, axis=-1):
+    """np.take_along_axis: out[..., i, ...] = arr[..., indices[..., i, ...], ...] along `axis`,
+    the other axes of `indices` and `arr` broadcast together. Cost O(indices.shape[axis] *
+    arr.shape[axis]) per element of the other axes."""
+    arr = ops.as_tracer(arr)
+    if not isinstance(indices, Tracer):
+        indices = np.asarray(indices)
+        if indices.dtype.kind not in "iu":
+            raise OutOfBoundsError("`indices` must be an integer array", user_location())
+    else:
+        _check_index_dtype(indices)
+        if indices.dtype == np.bool_:
+            raise OutOfBoundsError("`indices` must be an integer array", user_location())
+    if axis is None:
+        if np.ndim(indices) != 1:
+            raise ShapeError("when axis=None, `indices` must have a single dimension.", user_location())
+        arr, axis = ops.reshape(arr, (-1,)), 0
+    if np.ndim(indices) != arr.ndim:
+        raise ShapeError("`indices` and `arr` must have the same number of dimensions", user_location())
+    axis = ops.normalize_axis(axis, arr.ndim)
+    n = arr.shape[axis]
+    lead = ops.broadcast_shapes(
+        tuple(d for k, d in enumerate(arr.shape) if k != axis),
+        tuple(d for k, d in enumerate(np.shape(indices)) if k != axis),
+    )
+    if isinstance(indices, Tracer):
+        index = _wrap(ops.moveaxis(indices, axis, -1), n, clamp=True)
+    else:
+        index = np.moveaxis(indices.astype(np.int64), axis, -1)
+        bad = (index < -n) | (index >= n)
+        if bad.any():
+            raise OutOfBoundsError(
+                f"index {int(index[bad].flat[0])} is out of bounds for axis {axis} with size {n}", user_location()
+            )
+        index = ops.lift(current_context(), np.where(index < 0, index + n, index), np.int64)
+    m = index.shape[-1]
+    index = ops.broadcast_to(index, lead + (m,))
+    src = ops.broadcast_to(ops.moveaxis(arr, axis, -1), lead + (n,))
+    hit = np.equal(ops.reshape(index, lead + (m, 1)), _positions(n, len(lead) + 2, len(lead) + 1))
+    values = ops.reshape(src, lead + (1, n))
+    fill = ops.lift(current_context(), _fill(arr.dtype), arr.dtype)
+    chosen = ops.where(hit, values, fill)
+    picked = current_context().emit(T.ReduceMaxOp, [chosen], {"axes": (chosen.ndim - 1,), "keepdims": False})
+    return ops.moveaxis(picked, -1, axis)
+
+
+# -- ufunc.at: accumulating scatters ----------------------------------------------------------------
+# ufunc -> (how the values at one position combine, the value that changes nothing)
+_AT_COMBINE = {
+    np.add: ("sum", 0),
+    np.subtract: ("sum", 0),
+    np.multiply: ("prod", 1),
+    np.maximum: ("max", None),
+    np.minimum: ("min", None),
+}
+
+
+def ufunc_at(ufunc, inputs, kwargs):
+    """np.add.at(a, indices, b) and subtract, multiply, maximum, minimum: a[indices] op= b with
+    every repeated index applied (numpy's unbuffered update), written into the traced `a` in
+    place. Every value for a position is combined first (a sum for add and subtract, so a
+    float total may round differently from numpy's one-by-one additions), then applied once.
+    Cost O(len(indices) * size of the indexed axes) per element of the rest."""
+    name = f"np.{ufunc.__name__}.at"
+    if ufunc not in _AT_COMBINE:
+        raise UnsupportedError(
+            f"{name} is not supported by kiln (add, subtract, multiply, maximum and minimum are)", user_location()
+        )
+    if kwargs or len(inputs) != 3:
+        raise UnsupportedError(f"{name} takes (a, indices, b)", user_location())
+    a, key, b = inputs
+    if not isinstance(a, Tracer) or a.weak:
+        raise UnsupportedError(f"{name} writes its first argument, which must be a traced array", user_location())
+    parsed = parse_key(a, key if isinstance(key, tuple) else (key,))
+    if parsed.mask is not None:
+        raise UnsupportedError(f"{name} with a traced boolean mask: use np.where(mask, ..., a)", user_location())
+    ctx = current_context()
+    if isinstance(b, (list, tuple)):
+        b = np.asarray(b) if _entry_free(b) else np.stack(b)
+    b = ops.check_operand(b)
+    result_dtype = ufunc.resolve_dtypes((a.dtype, ops.promotion_key(b), None))[-1]
+    if not np.can_cast(result_dtype, a.dtype, "same_kind"):
+        raise DTypeError(
+            f"Cannot cast ufunc '{ufunc.__name__}' output from {result_dtype} to {a.dtype} with casting rule "
+            "'same_kind'",
+            user_location(),
+        )
+    if not parsed.advanced:
+        # basic indices name each element once: an ordinary in-place update
+        current = basic_getitem(a, parsed.entries)
+        views.assign(a, updated(a, key, ops.cast(ufunc(ops.strong(current).copy(), b), a.dtype)))
+        return None
+    where, region, merged, flat, place = _advanced_parts(a, parsed, clamp=False)
+    n_rest, b_shape = merged.ndim - 1, np.shape(flat)
+    order = _placed_axes(n_rest, len(b_shape), place)
+    result_shape = tuple((merged.shape[:-1] + b_shape)[k] for k in order)
+    work = np.dtype(result_dtype)
+    length = int(np.prod(b_shape, dtype=np.int64))
+    if length == 0:
+        return None
+    source = ops.lift(ctx, b, work) if not isinstance(b, Tracer) else ops.cast(b, work)
+    source = _assigned_value(work, source, result_shape, name)
+    source = ops.transpose(source, [int(k) for k in np.argsort(order)])
+    source = ops.reshape(source, merged.shape[:-1] + (length,))
+    flat = np.reshape(flat, (-1,)) if not isinstance(flat, Tracer) else ops.reshape(flat, (length,))
+    n = merged.shape[-1]
+    kind, neutral = _AT_COMBINE[ufunc]
+    if work == np.bool_ and kind in ("sum", "prod"):
+        kind = "max" if kind == "sum" else "min"  # numpy's add and multiply on bools are or and and
+    # hit[l, j]: value l goes to position j; values of R + (L, N) with the neutral where not
+    hit = np.equal(
+        ops.reshape(ops.lift(ctx, flat, np.int64) if not isinstance(flat, Tracer) else flat, (length, 1)),
+        _positions(n, 2, 1),
+    )
+    spread = ops.reshape(source, merged.shape[:-1] + (length, 1))
+    if kind in ("max", "min"):
+        neutral = _fill(work) if kind == "max" else _extreme_high(work)
+    spread = ops.where(hit, spread, ops.lift(ctx, np.asarray(neutral, work), work))
+    if kind == "sum":
+        total = ops.reduce("sum", spread, -2, dtype=work)
+    elif kind == "prod":
+        total = ops.prod(spread, -2, dtype=work)
+    else:
+        total = ops.reduce(kind, spread, -2)
+    touched = ops.reduce("max", hit, 0)
+    combined = ufunc(ops.cast(merged, work), total)
+    written = ops.where(touched, ops.cast(combined, a.dtype), merged)
+    views.assign(a, _write_region(a, where, region, parsed, written))
+    return None
+
+
+def _extreme_high(dtype):
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return np.array(np.inf, dtype)
+    if dtype == np.bool_:
+        return np.array(True)
+    return np.array(np.iinfo(dtype).max, dtype)
+
+
+NUMPY_PROTOCOL.update(getitem=getitem, setitem=setitem, in_place=in_place)
+UFUNC_METHODS.update(at=ufunc_at)
+FUNCTION_RULES.update({np.take: take, np.take_along_axis: take_along_axis})

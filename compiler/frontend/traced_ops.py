@@ -15,6 +15,7 @@ import numpy as np
 from kiln.dialects import tensor as T
 from kiln.dialects.types import SUPPORTED_DTYPES, tensor_type
 from kiln.errors import DTypeError, OutOfBoundsError, ShapeError, UnsupportedError
+from kiln.frontend import views
 from kiln.frontend.tracing import NUMPY_PROTOCOL, Tracer, current_context, user_location
 
 _DTYPE_NAMES = ", ".join(str(d) for d in SUPPORTED_DTYPES)
@@ -138,7 +139,12 @@ def broadcast_to(x: Tracer, shape) -> Tracer:
     broadcast_shapes(x.shape, shape)  # the error message names both shapes
     if len(x.shape) > len(shape) or broadcast_shapes(x.shape, shape) != shape:
         raise ShapeError(f"cannot broadcast {x.shape} to {shape}", user_location())
-    return current_context().emit(T.BroadcastToOp, [x], result_type=tensor_type(shape, x.dtype), weak=x.weak)
+    result = current_context().emit(T.BroadcastToOp, [x], result_type=tensor_type(shape, x.dtype), weak=x.weak)
+    lead = len(shape) - x.ndim
+    strides = (0,) * lead + tuple(
+        0 if d != n else s for d, n, s in zip(x.shape, shape[lead:], views.strides_of(x))
+    )
+    return views.mark(result, x, lambda b: broadcast_to(b, shape), views.read_only("np.broadcast_to"), strides)
 
 
 def elementwise(op_class, operands, dtypes, attributes=None) -> Tracer:
@@ -368,7 +374,11 @@ def reshape(x, shape, order="C") -> Tracer:
         )
     if shape == x.shape:
         return x
-    return current_context().emit(T.ReshapeOp, [x], result_type=tensor_type(shape, x.dtype), weak=x.weak)
+    result = current_context().emit(T.ReshapeOp, [x], result_type=tensor_type(shape, x.dtype), weak=x.weak)
+    strides = views.reshape_strides(x.shape, views.strides_of(x), shape)
+    if strides is None:  # numpy copies here
+        return result
+    return views.mark(result, x, lambda b: reshape(b, shape), lambda b, v: reshape(v, b.shape), strides)
 
 
 def transpose(x, axes=None) -> Tracer:
@@ -382,7 +392,10 @@ def transpose(x, axes=None) -> Tracer:
             raise ShapeError(f"axes {tuple(axes)} are not a permutation of the {x.ndim} axes", user_location())
     if perm == tuple(range(x.ndim)):
         return x
-    return current_context().emit(T.TransposeOp, [x], {"permutation": perm}, weak=x.weak)
+    result = current_context().emit(T.TransposeOp, [x], {"permutation": perm}, weak=x.weak)
+    strides = [views.strides_of(x)[a] for a in perm]
+    inverse = tuple(int(a) for a in np.argsort(perm))
+    return views.mark(result, x, lambda b: transpose(b, perm), lambda b, v: transpose(v, inverse), strides)
 
 
 def swapaxes(x, axis1, axis2) -> Tracer:

@@ -139,7 +139,8 @@ class TraceContext:
 
 # The numpy layer (numpy_api, traced_ops) is built on Tracer, so Tracer cannot import it: it
 # registers here how a Tracer answers numpy's protocols ("ufunc", "function") and its own
-# indexing and casting ("getitem", "astype"). Importing kiln.frontend registers them.
+# indexing, item assignment, in-place operators and casting ("getitem", "setitem", "in_place",
+# "astype"). Importing kiln.frontend registers them.
 NUMPY_PROTOCOL: dict = {}
 
 
@@ -150,8 +151,8 @@ def _operator(ufunc, *inputs):
 
 
 def _binary(ufunc):
-    """x op y, y op x, and x op= y, which rebinds (x += 1 makes a new traced value, as traced
-    arrays are immutable; numpy's mixin would write through out=)."""
+    """x op y, y op x, and x op= y, which writes x in place as numpy does (a new value for
+    the same Tracer, seen through every alias of x; see frontend/views.py)."""
 
     def forward(self, other):
         return _operator(ufunc, self, other)
@@ -159,7 +160,10 @@ def _binary(ufunc):
     def reflected(self, other):
         return _operator(ufunc, other, self)
 
-    return forward, reflected, forward
+    def in_place(self, other):
+        return NUMPY_PROTOCOL["in_place"](ufunc, self, other)
+
+    return forward, reflected, in_place
 
 
 def _unary(ufunc):
@@ -169,14 +173,36 @@ def _unary(ufunc):
 class Tracer:
     """A stand-in for a numpy array while a function is traced."""
 
-    __slots__ = ("value", "ctx", "weak")
+    __slots__ = ("_value", "ctx", "weak", "view_of")
     # A Python scalar argument is "weak": like a Python float in numpy 2 (NEP 50),
-    # it takes the dtype of the array it meets instead of forcing float64.
+    # it takes the dtype of the array it meets instead of forcing float64. `view_of` is None
+    # for an array of its own, else what makes it a view of another (frontend/views.py).
 
     def __init__(self, value: Value, ctx: TraceContext, weak: bool = False):
-        self.value = value
+        self._value = value
         self.ctx = ctx
         self.weak = weak
+        self.view_of = None
+
+    @property
+    def value(self) -> Value:
+        """The IR value the array holds now. A view whose base was assigned to since is
+        recomputed from the base first, as numpy's view shows the base's new elements."""
+        view = self.view_of
+        if view is not None and view.base.value is not view.seen:
+            view.seen = view.base.value
+            self._value = view.recompute(view.base).value
+        return self._value
+
+    def assign(self, new: "Tracer") -> None:
+        """Hold `new` (of this shape and dtype) from now on: numpy's in-place write of the
+        whole array. A view writes its base through it."""
+        assert new.shape == self.shape and new.dtype == self.dtype, (new.type, self.type)
+        view = self.view_of
+        self._value = new.value
+        if view is not None:
+            view.base.assign(view.write_back(view.base, self))
+            view.seen = view.base.value
 
     # -- what numpy code reads --------------------------------------------------
     @property
@@ -301,11 +327,7 @@ class Tracer:
         )
 
     def __setitem__(self, key, value):
-        raise TracerConversionError(
-            "traced arrays are immutable: x[...] = v cannot be compiled; build the new array with "
-            "np.where, np.concatenate or arithmetic instead",
-            user_location(),
-        )
+        NUMPY_PROTOCOL["setitem"](self, key, value)
 
     def __delitem__(self, key):
         raise TracerConversionError("traced arrays are immutable: del x[...] cannot be compiled", user_location())
@@ -345,19 +367,21 @@ class Tracer:
         return np.reshape(self, _varargs(shape), order=order)
 
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
-        return NUMPY_PROTOCOL["astype"](self, dtype, casting)
+        result = NUMPY_PROTOCOL["astype"](self, dtype, casting)
+        return result.copy() if result is self and copy else result  # numpy copies unless copy=False
 
     def flatten(self, order="C"):
-        return np.ravel(self, order)
+        return np.ravel(self, order).copy()  # a copy, where ravel may give a view
 
     def copy(self, order="C"):
-        return self  # traced values are immutable, so sharing is a copy
+        """A new array of its own: item assignment to it leaves this one as it is."""
+        return Tracer(self.value, self.ctx, self.weak)
 
     def __copy__(self):
-        return self
+        return self.copy()
 
     def __deepcopy__(self, memo):
-        return self
+        return self.copy()
 
     def __getattr__(self, name):
         """ndarray methods that are numpy functions of the array go through those functions
