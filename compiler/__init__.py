@@ -29,7 +29,7 @@ from kiln.errors import (
     UnsupportedError,
     VerificationError,
 )
-from kiln.frontend.nn import conv2d, logsumexp, relu, sigmoid, softmax
+from kiln.frontend.nn import conv2d, logsumexp, relu, sigmoid, softmax, top_k
 from kiln.frontend.specs import TensorSpec, bool_, f32, f64, i32, i64
 from kiln.jit import CompiledFunction, compile
 from kiln.passes.schedule import Schedule
@@ -60,6 +60,7 @@ __all__ = [
     "relu",
     "sigmoid",
     "softmax",
+    "top_k",
     "logsumexp",
     "conv2d",
     "KilnError",

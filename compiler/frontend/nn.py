@@ -9,8 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.dialects.tensor import conv2d_reference
+from kiln.errors import ArgumentError
 from kiln.frontend.traced_ops import conv2d as traced_conv2d
-from kiln.frontend.tracing import Tracer
+from kiln.frontend.traced_ops import normalize_axis, sort_network
+from kiln.frontend.tracing import Tracer, user_location
 
 
 def relu(x):
@@ -59,6 +61,39 @@ def logsumexp(x, axis=None, keepdims=False):
     peak = np.max(x, axis=axis, keepdims=True)
     result = np.log(np.sum(np.exp(x - peak), axis=axis, keepdims=True)) + peak
     return result if keepdims else np.squeeze(result, axis=axis)
+
+
+def top_k(x, k, axis=-1):
+    """The `k` largest elements of `x` along `axis` and their indices: ``(values, indices)``,
+    each of `x`'s shape with `axis` cut to `k`; values in `x`'s dtype, largest first, indices
+    int64. Ties go to the lower index and NaN counts as the largest value, as in
+    ``jax.lax.top_k`` and ``torch.topk``. `k` must be a Python int in [0, n] (else
+    ``kiln.ArgumentError``). Traced, it is a stable descending sort (a bitonic network of
+    log2(n)^2 / 2 elementwise steps) cut to `k`; its values are differentiable.
+
+    >>> kiln.top_k(np.array([1.0, 3.0, 2.0, 3.0]), 2)
+    (array([3., 3.]), array([1, 3]))
+    """
+    traced = isinstance(x, Tracer)
+    x = x if traced else np.asarray(x)
+    axis = normalize_axis(axis, x.ndim)
+    n = x.shape[axis]
+    if isinstance(k, (bool, Tracer)) or not isinstance(k, (int, np.integer)) or not 0 <= k <= n:
+        raise ArgumentError(
+            f"kiln.top_k: k must be a Python int from 0 to {n} (the axis' size), got {k!r}", user_location()
+        )
+    cut = (slice(None),) * axis + (slice(0, int(k)),)
+    if traced:
+        values, indices = sort_network(x, axis, descending=True)
+        return values[cut], indices[cut]
+    # np.lexsort is stable: NaN first, then the keys in descending order (~ reverses integers
+    # and bools without overflow, - floats exactly), equal keys in index order.
+    if x.dtype.kind == "f":
+        keys = (np.where(np.isnan(x), 0, -x), ~np.isnan(x))
+    else:
+        keys = (~x,)
+    order = np.lexsort(keys, axis=axis)[cut].astype(np.int64)
+    return np.take_along_axis(x, order, axis), order
 
 
 def conv2d(x, weight, stride=1, padding=0):

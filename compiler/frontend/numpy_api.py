@@ -423,50 +423,59 @@ def _no_extras(name, extras):
         raise UnsupportedError(f"{name}: keyword(s) {', '.join(given)} are not supported", user_location())
 
 
-def _sum(a, axis=None, dtype=None, out=None, keepdims=False, **extras):
-    _no_extras("np.sum", dict(extras, out=out))
-    return ops.reduce("sum", a, axis, keepdims, dtype)
+def _sum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    _no_extras("np.sum", {"out": out})
+    return ops.reduce_where("sum", a, axis, keepdims, dtype, initial, where)
 
 
-def _max(a, axis=None, out=None, keepdims=False, **extras):
-    _no_extras("np.max", dict(extras, out=out))
-    return ops.reduce("max", a, axis, keepdims)
+def _max(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    _no_extras("np.max", {"out": out})
+    return ops.reduce_where("max", a, axis, keepdims, None, initial, where)
 
 
-def _min(a, axis=None, out=None, keepdims=False, **extras):
-    _no_extras("np.min", dict(extras, out=out))
-    return ops.reduce("min", a, axis, keepdims)
+def _min(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    _no_extras("np.min", {"out": out})
+    return ops.reduce_where("min", a, axis, keepdims, None, initial, where)
 
 
-def _mean(a, axis=None, dtype=None, out=None, keepdims=False, **extras):
-    _no_extras("np.mean", dict(extras, out=out))
-    return ops.mean(a, axis, dtype, keepdims)
+def _mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+    _no_extras("np.mean", {"out": out})
+    return ops.mean_where(a, axis, dtype, keepdims, where)
 
 
-def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **extras):
-    _no_extras("np.var", dict(extras, out=out))
-    return ops.var(a, axis, dtype, ddof, keepdims)
+def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None, correction=None):
+    _no_extras("np.var", {"out": out})
+    return ops.var_where(a, axis, dtype, _ddof("np.var", ddof, correction), keepdims, where, mean)
 
 
-def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **extras):
-    _no_extras("np.std", dict(extras, out=out))
-    result = np.sqrt(ops.var(a, axis, dtype, ddof, keepdims))
+def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None, correction=None):
+    _no_extras("np.std", {"out": out})
+    result = np.sqrt(ops.var_where(a, axis, dtype, _ddof("np.std", ddof, correction), keepdims, where, mean))
     return result if dtype is None else ops.astype(result, dtype)  # numpy writes the root back into dtype
 
 
-def _prod(a, axis=None, dtype=None, out=None, keepdims=False, **extras):
-    _no_extras("np.prod", dict(extras, out=out))
-    return ops.prod(a, axis, keepdims, dtype)
+def _ddof(name, ddof, correction):
+    """numpy 2's `correction` is the array API's name for ddof; numpy refuses both at once."""
+    if correction is None:
+        return ddof
+    if ddof != 0:
+        raise ArgumentError(f"{name}: ddof and correction can't be provided simultaneously", user_location())
+    return correction
 
 
-def _any(a, axis=None, out=None, keepdims=False, **extras):
-    _no_extras("np.any", dict(extras, out=out))
-    return ops.any_all("any", a, axis, keepdims)
+def _prod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    _no_extras("np.prod", {"out": out})
+    return ops.reduce_where("prod", a, axis, keepdims, dtype, initial, where)
 
 
-def _all(a, axis=None, out=None, keepdims=False, **extras):
-    _no_extras("np.all", dict(extras, out=out))
-    return ops.any_all("all", a, axis, keepdims)
+def _any(a, axis=None, out=None, keepdims=False, *, where=None):
+    _no_extras("np.any", {"out": out})
+    return ops.reduce_where("any", a, axis, keepdims, where=where)
+
+
+def _all(a, axis=None, out=None, keepdims=False, *, where=None):
+    _no_extras("np.all", {"out": out})
+    return ops.reduce_where("all", a, axis, keepdims, where=where)
 
 
 def _argmax(a, axis=None, out=None, *, keepdims=False):

@@ -1,16 +1,19 @@
-"""numpy's reductions beyond sum/max/min, and the ufunc methods ``reduce`` and ``accumulate``.
+"""numpy's reductions beyond sum/max/min, its scans, and the ufunc methods ``reduce`` and
+``accumulate``.
 
-Each is composed from the tensor ops the tracer already has (reductions, selects, slices),
-so it lowers, fuses and differentiates like any other traced code.
+Each is composed from the tensor ops the tracer already has (reductions, selects, slices,
+concatenates), so it lowers, fuses and differentiates like any other traced code. Scans are
+Hillis-Steele log-step scans (traced_ops.scan): ceil(log2 n) elementwise steps.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from kiln.errors import UnsupportedError
+from kiln.errors import ArgumentError, ShapeError, UnsupportedError
+from kiln.frontend import traced_ops as ops
 from kiln.frontend.numpy_api import FUNCTION_RULES, UFUNC_METHODS
-from kiln.frontend.tracing import user_location
+from kiln.frontend.tracing import current_context, user_location
 
 # ufunc.reduce as the reduction it is: np.add.reduce(x, axis=1) is np.sum(x, axis=1).
 _REDUCE_METHODS = {
@@ -23,17 +26,252 @@ _REDUCE_METHODS = {
 }
 
 
+def _numpy_dtype(ufunc, method, dtype, given):
+    """The dtype numpy's ufunc.reduce / accumulate gives for an operand of dtype `dtype`, asked
+    of numpy itself on one element (add on int32 accumulates in int64, maximum keeps int32)."""
+    try:
+        return getattr(ufunc, method)(np.ones(1, dtype), dtype=given).dtype
+    except (TypeError, ValueError) as exc:
+        raise ArgumentError(f"np.{ufunc.__name__}.{method} of {dtype}: {exc}", user_location()) from None
+
+
 def ufunc_reduce(ufunc, inputs, kwargs):
+    """np.<ufunc>.reduce(array, axis=0, dtype=None, out=None, keepdims=False, initial, where)."""
     name = f"np.{ufunc.__name__}.reduce"
     if ufunc not in _REDUCE_METHODS:
-        raise UnsupportedError(f"{name} is not supported by kiln", user_location())
+        raise UnsupportedError(
+            f"{name} is not supported by kiln (it reduces with add, multiply, maximum, "
+            "minimum, logical_and and logical_or)",
+            user_location(),
+        )
     if len(inputs) != 1:
-        raise UnsupportedError(f"{name} takes one array", user_location())
+        raise ArgumentError(f"{name} takes one array", user_location())
+    x = ops.as_tracer(inputs[0])
+    kwargs = dict(kwargs)
+    axis = kwargs.pop("axis", 0 if x.ndim else None)
+    dtype = _numpy_dtype(ufunc, "reduce", x.dtype, kwargs.pop("dtype", None))
     reduction = _REDUCE_METHODS[ufunc]
-    if reduction not in (np.sum, np.prod) and kwargs.pop("dtype", None) is not None:
-        raise UnsupportedError(f"{name}: keyword dtype is not supported", user_location())
-    return reduction(inputs[0], **{"axis": 0 if np.ndim(inputs[0]) else None, **kwargs})
+    if reduction in (np.sum, np.prod):
+        kwargs["dtype"] = dtype
+    elif dtype != (np.bool_ if reduction in (np.any, np.all) else x.dtype):
+        x = ops.cast(x, dtype)
+    result = reduction(x, axis=axis, **kwargs)
+    return ops.astype(result, dtype)
 
 
-UFUNC_METHODS.update(reduce=ufunc_reduce)
-FUNCTION_RULES.update({})
+# ufunc.accumulate on associative ufuncs: the scan's combine step is the ufunc itself.
+_ACCUMULATE = (np.add, np.multiply, np.maximum, np.minimum, np.logical_and, np.logical_or)
+
+
+def ufunc_accumulate(ufunc, inputs, kwargs):
+    """np.<ufunc>.accumulate(array, axis=0, dtype=None): the running reduction along `axis`."""
+    name = f"np.{ufunc.__name__}.accumulate"
+    if ufunc not in _ACCUMULATE:
+        raise UnsupportedError(
+            f"{name} is not supported by kiln (it accumulates add, multiply, maximum, minimum, "
+            "logical_and and logical_or)",
+            user_location(),
+        )
+    if len(inputs) != 1:
+        raise ArgumentError(f"{name} takes one array", user_location())
+    kwargs = dict(kwargs)
+    axis, given = kwargs.pop("axis", 0), kwargs.pop("dtype", None)
+    if kwargs:
+        raise UnsupportedError(f"{name}: keyword(s) {', '.join(sorted(kwargs))} are not supported", user_location())
+    x = ops.as_tracer(inputs[0])
+    if x.ndim == 0:
+        raise ShapeError(f"{name} of a 0-d array: numpy accumulates along an axis", user_location())
+    dtype = _numpy_dtype(ufunc, "accumulate", x.dtype, given)
+    if axis is None:
+        raise ArgumentError(f"{name}: axis=None is not valid (numpy accumulates along one axis)", user_location())
+    if ufunc in (np.logical_and, np.logical_or):
+        x = ops.cast(x, np.bool_)
+    return ops.cast(_scan(ufunc, ops.cast(x, dtype) if x.dtype != np.bool_ else x, axis), dtype)
+
+
+def _scan(ufunc, x, axis):
+    return ops.scan(lambda earlier, later: ufunc(earlier, later), x, axis)
+
+
+def _cumulative(name, ufunc, a, axis, dtype, nan_fill=None):
+    x = ops.as_tracer(a)
+    if nan_fill is not None and x.dtype.kind == "f":
+        x = np.where(np.not_equal(x, x), np.asarray(nan_fill, x.dtype), x)
+    if axis is None:
+        x, axis = ops.reshape(x, (-1,)), 0
+    if dtype is None:
+        dtype = np.int64 if x.dtype in (np.bool_, np.int32) else x.dtype  # as np.sum: small ints widen
+    x = ops.cast(x, ops.check_dtype(dtype, f"{name}(dtype=...)"))
+    if x.dtype == np.bool_:
+        raise ArgumentError(f"{name} in bool is a logical scan; use np.logical_or.accumulate", user_location())
+    return _scan(ufunc, x, ops.normalize_axis(axis, x.ndim))
+
+
+def _cumsum(a, axis=None, dtype=None, out=None):
+    _no_out("np.cumsum", out)
+    return _cumulative("np.cumsum", np.add, a, axis, dtype)
+
+
+def _cumprod(a, axis=None, dtype=None, out=None):
+    _no_out("np.cumprod", out)
+    return _cumulative("np.cumprod", np.multiply, a, axis, dtype)
+
+
+def _nancumsum(a, axis=None, dtype=None, out=None):
+    _no_out("np.nancumsum", out)
+    return _cumulative("np.nancumsum", np.add, a, axis, dtype, nan_fill=0)
+
+
+def _nancumprod(a, axis=None, dtype=None, out=None):
+    _no_out("np.nancumprod", out)
+    return _cumulative("np.nancumprod", np.multiply, a, axis, dtype, nan_fill=1)
+
+
+def _no_out(name, out):
+    if out is not None:
+        raise UnsupportedError(
+            f"{name}(..., out=...) is not supported inside a compiled function (traced arrays are "
+            "immutable); use the returned value",
+            user_location(),
+        )
+
+
+# -- reductions ------------------------------------------------------------------------------
+def _ptp(a, axis=None, out=None, keepdims=False):
+    _no_out("np.ptp", out)
+    return np.subtract(np.max(a, axis=axis, keepdims=keepdims), np.min(a, axis=axis, keepdims=keepdims))
+
+
+def _count_nonzero(a, axis=None, *, keepdims=False):
+    x = ops.as_tracer(a)
+    return ops.reduce("sum", ops.cast(x, np.bool_), axis, keepdims, np.int64)
+
+
+def _average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+    """np.average. Weights that sum to zero give inf or nan where numpy raises
+    ZeroDivisionError: the sum is known only when the compiled function runs."""
+    x = ops.as_tracer(a)
+    axes = ops.normalize_axes(axis, x.ndim)
+    if weights is None:
+        avg = ops.mean(x, axes, None, keepdims)
+        scale = ops.full_like(avg, x.size / avg.size if avg.size else 0)
+    else:
+        w = (
+            weights
+            if isinstance(weights, ops.Tracer)
+            else ops.lift(current_context(), np.asarray(weights), np.asarray(weights).dtype)
+        )
+        if w.shape != x.shape:
+            if axis is None:
+                raise ArgumentError(
+                    "np.average: axis must be specified when shapes of a and weights differ", user_location()
+                )
+            if w.ndim != 1 or len(axes) != 1:
+                raise ArgumentError(
+                    "np.average: 1D weights expected when shapes of a and weights differ", user_location()
+                )
+            if w.shape[0] != x.shape[axes[0]]:
+                raise ArgumentError(
+                    "np.average: length of weights differs from that of the array along axis", user_location()
+                )
+            w = ops.reshape(w, tuple(w.shape[0] if d == axes[0] else 1 for d in range(x.ndim)))
+            w = ops.broadcast_to(w, x.shape)
+        extra = ("f8",) if x.dtype.kind in "biu" else ()
+        dtype = np.result_type(x.dtype, w.dtype, *extra)
+        scale = ops.reduce("sum", w, axes, keepdims, dtype)
+        total = ops.reduce("sum", np.multiply(ops.cast(x, dtype), ops.cast(w, dtype)), axes, keepdims, dtype)
+        avg = np.true_divide(total, scale)
+    if returned:
+        return avg, ops.strong(ops.broadcast_to(scale, avg.shape))
+    return avg
+
+
+def _nan_to(x, fill):
+    return np.where(np.not_equal(x, x), np.asarray(fill, x.dtype), x) if x.dtype.kind == "f" else x
+
+
+def _nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    _no_out("np.nansum", out)
+    return ops.reduce_where("sum", _nan_to(ops.as_tracer(a), 0), axis, keepdims, dtype, initial, where)
+
+
+def _nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    _no_out("np.nanprod", out)
+    return ops.reduce_where("prod", _nan_to(ops.as_tracer(a), 1), axis, keepdims, dtype, initial, where)
+
+
+def _nan_extreme(kind, a, axis, out, keepdims, initial, where):
+    """np.nanmax / nanmin: NaNs skipped; a slice with nothing but NaN gives NaN (numpy also warns
+    there, which a compiled function cannot: its values are known only when it runs)."""
+    _no_out(f"np.nan{kind}", out)
+    x = ops.as_tracer(a)
+    if x.dtype.kind != "f":
+        return ops.reduce_where(kind, x, axis, keepdims, None, initial, where)
+    nan = np.not_equal(x, x)
+    skipped = np.where(nan, np.asarray(-np.inf if kind == "max" else np.inf, x.dtype), x)
+    result = ops.reduce_where(kind, skipped, axis, keepdims, None, initial, where)
+    taken = np.logical_not(nan) if where is None else np.logical_and(np.logical_not(nan), where)
+    if initial is not None:
+        return result
+    return np.where(ops.reduce_where("any", taken, axis, keepdims), result, np.asarray(np.nan, x.dtype))
+
+
+def _nanmax(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    return _nan_extreme("max", a, axis, out, keepdims, initial, where)
+
+
+def _nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
+    return _nan_extreme("min", a, axis, out, keepdims, initial, where)
+
+
+def _nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+    """np.nanmean: the mean of the elements that are not NaN (a slice of only NaN gives NaN)."""
+    _no_out("np.nanmean", out)
+    x = ops.as_tracer(a)
+    if x.dtype.kind != "f":
+        return ops.mean_where(x, axis, dtype, keepdims, where)
+    taken = np.equal(x, x)
+    taken = taken if where is None else np.logical_and(taken, where)
+    total = ops.reduce_where("sum", _nan_to(x, 0), axis, keepdims, dtype, where=where)
+    return ops.divide_by_count(total, ops.count_where(x, axis, keepdims, taken))
+
+
+def _nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None, correction=None):
+    """np.nanvar: the variance of the elements that are not NaN; nan where fewer than ddof + 1."""
+    _no_out("np.nanvar", out)
+    x = ops.as_tracer(a)
+    if correction is not None:
+        ddof = correction
+    if x.dtype.kind != "f":
+        return ops.var_where(x, axis, dtype, ddof, keepdims, where, mean)
+    taken = np.equal(x, x)
+    taken = taken if where is None else np.logical_and(taken, where)
+    result = ops.var_where(_nan_to(x, 0), axis, dtype, ddof, keepdims, taken, mean)
+    enough = np.greater(ops.count_where(x, axis, keepdims, taken), ddof)
+    return np.where(enough, result, np.asarray(np.nan, result.dtype))
+
+
+def _nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None, correction=None):
+    result = np.sqrt(_nanvar(a, axis, dtype, out, ddof, keepdims, where=where, mean=mean, correction=correction))
+    return result if dtype is None else ops.astype(result, dtype)
+
+
+UFUNC_METHODS.update(reduce=ufunc_reduce, accumulate=ufunc_accumulate)
+FUNCTION_RULES.update(
+    {
+        np.cumsum: _cumsum,
+        np.cumprod: _cumprod,
+        np.nancumsum: _nancumsum,
+        np.nancumprod: _nancumprod,
+        np.ptp: _ptp,
+        np.count_nonzero: _count_nonzero,
+        np.average: _average,
+        np.nansum: _nansum,
+        np.nanprod: _nanprod,
+        np.nanmax: _nanmax,
+        np.nanmin: _nanmin,
+        np.nanmean: _nanmean,
+        np.nanvar: _nanvar,
+        np.nanstd: _nanstd,
+    }
+)

@@ -1,7 +1,201 @@
-"""Sorting along an axis (sort, argsort, partition, top_k) and what builds on it (median, quantile)."""
+"""Sorting along an axis (sort, argsort, partition, argpartition) and what builds on it
+(median, quantile, percentile); the functions whose result size depends on the data
+(unique, nonzero, ...) are refused with the static alternative.
+
+Sorting is a bitonic network (traced_ops.sort_network): static shapes, log2(n)^2 / 2
+elementwise columns, stable, NaN last, as numpy sorts.
+"""
 
 from __future__ import annotations
 
-from kiln.frontend.numpy_api import FUNCTION_RULES
+import numpy as np
 
-FUNCTION_RULES.update({})
+from kiln.errors import ArgumentError, ShapeError, UnsupportedError
+from kiln.frontend import traced_ops as ops
+from kiln.frontend.numpy_api import FUNCTION_RULES
+from kiln.frontend.tracing import current_context, user_location
+
+_KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
+
+
+def _check_kind(name, kind, order, stable=None):
+    if order is not None:
+        raise UnsupportedError(f"{name}(order=...) sorts structured arrays, which kiln does not have", user_location())
+    if kind not in _KINDS:
+        raise ArgumentError(
+            f"{name}: sort kind must be one of {', '.join(map(str, _KINDS[1:]))}, got {kind!r}", user_location()
+        )
+    if stable is not None and kind is not None:
+        raise ArgumentError(
+            f"{name}: `kind` and `stable` parameters can't be provided at the same time", user_location()
+        )
+
+
+def _flat_or(a, axis):
+    x = ops.as_tracer(a)
+    return (ops.reshape(x, (-1,)), 0) if axis is None else (x, axis)
+
+
+def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
+    """np.sort: every kind is the same stable sort; NaN last, -0.0 and 0.0 kept in order."""
+    _check_kind("np.sort", kind, order, stable)
+    return ops.sort_network(*_flat_or(a, axis))[0]
+
+
+def _argsort(a, axis=-1, kind=None, order=None, *, stable=None):
+    """np.argsort: stable (equal keys keep their index order) whatever the kind; int64."""
+    _check_kind("np.argsort", kind, order, stable)
+    return ops.sort_network(*_flat_or(a, axis))[1]
+
+
+def _check_kth(name, x, kth, axis):
+    n = x.shape[ops.normalize_axis(axis, x.ndim)] if x.ndim else 0
+    for k in np.atleast_1d(kth):
+        if isinstance(k, ops.Tracer) or np.asarray(k).dtype.kind not in "iu":
+            raise ArgumentError(f"{name}: kth must be Python ints, got {kth!r}", user_location())
+        if not -n <= int(k) < n:
+            raise ShapeError(f"{name}: kth(={int(k)}) out of bounds ({n})", user_location())
+
+
+def _partition(a, kth, axis=-1, kind="introselect", order=None):
+    """np.partition: returns the fully sorted array, which has numpy's partition property for
+    every kth (numpy's own order of the other elements is unspecified)."""
+    _check_kind("np.partition", None if kind == "introselect" else kind, order)
+    x, axis = _flat_or(a, axis)
+    _check_kth("np.partition", x, kth, axis)
+    return ops.sort_network(x, axis)[0]
+
+
+def _argpartition(a, kth, axis=-1, kind="introselect", order=None):
+    """np.argpartition: the indices of the stable sort (a valid partition for every kth)."""
+    _check_kind("np.argpartition", None if kind == "introselect" else kind, order)
+    x, axis = _flat_or(a, axis)
+    _check_kth("np.argpartition", x, kth, axis)
+    return ops.sort_network(x, axis)[1]
+
+
+def _axes_last(a, axis):
+    """`a` with the axes in `axis` (None: all) moved last and merged into one, and the shape a
+    keepdims result takes."""
+    x = ops.as_tracer(a)
+    axes = ops.normalize_axes(axis, x.ndim)
+    kept = [d for d in range(x.ndim) if d not in axes]
+    count = int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
+    moved = ops.reshape(ops.transpose(x, kept + list(axes)), tuple(x.shape[d] for d in kept) + (count,))
+    kept_shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
+    return moved, kept_shape
+
+
+def _nan_last(sorted_values, result):
+    """numpy's median and quantile are NaN where the slice holds a NaN (sorted last)."""
+    if sorted_values.dtype.kind != "f" or sorted_values.shape[-1] == 0:
+        return result
+    last = sorted_values[..., -1]
+    return np.where(np.not_equal(last, last), last, result)
+
+
+def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """np.median: the middle element of the sorted axis, or the mean of the two middle ones."""
+    if out is not None:
+        raise UnsupportedError("np.median(..., out=...) is not supported inside a compiled function", user_location())
+    rows, kept_shape = _axes_last(a, axis)
+    n = rows.shape[-1]
+    ordered = ops.sort_network(rows, -1)[0]
+    middle = ordered[..., (n - 1) // 2 : n // 2 + 1] if n else ordered
+    result = _nan_last(ordered, ops.mean(middle, -1))
+    return ops.reshape(result, kept_shape) if keepdims else result
+
+
+def _lerp(low, high, t):
+    """numpy's _lerp: low + (high - low) t, or high - (high - low)(1 - t) when t >= 0.5 (t a
+    known scalar here: a weak Python float, or a numpy float that takes part in promotion)."""
+    diff = high - low
+    if t >= 0.5:
+        return np.subtract(high, diff * (1 - t))
+    return np.add(low, diff * t)
+
+
+def _quantile_of(name, a, q, axis, out, method, keepdims, weights, scale):
+    if out is not None:
+        raise UnsupportedError(f"{name}(..., out=...) is not supported inside a compiled function", user_location())
+    if weights is not None or method != "linear":
+        raise UnsupportedError(f"{name}: only method='linear' without weights is supported", user_location())
+    if isinstance(q, ops.Tracer):
+        raise UnsupportedError(
+            f"{name} with a traced q is not supported: the positions it reads depend on its value; pass q "
+            "as a constant (a Python number, list or numpy array)",
+            user_location(),
+        )
+    weak = type(q) in (int, float)  # numpy promotes the result with q weakly then
+    qs = np.true_divide(q, 100) if scale else np.asanyarray(q)
+    if qs.ndim > 1 or not (np.all(qs >= 0) and np.all(qs <= 1)):
+        bound = "[0, 100]" if scale else "[0, 1]"
+        raise ArgumentError(f"{name}: q must be a scalar or 1-d, in the range {bound}, got {q!r}", user_location())
+    rows, kept_shape = _axes_last(a, axis)
+    n = rows.shape[-1]
+    if n == 0:
+        raise ShapeError(f"{name} of an empty axis has no value (shape {ops.as_tracer(a).shape})", user_location())
+    # numpy's own promotion, asked of numpy: q as it reaches np.quantile (weak if a Python number)
+    dtype = np.quantile(np.zeros(1, rows.dtype), (q / 100 if weak else qs) if scale else q).dtype
+    ordered = ops.sort_network(rows, -1)[0]
+    results = []
+    for value in qs.ravel():
+        virtual = n * value + (1 + value * (1 - 1 - 1)) - 1  # numpy's 'linear': alpha = beta = 1
+        if np.asarray(virtual).dtype.kind in "iu":  # an integer q (0 or 1) reads an element
+            results.append(ordered[..., int(virtual)])
+            continue
+        low = int(np.floor(virtual)) if virtual < n - 1 else n - 1
+        t = virtual - np.floor(virtual)
+        results.append(_lerp(ordered[..., low], ordered[..., min(low + 1, n - 1)], float(t) if weak else t))
+    if not qs.shape:
+        result = results[0]
+    elif results:
+        result = ops.reshape(ops.stack([ops.cast(r, dtype) for r in results], 0), qs.shape + rows.shape[:-1])
+    else:
+        result = ops.broadcast_to(ops.lift(current_context(), np.zeros((), dtype), dtype), qs.shape + rows.shape[:-1])
+    result = _nan_last(ordered, result)
+    if keepdims:
+        result = ops.reshape(result, qs.shape + kept_shape)
+    return ops.strong(ops.cast(result, dtype))
+
+
+def _quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None):
+    """np.quantile, method 'linear' (numpy's default), q a constant scalar or 1-d array."""
+    return _quantile_of("np.quantile", a, q, axis, out, method, keepdims, weights, scale=False)
+
+
+def _percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None):
+    """np.percentile: np.quantile of q / 100."""
+    return _quantile_of("np.percentile", a, q, axis, out, method, keepdims, weights, scale=True)
+
+
+def _data_dependent(name, alternative):
+    def rule(*args, **kwargs):
+        raise UnsupportedError(
+            f"{name} is not supported by kiln: the size of its result depends on the data, and a "
+            f"compiled function's shapes are fixed when it is traced; {alternative}",
+            user_location(),
+        )
+
+    return rule
+
+
+_MASK = "keep the shape with a mask instead (np.where(condition, x, 0), or x * condition)"
+
+FUNCTION_RULES.update(
+    {
+        np.sort: _sort,
+        np.argsort: _argsort,
+        np.partition: _partition,
+        np.argpartition: _argpartition,
+        np.median: _median,
+        np.quantile: _quantile,
+        np.percentile: _percentile,
+        np.unique: _data_dependent("np.unique", "sort instead (np.sort) and compare neighbours (x[1:] != x[:-1])"),
+        np.nonzero: _data_dependent("np.nonzero", _MASK),
+        np.argwhere: _data_dependent("np.argwhere", _MASK),
+        np.flatnonzero: _data_dependent("np.flatnonzero", _MASK),
+        np.extract: _data_dependent("np.extract", _MASK),
+        np.compress: _data_dependent("np.compress", _MASK),
+    }
+)

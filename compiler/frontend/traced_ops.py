@@ -14,7 +14,7 @@ import numpy as np
 
 from kiln.dialects import tensor as T
 from kiln.dialects.types import SUPPORTED_DTYPES, tensor_type
-from kiln.errors import DTypeError, OutOfBoundsError, ShapeError, UnsupportedError
+from kiln.errors import ArgumentError, DTypeError, OutOfBoundsError, ShapeError, UnsupportedError
 from kiln.frontend import views
 from kiln.frontend.tracing import NUMPY_PROTOCOL, Tracer, current_context, user_location
 
@@ -578,3 +578,186 @@ def conv2d(x, w, stride=1, padding=0) -> Tracer:
 
 
 NUMPY_PROTOCOL.update(getitem=getitem, astype=astype)
+
+
+# -- scans and sorting networks ----------------------------------------------------------------
+def scan(combine, x, axis) -> Tracer:
+    """The inclusive scan of `x` along `axis` under the associative `combine(earlier, later)`
+    (np.add for cumsum): Hillis-Steele's log-step form, where step d combines every element
+    with the one d before it, for d = 1, 2, 4, ... < n. That is ceil(log2 n) slices, combines
+    and concatenates, each elementwise, so the IR stays small and fuses. Integer scans are
+    exact (wrap-around is the same in any order); float sums round differently from numpy's
+    left-to-right loop, as a pairwise sum does."""
+    x = as_tracer(x)
+    axis = normalize_axis(axis, x.ndim)
+    x = moveaxis(x, axis, -1)
+    n, step = x.shape[-1], 1
+    while step < n:
+        x = concatenate([x[..., :step], combine(x[..., : n - step], x[..., step:])], -1)
+        step *= 2
+    return strong(moveaxis(x, -1, axis))
+
+
+def _goes_first(a, b, a_index, b_index, descending: bool):
+    """Whether key `a` (at index `a_index`) sorts before `b`: by key, NaN the largest (last
+    ascending, first descending, as numpy's sort and torch.topk place it), and equal keys
+    (-0.0 and 0.0 included) by the lower index, which makes the sort stable."""
+    before = np.greater(a, b) if descending else np.less(a, b)
+    tie = np.equal(a, b)
+    if a.dtype.kind == "f":
+        a_nan, b_nan = np.not_equal(a, a), np.not_equal(b, b)
+        nan_first = np.logical_and(a_nan, np.logical_not(b_nan)) if descending else None
+        number_first = np.logical_and(b_nan, np.logical_not(a_nan)) if not descending else None
+        before = np.logical_or(before, nan_first if descending else number_first)
+        tie = np.logical_or(tie, np.logical_and(a_nan, b_nan))
+    return np.logical_or(before, np.logical_and(tie, np.less(a_index, b_index)))
+
+
+def _compare_exchange(keys, index, block: int, flip: bool, descending: bool):
+    """One column of the bitonic network: in each block of `block` elements, element i of the
+    first half meets element i of the second (mirrored, i meets block - 1 - i, when `flip`: the
+    step that merges two sorted runs), and each pair is put in order. Every element computes
+    its own side of the exchange from its partner, a reversed view, so a column is one
+    elementwise kernel with no concatenation."""
+    shape = keys.shape
+    lead, m = shape[:-1], shape[-1]
+    halves = lead + (m // block, 2, block // 2)
+    key, idx = reshape(keys, halves), reshape(index, halves)
+    turn = (..., slice(None, None, -1), slice(None, None, -1) if flip else slice(None))
+    partner_key, partner_idx = key[turn], idx[turn]
+    second = lift(current_context(), np.array([[False], [True]]), np.bool_)
+    stay = np.not_equal(_goes_first(key, partner_key, idx, partner_idx, descending), second)
+    return reshape(where(stay, key, partner_key), shape), reshape(where(stay, idx, partner_idx), shape)
+
+
+def sort_network(x, axis=-1, descending=False):
+    """(sorted values, int64 indices into `x`) along `axis`: a bitonic sorting network over the
+    axis padded to a power of two m, comparing (key, index) pairs (see _goes_first, so the
+    order is stable and NaN sorts last). log2(m) (log2(m) + 1) / 2 columns of elementwise
+    compares and selects on reshaped halves, all of static shape; gradients of the values
+    flow through the selects."""
+    x = as_tracer(x)
+    axis = normalize_axis(axis, x.ndim)
+    moved = moveaxis(x, axis, -1)
+    lead, n = moved.shape[:-1], moved.shape[-1]
+    ctx = current_context()
+    index = broadcast_to(lift(ctx, np.arange(n, dtype=np.int64), np.int64), moved.shape)
+    if n <= 1:
+        return strong(x), strong(moveaxis(index, -1, axis))
+    keys = cast(moved, np.int32) if moved.dtype == np.bool_ else moved
+    m = 1 << (n - 1).bit_length()
+    if m > n:
+        # Padding sorts after every element: NaN (ascending) or -inf (descending) for floats,
+        # the type's extreme for integers, with indices past n to win the ties.
+        if keys.dtype.kind == "f":
+            pad = np.array(-np.inf if descending else np.nan, keys.dtype)
+        else:
+            info = np.iinfo(keys.dtype)
+            pad = np.array(info.min if descending else info.max, keys.dtype)
+        keys = concatenate([keys, broadcast_to(lift(ctx, pad, keys.dtype), lead + (m - n,))], -1)
+        extra = broadcast_to(lift(ctx, np.arange(n, m, dtype=np.int64), np.int64), lead + (m - n,))
+        index = concatenate([index, extra], -1)
+    block = 2
+    while block <= m:
+        keys, index = _compare_exchange(keys, index, block, True, descending)
+        half = block // 2
+        while half >= 2:
+            keys, index = _compare_exchange(keys, index, half, False, descending)
+            half //= 2
+        block *= 2
+    values, index = (moveaxis(t[..., :n], -1, axis) for t in (keys, index))
+    return strong(cast(values, x.dtype)), strong(index)
+
+
+# -- reductions with numpy's initial= and where= ----------------------------------------------
+_IDENTITIES = {"sum": 0, "prod": 1, "any": False, "all": True}
+_COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _reduce_kind(kind, x, axis, keepdims, dtype):
+    if kind == "prod":
+        return prod(x, axis, keepdims, dtype)
+    if kind in ("any", "all"):
+        return any_all(kind, x, axis, keepdims)
+    return reduce(kind, x, axis, keepdims, dtype)
+
+
+def reduce_where(kind: str, x, axis=None, keepdims=False, dtype=None, initial=None, where=None) -> Tracer:
+    """np.sum, prod, max, min, any or all (`kind`) with numpy's `initial` (a value every
+    reduction starts from: the result of an empty one) and `where` (a bool mask broadcast
+    against `x`: the elements taken; the others count as the identity, or as `initial` for
+    max and min, which have none and so need it, as in numpy)."""
+    x = as_tracer(x)
+    axes = reduction_axes(axis, x.ndim)
+    if where is not None:
+        mask = where if isinstance(where, Tracer) else lift(current_context(), np.asarray(where), np.bool_)
+        if mask.dtype != np.bool_:
+            raise DTypeError(f"np.{kind}(where=...) takes a bool mask, got {mask.dtype}", user_location())
+        if broadcast_shapes(mask.shape, x.shape) != x.shape:
+            raise ShapeError(
+                f"np.{kind}: the where= mask {mask.shape} does not broadcast to {x.shape}", user_location()
+            )
+        if kind in ("max", "min") and initial is None:
+            raise ArgumentError(
+                f"np.{kind} has no identity, so a where= mask needs initial= (the value of a reduction "
+                "with no element taken), as in numpy",
+                user_location(),
+            )
+        fill = initial if kind in ("max", "min") else _IDENTITIES[kind]
+        x = strong(np.where(mask, x, lift(current_context(), fill, x.dtype)))
+    if initial is None:
+        return _reduce_kind(kind, x, axes, keepdims, dtype)
+    if kind in ("max", "min") and any(x.shape[a] == 0 for a in axes):
+        shape = tuple(1 if a in axes else d for a, d in enumerate(x.shape) if keepdims or a not in axes)
+        return strong(broadcast_to(lift(current_context(), initial, x.dtype), shape))
+    result = _reduce_kind(kind, x, axes, keepdims, dtype)
+    start = lift(current_context(), initial, result.dtype)
+    return strong(cast(_COMBINE[kind](result, start), result.dtype))
+
+
+def count_where(x, axis, keepdims, where) -> Tracer:
+    """How many elements of `x` each reduction over `axis` takes under the mask `where`, as int64."""
+    mask = where if isinstance(where, Tracer) else lift(current_context(), np.asarray(where), np.bool_)
+    mask = broadcast_to(cast(mask, np.bool_), broadcast_shapes(mask.shape, x.shape))
+    return reduce("sum", cast(mask, np.int64), axis, keepdims)
+
+
+def divide_by_count(total: Tracer, count: Tracer) -> Tracer:
+    """total / count as numpy's mean divides by a count array: in float64, rounded once to the
+    total's dtype (0 / 0 is nan)."""
+    wide = total if total.dtype == np.float64 else cast(total, np.float64)
+    return strong(cast(np.true_divide(wide, cast(count, np.float64)), total.dtype))
+
+
+def mean_where(x, axis=None, dtype=None, keepdims=False, where=None) -> Tracer:
+    """np.mean(x, where=mask): the sum of the elements taken over their count."""
+    x = as_tracer(x)
+    if where is None:
+        return mean(x, axis, dtype, keepdims)
+    if dtype is None:
+        dtype = x.dtype if x.dtype.kind == "f" else np.float64
+    total = reduce_where("sum", x, axis, keepdims, dtype, where=where)
+    return divide_by_count(total, count_where(x, axis, keepdims, where))
+
+
+def var_where(x, axis=None, dtype=None, ddof=0, keepdims=False, where=None, mean=None) -> Tracer:
+    """np.var with numpy 2's `mean` (the mean already computed, in keepdims shape, used instead
+    of computing it again) and `where` (a mask of the elements taken), as numpy's _var: the
+    squared deviations summed and divided by max(count - ddof, 0)."""
+    x = as_tracer(x)
+    if where is None and mean is None:
+        return var(x, axis, dtype, ddof, keepdims)
+    if dtype is None and x.dtype.kind != "f":
+        dtype = np.float64
+    axes = reduction_axes(axis, x.ndim)
+    if where is None:
+        count = lift(current_context(), np.int64(reduced_count(x, axes)), np.int64)
+        count_kept = count
+    else:
+        count = count_where(x, axes, keepdims, where)
+        count_kept = count_where(x, axes, True, where)
+    if mean is None:
+        mean = divide_by_count(reduce_where("sum", x, axes, True, dtype, where=where), count_kept)
+    deviation = np.subtract(x, mean)
+    squares = reduce_where("sum", deviation * deviation, axes, keepdims, dtype, where=where)
+    return divide_by_count(squares, np.maximum(count - ddof, 0))
