@@ -647,15 +647,6 @@ FUNCTION_RULES = {
     np.copy: lambda a, order="K", subok=False: a,
 }
 
-
-def _shape(shape) -> tuple:
-    return (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-
-
-@functools.lru_cache(maxsize=None)
-def _signature(rule) -> inspect.Signature:
-    return inspect.signature(rule)
-
 # The numpy functions that return views of their argument (numpy's reshape only where it need
 # not copy: traced_ops.reshape decides): item assignment through their results writes the
 # argument, and theirs sees it (frontend/views.py). Every other function returns new arrays.
@@ -671,6 +662,15 @@ VIEW_FUNCTIONS = {
     np.real,
     np.diagonal,
 }
+
+
+def _shape(shape) -> tuple:
+    return (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+
+
+@functools.lru_cache(maxsize=None)
+def _signature(rule) -> inspect.Signature:
+    return inspect.signature(rule)
 
 
 def apply_function(func, args, kwargs):
