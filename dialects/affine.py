@@ -13,7 +13,7 @@ the access's index operands (loop induction variables).
 
 from __future__ import annotations
 
-from .affine_expr import AffineMap, Const, Dim
+from .affine_expr import AffineMap, Const, Dim, substitute
 from .ir import Block, Operation, Region
 from .printer import format_attr_dict
 from .types import MemRefType, VectorType, index
@@ -302,8 +302,20 @@ class _Access(Operation):
         return t
 
     def subscript(self, printer) -> str:
-        names = [printer.name_of(v) for v in self.indices]
-        return f"{printer.name_of(self.memref)}[{', '.join(r.render(names) for r in self.map.results)}]"
+        # The parser numbers the indices in the order the text first names them, and sums
+        # print their terms in index order; printed with that numbering, the text parses
+        # back to the map it shows (%a[%j, %i * 18 + %j * 6] would come back as %j * 6 + %i * 18).
+        order = []
+        stack = list(reversed(self.map.results))
+        while stack:
+            expr = stack.pop()
+            if isinstance(expr, Dim) and expr.index not in order:
+                order.append(expr.index)
+            stack.extend(reversed(expr.children()))
+        renumbered = [Dim(order.index(i)) if i in order else Dim(i) for i in range(self.map.num_dims)]
+        names = [printer.name_of(self.indices[i]) for i in order]
+        results = (substitute(r, renumbered).render(names) for r in self.map.results)
+        return f"{printer.name_of(self.memref)}[{', '.join(results)}]"
 
 
 def parse_subscript(parser):
