@@ -243,23 +243,27 @@ def basic_getitem(x: Tracer, entries) -> Tracer:
     result = ops.reshape(_slice(x, where), shape)
     if result is x:
         return x
-    strides = []
-    dim, base = 0, views.strides_of(x)
-    for k in entries:
-        if k is None:
-            strides.append(0)
-            continue
-        if isinstance(k, slice):
-            strides.append(base[dim] * where[2][dim])
-        dim += 1
     result.view_of = None  # a view of x, not of the slice it is reshaped from
     return views.mark(
         result,
         x,
         lambda b: ops.reshape(_slice(b, where), shape),
         lambda b, v: _insert(b, where, ops.reshape(v, _basic_plan(b, entries)[1])),
-        strides,
+        _view_strides(x, entries),
     )
+
+
+def _view_strides(x: Tracer, entries) -> list:
+    """The strides of x[entries] as a view (ints and traced scalars drop their axis)."""
+    strides, dim, base = [], 0, views.strides_of(x)
+    for k in entries:
+        if k is None:
+            strides.append(0)
+            continue
+        if isinstance(k, slice):
+            strides.append(base[dim] * k.indices(x.shape[dim])[2])
+        dim += 1
+    return strides
 
 
 # -- gathers ----------------------------------------------------------------------------------------
@@ -390,18 +394,26 @@ def getitem(x: Tracer, key):
     lists, traced arrays) broadcast together and gather, their axes in place when the array
     indices are adjacent in the key and first otherwise; a constant boolean mask is its
     nonzero positions. A traced mask's result has a data-dependent size: UnsupportedError."""
-    key = parse_key(x, key)
+    original, key = key, parse_key(x, key)
     if key.mask is not None:
-        raise UnsupportedError(
-            f"x[mask] with a traced boolean mask has a size that depends on the mask's values; {_MASK_ALTERNATIVE}",
-            user_location(),
-        )
+        return MaskedSelection(x, original, user_location())
     if not key.advanced:
         return basic_getitem(x, key.entries)
     _, _, merged, flat, place = _advanced_parts(x, key, clamp=True)
     gathered = gather_last(merged, flat)
     n_rest = merged.ndim - 1
-    return views.fresh(ops.transpose(gathered, _placed_axes(n_rest, gathered.ndim - n_rest, place)))
+    result = views.fresh(ops.transpose(gathered, _placed_axes(n_rest, gathered.ndim - n_rest, place)))
+    scalars = [key.entries[k].index for k in key.advanced]
+    if all(isinstance(i, Tracer) and i.ndim == 0 for i in scalars):
+        # numpy reads a scalar index (np.int64, a Python int) as an int: the result is a view
+        return views.mark(
+            result,
+            x,
+            lambda b: getitem(b, original),
+            lambda b, v: updated(b, original, v),
+            _view_strides(x, key.entries),
+        )
+    return result
 
 
 # -- assignment -------------------------------------------------------------------------------------
@@ -497,20 +509,72 @@ def _masked(x: Tracer, key: _Key, value) -> Tracer:
     """x[mask] = value for a traced mask: a select. numpy writes the selected positions in
     order, so value must be the same for each (its shape broadcasts to the axes after the mask's)."""
     at, mask = key.mask
+    if isinstance(value, MaskedSelection):
+        return value.written(x, key)
+    value = _assigned_value(x.dtype, _per_selected(x, key, value), x.shape[at + mask.ndim :])
+    return ops.where(_spread_mask(x, key), ops.reshape(value, (1,) * (at + mask.ndim) + value.shape), x)
+
+
+def _per_selected(x: Tracer, key: _Key, value):
+    """`value` without leading axes of size 1, after checking that it is one value for every
+    selected position (of the shape of the axes after the mask's)."""
+    at, mask = key.mask
     trailing = x.shape[at + mask.ndim :]
     shape = np.shape(value)
-    while len(shape) > len(trailing) + 1 and shape[0] == 1:
+    while len(shape) > len(trailing) and shape[0] == 1:
         shape = shape[1:]
-    if len(shape) > len(trailing) + 1 or ops.broadcast_shapes(shape, (1,) + trailing) != (1,) + trailing:
+    if len(shape) > len(trailing) or ops.broadcast_shapes(shape, trailing) != trailing:
         raise UnsupportedError(
             f"x[mask] = v with a traced mask and v of shape {np.shape(value)}: which element of v goes where "
             "depends on the mask's values; use np.where(mask, v, x) with v shaped like x",
             user_location(),
         )
-    value = _assigned_value(x.dtype, value, (1,) + trailing)
-    value = ops.reshape(value, (1,) * (at + mask.ndim) + trailing)
-    mask_b = ops.reshape(ops.cast(mask, np.bool_), (1,) * at + mask.shape + (1,) * len(trailing))
-    return ops.where(ops.broadcast_to(mask_b, x.shape), value, x)
+    return ops.reshape(value, shape) if isinstance(value, Tracer) else np.reshape(value, shape)
+
+
+def _spread_mask(x: Tracer, key: _Key) -> Tracer:
+    at, mask = key.mask
+    shape = (1,) * at + mask.shape + (1,) * (x.ndim - at - mask.ndim)
+    return ops.broadcast_to(ops.reshape(ops.cast(mask, np.bool_), shape), x.shape)
+
+
+class MaskedSelection(Tracer):
+    """x[mask] for a traced mask. Its size depends on the mask's values, so it serves only as
+    the target of in-place operators (x[mask] += v, which numpy runs as a read, an update and
+    a write back), recorded here and written back as a select; any other use raises the
+    UnsupportedError of x[mask] at its line."""
+
+    __slots__ = ("base", "key", "updates", "loc")
+
+    def __init__(self, base: Tracer, key, loc):
+        super().__init__(base.value, base.ctx)
+        self.base, self.key, self.updates, self.loc = base, key, [], loc
+
+    def refuse(self):
+        raise UnsupportedError(
+            f"x[mask] with a traced boolean mask has a size that depends on the mask's values; {_MASK_ALTERNATIVE}",
+            self.loc,
+        )
+
+    @property
+    def value(self):
+        self.refuse()
+
+    @property
+    def shape(self):
+        self.refuse()
+
+    def written(self, x: Tracer, key: _Key) -> Tracer:
+        """x with the recorded updates applied where the mask is true (x is the array indexed)."""
+        if x is not self.base:
+            self.refuse()
+        at, mask = key.mask
+        current = x
+        for ufunc, other in self.updates:
+            other = _per_selected(x, key, other)
+            other = ops.reshape(other, (1,) * (at + mask.ndim) + np.shape(other)) if np.ndim(other) else other
+            current = in_place(ufunc, current.copy(), other)
+        return ops.where(_spread_mask(x, key), current, x)
 
 
 def setitem(x: Tracer, key, value) -> None:
@@ -524,6 +588,9 @@ def setitem(x: Tracer, key, value) -> None:
 def in_place(ufunc, x, other):
     """x op= other (x += 1, x[i] *= 2): numpy's ufunc with out=x. The result must keep x's shape
     and cast to its dtype by numpy's 'same_kind' rule; x is then written in place."""
+    if isinstance(x, MaskedSelection):
+        x.updates.append((ufunc, other))
+        return x
     result = NUMPY_PROTOCOL["ufunc"](ufunc, "__call__", (x, other), {}, operator=True)
     if not isinstance(x, Tracer) or x.weak:
         return result  # a Python scalar: `n += 1` rebinds the name

@@ -1,0 +1,408 @@
+"""Indexing, item assignment and ufunc.at beyond the op table: numpy's exact semantics on
+edge values, views and aliasing, the errors, and random keys against numpy."""
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_ops import assert_same
+
+import kiln
+
+rng = np.random.default_rng(15)
+
+
+def numpy_and_kiln(fn, *args, target=None):
+    """fn run by numpy (on copies of the arrays, which numpy may write) and compiled by kiln."""
+    want = fn(*(np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args))
+    got = kiln.compile(fn, target=target)(*args) if target else kiln.compile(fn)(*args)
+    return got, want
+
+
+def same(fn, *args, target=None):
+    got, want = numpy_and_kiln(fn, *args, target=target)
+    for g, w in zip(got, want) if isinstance(want, tuple) else [(got, want)]:
+        assert_same(g, w)
+
+
+# -- gathers ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_gather_keeps_nan_infinities_and_the_sign_of_zero(dtype):
+    x = np.array([-0.0, np.nan, np.inf, -np.inf, 0.0, -1.5], dtype)
+    index = np.array([0, 0, 1, 2, 3, 4, -6, 5])
+    got, want = numpy_and_kiln(lambda x, i: x[i], x, index)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(got, want)  # NaN where numpy has NaN
+
+
+def test_a_constant_index_that_is_a_slice_compiles_to_the_slice():
+    x = rng.standard_normal((4, 13)).astype(np.float32)
+    text = kiln.compile(lambda x: x[:, [1, 4, 7, 10]]).lower(x).text("tensor")
+    assert "kiln.slice" in text and "kiln.reduce_max" not in text and "kiln.cmp" not in text
+    text = kiln.compile(lambda x: x[:, [3, 3, 3]]).lower(x).text("tensor")
+    assert "kiln.broadcast_to" in text and "kiln.reduce_max" not in text
+    text = kiln.compile(lambda x, i: x[:, i]).lower(x, np.array([3, 1])).text("tensor")
+    assert "kiln.cmp" in text and "kiln.reduce_max" in text
+
+
+def test_a_repeated_index_gets_the_sum_of_its_gradients():
+    x = rng.standard_normal(5)
+    w = rng.standard_normal(4)
+    for index in (np.array([0, 0, 3, -2]), [0, 0, 3, -2]):
+        grad = kiln.compile(kiln.grad(lambda x, i: np.sum(x[i] * w)))(x, np.array(index))
+        np.testing.assert_allclose(grad, [w[0] + w[1], 0, 0, w[2] + w[3], 0], rtol=1e-12)
+        grad = kiln.compile(kiln.grad(lambda x: np.sum(x[index] * w)))(x)
+        np.testing.assert_allclose(grad, [w[0] + w[1], 0, 0, w[2] + w[3], 0], rtol=1e-12)
+
+
+def test_assignment_gradients_skip_overwritten_values():
+    def loss(x, v):
+        y = x.copy()
+        y[[1, 3, 1]] = v  # v[0] is overwritten by v[2]
+        return np.sum(y * np.arange(1.0, 5.0))
+
+    gx, gv = kiln.compile(kiln.grad(loss, argnums=(0, 1)))(np.ones(4), np.ones(3))
+    np.testing.assert_array_equal(gx, [1, 0, 3, 0])
+    np.testing.assert_array_equal(gv, [0, 4, 2])
+    assert kiln.gradcheck(loss, np.ones(4), rng.standard_normal(3), argnums=(0, 1)).ok
+
+
+def test_add_at_gradients_reach_every_repeat():
+    def loss(x, v):
+        y = x.copy()
+        np.add.at(y, [0, 0, 2], v)
+        np.maximum.at(y, [1, 1], v[:2])
+        return np.sum(y * np.array([1.0, 2.0, 3.0]))
+
+    x, v = np.array([0.5, -3.0, 1.0]), np.array([0.25, -1.0, 2.0])
+    gx, gv = kiln.compile(kiln.grad(loss, argnums=(0, 1)))(x, v)
+    np.testing.assert_array_equal(gv, [1 + 2, 1, 3])  # v[0] wins the maximum at position 1
+    np.testing.assert_array_equal(gx, [1, 0, 3])
+    assert kiln.gradcheck(loss, x, v, argnums=(0, 1)).ok
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        (Ellipsis, [1, -1]),
+        ([[0], [2]], slice(None), [3, 0]),  # separated: the broadcast axes go first
+        (slice(1, None), [0, 0], [1, 2]),  # adjacent: in place
+        (None, 1, slice(None, None, -1), [3]),  # the int counts as an array index
+        (np.array([True, False, True]), 0),
+        (np.ones((3, 2), bool), slice(None)),
+        (slice(0, 0), [1]),
+        ([], slice(None), 1),
+    ],
+)
+def test_mixed_keys_follow_numpys_rules(key):
+    x = rng.standard_normal((3, 2, 4)).astype(np.float32)
+    if isinstance(key[0], np.ndarray) and key[0].shape == (3, 2):
+        key = (key[0], key[1])
+    same(lambda x: x[key], x)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.data())
+def test_random_traced_keys_gather_and_assign_as_numpy_does(data):
+    shape = tuple(data.draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
+    x = rng.standard_normal(shape)
+    axes = data.draw(st.lists(st.integers(0, len(shape) - 1), min_size=1, max_size=len(shape), unique=True))
+    index_shape = tuple(data.draw(st.lists(st.integers(0, 3), max_size=2)))
+    key = [slice(None)] * len(shape)
+    indices = []
+    for a in sorted(axes):
+        indices.append(rng.integers(-shape[a], shape[a], index_shape))
+        key[a] = None  # filled in by the traced argument
+
+    def gather(x, *indices):
+        k, it = list(key), iter(indices)
+        return x[tuple(next(it) if e is None else e for e in k)]
+
+    def assign(x, *indices):
+        y = x.copy()
+        k, it = list(key), iter(indices)
+        y[tuple(next(it) if e is None else e for e in k)] = -7.0
+        return y
+
+    same(gather, x, *indices, target="interpret")
+    same(assign, x, *indices, target="interpret")
+
+
+# -- out of range -------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "fn, message",
+    [
+        (lambda x: x[[0, 4]], "index 4 is out of bounds for axis 0 with size 3"),
+        (lambda x: x[:, [-6]], "index -6 is out of bounds for axis 1 with size 5"),
+        (lambda x: np.take(x, [15]), "index 15 is out of bounds for axis 0 with size 15"),
+        (lambda x: np.take_along_axis(x, np.array([[5]]), 1), "index 5 is out of bounds for axis 1 with size 5"),
+        (lambda x: x[np.ones(4, bool)], "boolean index did not match indexed array along axis 0"),
+        (lambda x: x[0, 1, 2], "too many indices for array"),
+        (lambda x: x[np.array([0.5])], "integer"),
+    ],
+)
+def test_constant_indices_out_of_range_raise_index_errors_while_tracing(fn, message):
+    x = np.zeros((3, 5), np.float32)
+    with pytest.raises(kiln.errors.OutOfBoundsError, match=re.escape(message)) as info:
+        kiln.compile(fn)(x)
+    assert isinstance(info.value, IndexError) and "test_indexing.py:" in str(info.value)
+
+
+def test_constant_out_of_range_assignment_raises_too():
+    def f(x):
+        y = x.copy()
+        y[[1, 3]] = 0
+        return y
+
+    with pytest.raises(IndexError, match="index 3 is out of bounds for axis 0 with size 3"):
+        kiln.compile(f)(np.zeros(3))
+
+
+def test_traced_indices_out_of_range_are_clamped_in_gathers_and_dropped_in_assignments():
+    """numpy raises IndexError; compiled code does not check a traced index (documented in
+    numpy_indexing): gathers clamp into the axis (as JAX), writes outside the array are skipped."""
+    x = np.arange(5.0)
+    index = np.array([7, -1, -9, 2])
+    for target in ("interpret", "cpu"):
+        gather = kiln.compile(lambda x, i: x[i], target=target)
+        np.testing.assert_array_equal(gather(x, index), [4.0, 4.0, 0.0, 2.0])
+        take = kiln.compile(lambda x, i: np.take_along_axis(x, i, 0), target=target)
+        np.testing.assert_array_equal(take(x, index), [4.0, 4.0, 0.0, 2.0])
+
+        def assign(x, i):
+            y = x.copy()
+            y[i] = -1.0
+            return y
+
+        np.testing.assert_array_equal(kiln.compile(assign, target=target)(x, index), [0, 1, -1, 3, -1])
+
+        def pairs(m, i):  # an out-of-range column must not wrap into the next row
+            y = m.copy()
+            y[[0, 1], i] = -1.0
+            return y
+
+        m = np.zeros((2, 3))
+        np.testing.assert_array_equal(kiln.compile(pairs, target=target)(m, np.array([3, 1])), [[0, 0, 0], [0, -1, 0]])
+
+
+# -- masks ----------------------------------------------------------------------------------------------
+def test_a_traced_mask_whose_result_size_depends_on_the_data_names_np_where():
+    def f(x):
+        return x[x > 0]
+
+    with pytest.raises(kiln.UnsupportedError, match=r"np\.where\(mask, x, 0\)"):
+        kiln.compile(f)(np.ones(3))
+
+
+def test_assigning_through_a_traced_mask_is_a_select():
+    def f(x, m, row):
+        y = x.copy()
+        y[x < 0] = 0
+        y[m] = row  # each selected row gets the same values
+        y[m] += 0.5
+        return y
+
+    x = rng.standard_normal((5, 3))
+    same(f, x, rng.random(5) < 0.5, rng.standard_normal(3))
+    w = rng.standard_normal((5, 3))
+    loss = lambda x, m, row: np.sum(f(x, m, row) * w)  # noqa: E731
+    assert kiln.gradcheck(loss, x, rng.random(5) < 0.5, rng.standard_normal(3), argnums=(0, 2)).ok
+
+
+def test_a_traced_mask_with_one_value_per_selected_element_is_refused():
+    def f(x, v):
+        y = x.copy()
+        y[x > 0] = v
+        return y
+
+    with pytest.raises(kiln.UnsupportedError, match=r"np\.where\(mask, v, x\)"):
+        kiln.compile(f)(np.ones(3), np.ones(3))
+
+
+# -- assignment: numpy's casts and views -------------------------------------------------------------------
+def test_assignment_casts_as_numpy_does_and_refuses_what_numpy_refuses():
+    def f(a, x):
+        b = a.copy()
+        b[:2] = x[:2]  # float to int: truncated
+        b[2] = True
+        b[3] = -2.7
+        return b
+
+    same(f, np.zeros(4, np.int32), np.array([1.9, -1.9, 5.0]))
+
+    def overflow(a):
+        b = a.copy()
+        b[0] = 2**40
+        return b
+
+    with pytest.raises(OverflowError):
+        kiln.compile(overflow)(np.zeros(2, np.int32))
+
+    def nan_into_int(a):
+        b = a.copy()
+        b[0] = float("nan")
+        return b
+
+    with pytest.raises(ValueError, match="cannot convert float nan to integer"):
+        kiln.compile(nan_into_int)(np.zeros(2, np.int64))
+
+
+def test_in_place_operators_keep_the_dtype_and_shape_as_numpy_requires():
+    def widen(a):
+        b = a.copy()
+        b += 1.5
+        return b
+
+    with pytest.raises(kiln.DTypeError, match="same_kind"):
+        kiln.compile(widen)(np.zeros(3, np.int32))
+
+    def grow(x, y):
+        z = x.copy()
+        z += y
+        return z
+
+    with pytest.raises(kiln.ShapeError, match="non-broadcastable output operand"):
+        kiln.compile(grow)(np.zeros(3), np.zeros((2, 3)))
+    same(grow, np.zeros((2, 3), np.float32), np.arange(3.0))  # float32 += float64: same kind
+
+
+def _views(x):
+    y = x.copy()
+    alias = y
+    row = y[1]
+    row[::2] = 5  # through a basic-indexing view
+    y[1, 1] = -5  # and row shows it
+    col = y.T[:, 2]
+    col += 1
+    flat = y.reshape(-1)  # contiguous: a view
+    flat[-1] = 9
+    copied = y.T.reshape(-1)  # not contiguous: numpy copies
+    copied[0] = 100
+    every_other = y[:, ::2].reshape(-1)  # a copy as well
+    every_other[:] = 0
+    rows = y[::2].reshape(2, 2, -1)  # a view again: its rows keep their own stride
+    rows[1, 0] = -1
+    y += 0.5  # in place: the alias sees it
+    return alias, row, col, flat, copied, every_other, rows
+
+
+def test_views_share_writes_with_their_base_as_in_numpy():
+    same(_views, rng.standard_normal((4, 6)).astype(np.float32))
+
+
+def test_copies_and_new_arrays_do_not_alias():
+    def f(x):
+        y = x.copy()
+        pieces = [y.copy(), y.astype(np.float32), np.copy(y), y.flatten(), y[[0, 1]], np.concatenate([y]), +y]
+        for p in pieces:
+            p[0] = 7
+        return (y,) + tuple(pieces)
+
+    same(f, rng.standard_normal((2, 3)).astype(np.float32))
+
+
+def test_a_view_of_a_scalar_index_is_a_view():
+    def f(x, i):
+        y = x.copy()
+        row = y[i]
+        row[1:] = 0
+        y[i, 0] = 7
+        return y, row
+
+    same(f, rng.standard_normal((3, 4)), np.int64(-1))
+
+
+def test_the_callers_array_is_never_written():
+    def f(x):
+        x[0] = 5
+        x += 1
+        np.add.at(x, [1, 1], 2.0)
+        return x * 1
+
+    x = np.arange(4.0)
+    before = x.copy()
+    for target in ("interpret", "cpu"):
+        np.testing.assert_array_equal(kiln.compile(f, target=target)(x), [6, 6, 3, 4])
+        np.testing.assert_array_equal(x, before)
+
+
+def test_writing_a_read_only_view_raises_numpys_error():
+    def f(x):
+        b = np.broadcast_to(x, (2, 3))
+        b[0, 0] = 1
+        return b
+
+    with pytest.raises(ValueError, match="read-only"):
+        kiln.compile(f)(np.zeros(3))
+
+
+# -- ufunc.at ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("ufunc", [np.add, np.subtract, np.multiply, np.maximum, np.minimum])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64])
+def test_ufunc_at_accumulates_every_repeat(ufunc, dtype):
+    def f(a, i, v):
+        b = a.copy()
+        ufunc.at(b, i, v)
+        return b
+
+    a = np.array([3, -2, 0, 5, 1], dtype)
+    v = np.array([2, -1, 3, 4, -2, 2], dtype)
+    same(f, a, np.array([0, 0, 4, -1, 4, 0]), v, target="interpret")
+    same(lambda a, v: f(a, [1, 1, 1, 2, 0, 0], v), a, v)
+
+
+def test_ufunc_at_keeps_nan_and_signed_zeros():
+    def f(a, v):
+        b = a.copy()
+        np.maximum.at(b, [0, 0, 1], v)
+        np.add.at(b, [3], 1.0)  # the -0.0 at index 2 is untouched
+        return b
+
+    a = np.array([1.0, 2.0, -0.0, 0.0])
+    got, want = numpy_and_kiln(f, a, np.array([np.nan, 0.5, 3.0]))
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_ufunc_at_on_bools_and_its_errors():
+    def f(m):
+        b = m.copy()
+        np.add.at(b, [0, 0, 2], True)
+        np.multiply.at(b, [1], False)
+        return b
+
+    same(f, np.array([False, True, False, True]))
+
+    def widen(a):
+        b = a.copy()
+        np.add.at(b, [0], 0.5)
+        return b
+
+    with pytest.raises(kiln.DTypeError, match="same_kind"):
+        kiln.compile(widen)(np.zeros(3, np.int64))
+
+    def unsupported(a):
+        np.true_divide.at(a, [0], 2.0)
+        return a
+
+    with pytest.raises(kiln.UnsupportedError, match=r"np\.divide\.at is not supported"):
+        kiln.compile(unsupported)(np.ones(3))
+
+
+# -- np.take and np.take_along_axis ----------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["raise", "wrap", "clip"])
+def test_take_modes_with_traced_and_constant_indices(mode):
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    index = np.array([[4, 0], [-5, 2]]) if mode == "raise" else np.array([[7, 0], [-6, 12]])
+    same(lambda x, i: np.take(x, i, axis=1, mode=mode), x, index)
+    same(lambda x: x.take(index, mode=mode), x)
+    same(lambda x: np.take(x, 2, axis=0, mode=mode), x)
+
+
+def test_take_along_axis_with_argsort_and_argmax():
+    x = rng.standard_normal((4, 6))
+    same(lambda x: np.take_along_axis(x, np.argsort(x, axis=1), axis=1), x)
+    same(lambda x: np.take_along_axis(x, np.argmax(x, axis=0, keepdims=True), axis=0), x)
