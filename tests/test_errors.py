@@ -362,7 +362,7 @@ ODD_ARGUMENTS = {
     "maximum.reduce-dtype": lambda x: np.maximum.reduce(x, dtype=np.float32),
     "var-correction": lambda x: np.var(x, correction=1),
     "mT-1d": lambda x: x[0].mT,
-    "flatten-F": lambda x: x.flatten("F"),
+    "flatten-K": lambda x: x.flatten("K"),
     "index-by-traced": lambda x: [1, 2][x[0, 0]],
 }
 

@@ -392,6 +392,8 @@ def test_every_numpy_function_and_ufunc_works_or_raises_a_kiln_error():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             want = np.asarray(use(x))
+        if fn is np.empty_like:  # numpy leaves its values unspecified; kiln's are zeros
+            want = np.zeros_like(want)
         assert np.asarray(got).dtype == want.dtype, name
         np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=name)
 

@@ -286,7 +286,12 @@ class Tracer:
         )
 
     def __array__(self, dtype=None, copy=None):
-        self._concrete("a numpy array (np.asarray, np.array)")
+        # Also what np.full(shape, traced) and np.array([traced, ...]) meet: numpy makes an array
+        # of the argument before any protocol could pass it to kiln.
+        self._concrete(
+            "a numpy array (np.asarray, np.array, np.full; build arrays of traced values with "
+            "np.full_like, np.broadcast_to or np.stack)"
+        )
 
     def __float__(self):
         self._concrete("a Python float")
@@ -370,6 +375,10 @@ class Tracer:
         result = NUMPY_PROTOCOL["astype"](self, dtype, casting)
         return result.copy() if result is self and copy else result  # numpy copies unless copy=False
 
+    def fill(self, value):
+        """numpy's x.fill(v): x[...] = v."""
+        self[...] = value
+
     def flatten(self, order="C"):
         return np.ravel(self, order).copy()  # a copy, where ravel may give a view
 
@@ -417,6 +426,7 @@ _FUNCTION_METHODS = frozenset(
         "min",
         "nonzero",
         "prod",
+        "put",
         "ravel",
         "repeat",
         "round",
@@ -433,7 +443,7 @@ _FUNCTION_METHODS = frozenset(
 
 _METHOD_HINTS = (
     (
-        ("fill", "put", "sort", "partition", "resize", "setfield", "setflags", "byteswap"),
+        ("sort", "partition", "resize", "setfield", "setflags", "byteswap"),
         ": traced arrays are immutable; build a new array instead (np.full_like, np.where, np.concatenate)",
     ),
     (
