@@ -444,6 +444,7 @@ CASES = [
     OpCase("ufunc_float_power", np.float_power, (positive(5, dtype=np.float32), ints(5, low=-3, high=3))),
     OpCase("ufunc_deg2rad_rad2deg", lambda x: np.deg2rad(x) + np.radians(x) - np.degrees(x), (floats(5),)),
     OpCase("ufunc_abs_pos_neg_operators", lambda x: abs(-x) + (+x), (floats(3, dtype=np.float64),)),
+    OpCase("ufunc_modf", lambda x: np.modf(x)[0] * 3 + np.modf(x)[1], (floats(7) * 5,)),
     # -- shapes, layout, array creation, linear algebra ---------------------------------------
     OpCase("shape_flip_all", np.flip, (floats(3, 1, 5),)),
     OpCase("shape_flip_axes_tuple", lambda x: np.flip(x, (0, -1)), (floats(2, 3, 4, dtype=np.float64),)),

@@ -165,6 +165,15 @@ def test_hypot_does_not_overflow_or_underflow_in_the_squares():
 
 
 @pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_modf_signs_its_parts_as_c_does(dtype, target):
+    x = np.array(ROUNDING_VALUES + [-v for v in ROUNDING_VALUES] + [-3.0, 1e-45, -1e30], dtype)
+    got, want = kiln.compile(np.modf, target=target)(x), numpy_result(np.modf, x)
+    for g, w in zip(got, want):
+        assert_exactly(g, w)
+
+
+@pytest.mark.parametrize("target", TARGETS)
 def test_integer_reciprocal_is_numpys_integer_division(target):
     """numpy's 1 / x in the integer type, through a float: 0 gives the minimum, 1 and -1
     are kept, everything else truncates to 0."""

@@ -199,6 +199,15 @@ def _divmod(ctx, operands):
     return ctx.emit(T.FloorDivideOp, operands), ctx.emit(T.RemainderOp, operands)
 
 
+def _modf(ctx, operands):
+    """(fractional part, integral part), both with x's sign, as C's modf: the fraction of an
+    infinity is a signed zero, and of an integral value too (-3.0 gives -0.0)."""
+    (x,) = operands
+    whole = ctx.emit(T.TruncOp, [x])
+    fraction = _select(ctx, _isinf(ctx, x), _full(ctx, 0, x), ctx.emit(T.SubOp, [x, whole]))
+    return ctx.emit(T.CopysignOp, [fraction, x]), whole
+
+
 def _ints_false(ctx, x):
     return _bool_full(ctx, False, x)
 
@@ -252,6 +261,7 @@ UFUNC_RULES = {
     np.fmod: _op(T.FModOp),
     np.floor_divide: _op(T.FloorDivideOp),
     np.divmod: _divmod,
+    np.modf: _modf,
     np.equal: _op(T.CmpOp, predicate="eq"),
     np.not_equal: _op(T.CmpOp, predicate="ne"),
     np.less: _op(T.CmpOp, predicate="lt"),
