@@ -143,7 +143,7 @@ def _float_divmod(b, t, a, d):
     def cmp(predicate, x, y):
         return b.op(AR.CmpFOp, x, y, predicate=predicate)
 
-    mod = b.op(AR.RemFOp, a, d)
+    fmod = mod = b.op(AR.RemFOp, a, d)
     div = b.op(AR.DivFOp, b.op(AR.SubFOp, a, mod), d)
     mod_nonzero = cmp("une", mod, c(0.0))  # C's `if (mod)`: NaN counts as nonzero
     fix = b.op(AR.AndIOp, mod_nonzero, b.op(AR.XOrIOp, cmp("olt", d, c(0.0)), cmp("olt", mod, c(0.0))))
@@ -156,7 +156,7 @@ def _float_divmod(b, t, a, d):
     quotient = b.op(AR.DivFOp, a, d)
     floor = b.op(AR.SelectOp, cmp("une", div, c(0.0)), floor, b.op(M.CopysignOp, c(0.0), quotient))
     by_zero = cmp("oeq", d, c(0.0))
-    return b.op(AR.SelectOp, by_zero, quotient, floor), b.op(AR.SelectOp, by_zero, b.op(AR.RemFOp, a, d), mod)
+    return b.op(AR.SelectOp, by_zero, quotient, floor), b.op(AR.SelectOp, by_zero, fmod, mod)
 
 
 def _division(float_rule, int_rule):
