@@ -786,6 +786,49 @@ def _extreme_high(dtype):
     return np.array(np.iinfo(dtype).max, dtype)
 
 
+# -- np.put, np.putmask --------------------------------------------------------------------------------
+def _written_argument(name: str, a) -> Tracer:
+    if not isinstance(a, Tracer) or a.weak:
+        raise UnsupportedError(f"{name} writes its first argument, which must be a traced array", user_location())
+    return a
+
+
+def _cycled(name: str, values, count: int) -> Tracer:
+    """The values, flattened and repeated to `count` elements, as np.put and np.putmask use them."""
+    if isinstance(values, (list, tuple)):
+        values = np.asarray(values) if _entry_free(values) else np.stack(values)
+    values = ops.check_operand(values)
+    if not isinstance(values, Tracer):
+        values = ops.lift(current_context(), np.asarray(values), np.asarray(values).dtype)
+    values = ops.reshape(values, (-1,))
+    if values.size == 0:
+        raise UnsupportedError(f"{name} needs at least one value", user_location())
+    repeats = -(-count // values.size)
+    return ops.reshape(ops.repeat(ops.reshape(values, (1, -1)), repeats, 0), (-1,))[:count]
+
+
+def put(a, ind, v, mode="raise"):
+    """np.put(a, ind, v, mode): a.flat[ind] = v, with v repeated to the length of ind, written
+    into the traced `a` in place (the last of repeated indices wins). Costs as item assignment."""
+    a = _written_argument("np.put", a)
+    ind = _mode_index(ind, a.size, mode)
+    count = int(np.size(ind))
+    if count:
+        ind = ops.reshape(ind, (count,)) if isinstance(ind, Tracer) else np.reshape(ind, (count,))
+        flat = updated(ops.reshape(a.copy(), (-1,)), (ind,), _cycled("np.put", v, count))
+        views.assign(a, ops.reshape(flat, a.shape))
+
+
+def putmask(a, mask, values):
+    """np.putmask(a, mask, values): a.flat[n] = values[n % len(values)] where mask.flat[n],
+    written into the traced `a` in place: a select, so the mask may be traced."""
+    a = _written_argument("np.putmask", a)
+    if np.shape(mask) != a.shape:
+        raise ShapeError(f"np.putmask: the mask has shape {np.shape(mask)}, the array {a.shape}", user_location())
+    full = ops.reshape(_assigned_value(a.dtype, _cycled("np.putmask", values, a.size), (a.size,)), a.shape)
+    views.assign(a, ops.where(mask, full, a))
+
+
 NUMPY_PROTOCOL.update(getitem=getitem, setitem=setitem, in_place=in_place)
 UFUNC_METHODS.update(at=ufunc_at)
-FUNCTION_RULES.update({np.take: take, np.take_along_axis: take_along_axis})
+FUNCTION_RULES.update({np.take: take, np.take_along_axis: take_along_axis, np.put: put, np.putmask: putmask})
