@@ -217,6 +217,16 @@ def _minimum_at_int(a, i):
     return b
 
 
+def _put_putmask_fill(x, i, m):
+    y = x.copy()
+    np.put(y, i, [10.0, -20.0])  # the values repeat to the indices' length
+    y.put([0, -1], 5, mode="clip")
+    z = x.copy()
+    z.fill(3)
+    np.putmask(z, m, [1.0, 2.0, 3.0])  # value n % 3 where mask.flat[n]
+    return y + z
+
+
 CASES = [
     # elementwise arithmetic, with numpy's broadcasting and promotion
     OpCase("add_broadcast_rhs", lambda x, y: x + y, (floats(7, 13), floats(13))),
@@ -250,16 +260,6 @@ CASES = [
     OpCase("reciprocal", np.reciprocal, (positive(5, dtype=np.float32),)),
     # elementwise unary
     OpCase("neg", lambda x: -x, (floats(7),)),
-def _put_putmask_fill(x, i, m):
-    y = x.copy()
-    np.put(y, i, [10.0, -20.0])  # the values repeat to the indices' length
-    y.put([0, -1], 5, mode="clip")
-    z = x.copy()
-    z.fill(3)
-    np.putmask(z, m, [1.0, 2.0, 3.0])  # value n % 3 where mask.flat[n]
-    return y + z
-
-
     OpCase("neg_int", np.negative, (ints(1, 5, dtype=np.int64),)),
     OpCase("abs", abs, (floats(2, 13),)),
     OpCase("abs_int", np.abs, (ints(3),)),
@@ -702,6 +702,9 @@ def _put_putmask_fill(x, i, m):
     OpCase("multiply_at", _multiply_at, (ix_floats(4),)),
     OpCase("maximum_at", _maximum_at, (ix_floats(3, 2), np.array([1, 1, 2]), ix_floats(3))),
     OpCase("minimum_at_int", _minimum_at_int, (ix_ints(5, low=-5, high=5, dtype=np.int32), np.array([0, 4, 0]))),
+    OpCase(
+        "put_putmask_fill", _put_putmask_fill, (ix_floats(3, 4), np.array([1, 5, 5, -2]), _ix_rng.random((3, 4)) < 0.5)
+    ),
 ]
 
 
@@ -813,6 +816,3 @@ BINARY_DTYPE_OPS = {
     "np.heaviside": np.heaviside,
     "np.float_power": np.float_power,
 }
-    OpCase(
-        "put_putmask_fill", _put_putmask_fill, (ix_floats(3, 4), np.array([1, 5, 5, -2]), _ix_rng.random((3, 4)) < 0.5)
-    ),
