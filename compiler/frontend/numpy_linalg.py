@@ -450,7 +450,7 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
         flat, along = x, axis
     result = norm(flat, ord, along)
     if keepdims:
-        reduced = ops.normalize_axes(range(len(shape)) if axis is None else axis, len(shape))
+        reduced = ops.normalize_axes(axis, len(shape))  # None: every axis
         result = ops.reshape(result, tuple(1 if k in reduced else d for k, d in enumerate(shape)))
     return result
 
