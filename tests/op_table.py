@@ -79,6 +79,39 @@ def _inplace_integer(a):
     return b
 
 
+# -- reductions, scans and sorting: inputs from their own generator (the other cases' stay as
+# they were); distinct values where a case is differentiated (a sort is not, at a tie).
+_rs_rng = np.random.default_rng(1515)
+
+
+def rs_floats(*shape, dtype=np.float32):
+    return _rs_rng.standard_normal(shape).astype(dtype)
+
+
+def rs_ints(*shape, low=-9, high=9, dtype=np.int32):
+    return _rs_rng.integers(low, high, shape).astype(dtype)
+
+
+def rs_bools(*shape):
+    return _rs_rng.random(shape) < 0.5
+
+
+def rs_distinct(*shape, dtype=np.float64):
+    return (_rs_rng.permutation(int(np.prod(shape))).reshape(shape) * 0.75 - 3.0).astype(dtype)
+
+
+RS_MASK = np.array([[True, False, True, True, False, False, True], [False, True, False, False, True, True, True]] * 2)
+RS_SIGNED_ZEROS = np.array([0.0, -0.0, 1.0, -0.0, 0.0, -1.0, 0.0, -0.0, 2.0], np.float32)
+RS_INT_EXTREMES = np.array([[2**31 - 1, -(2**31), 0, 5, -(2**31), 2**31 - 1, 5]], np.int32)
+
+
+def rs_sorted_signs(x):
+    """Where a stable sort puts positives, negatives, NaN and negative zeros: exactly, as bools
+    (a sort of such values has no finite-difference gradient to check)."""
+    s = np.sort(x, kind="stable")
+    return np.stack([s > 0, s < 0, s != s, np.signbit(s)])
+
+
 # -- indexing and assignment: inputs from their own generator (the other cases' stay as they
 # were), and functions that assign into a copy (numpy would write the caller's array).
 _ix_rng = np.random.default_rng(15)
@@ -611,7 +644,130 @@ CASES = [
     OpCase("linalg_matrix_norm", lambda x: np.linalg.matrix_norm(x, ord=-np.inf), (floats(2, 3, 4, dtype=np.float64),)),
     OpCase("linalg_vecdot", np.linalg.vecdot, (floats(2, 3), floats(3))),
     # -- reductions, scans, ufunc methods -----------------------------------------------------
+    OpCase("rs_sum_where_initial", lambda x, m: np.sum(x, axis=1, where=m, initial=0.5), (rs_floats(4, 7), RS_MASK)),
+    OpCase("rs_sum_int_where", lambda a, m: a.sum(axis=0, where=m), (rs_ints(4, 7), RS_MASK)),
+    OpCase("rs_max_where_initial", lambda x, m: np.max(x, axis=0, where=m, initial=-1.0), (rs_floats(4, 7), RS_MASK)),
+    OpCase("rs_min_initial_empty_axis", lambda a: np.min(a, axis=1, initial=3), (rs_ints(3, 0),)),
+    OpCase("rs_max_initial_int", lambda a: a.max(initial=4, keepdims=True), (rs_ints(2, 3, dtype=np.int64),)),
+    OpCase("rs_prod_where_initial", lambda x, m: np.prod(x, axis=1, where=m, initial=2.0), (rs_floats(4, 7), RS_MASK)),
+    OpCase("rs_any_where", lambda x, m: np.any(x > 0, axis=1, where=m), (rs_floats(4, 7), RS_MASK)),
+    OpCase("rs_mean_where", lambda x, m: x.mean(axis=1, where=m), (rs_floats(4, 7, dtype=np.float64), RS_MASK)),
+    OpCase("rs_var_where_ddof", lambda x, m: np.var(x, axis=1, where=m, ddof=1), (rs_floats(4, 7), RS_MASK)),
+    OpCase("rs_std_mean", lambda x: np.std(x, axis=0, mean=np.mean(x, axis=0, keepdims=True)), (rs_floats(5, 3),)),
+    OpCase("rs_var_correction_int", lambda a: np.var(a, correction=1), (rs_ints(13),)),
+    OpCase("rs_ptp", lambda x: np.ptp(x, axis=1), (rs_floats(3, 7, dtype=np.float64),)),
+    OpCase("rs_ptp_int_keepdims", lambda a: np.ptp(a, axis=0, keepdims=True), (rs_ints(5, 2),)),
+    OpCase("rs_count_nonzero", np.count_nonzero, (np.array([[0.0, -0.0, np.nan, 1.0], [np.inf, 0.0, 2.0, -0.0]]),)),
+    OpCase(
+        "rs_count_nonzero_axis", lambda a: np.count_nonzero(a, axis=1, keepdims=True), (rs_ints(3, 5, low=-1, high=2),)
+    ),
+    OpCase("rs_average", lambda x: np.average(x, axis=0), (rs_floats(5, 3),)),
+    OpCase(
+        "rs_average_weights", lambda x, w: np.average(x, axis=1, weights=w), (rs_floats(3, 5), rs_floats(5) ** 2 + 0.5)
+    ),
+    OpCase(
+        "rs_average_weights_returned",
+        lambda a, w: np.stack(np.average(a, axis=0, weights=w, returned=True)),
+        (rs_ints(4, 3), rs_floats(4, 3, dtype=np.float64) ** 2 + 0.5),
+    ),
+    OpCase(
+        "rs_nansum",
+        lambda x: np.nansum(x, axis=1),
+        (np.array([[1.0, np.nan, 2.5], [np.nan, np.nan, np.nan]], np.float32),),
+    ),
+    OpCase("rs_nanprod", np.nanprod, (np.array([[1.5, np.nan], [-2.0, 3.0]]),)),
+    OpCase("rs_nanmax", lambda x: np.nanmax(x, axis=0), (np.array([[1.0, np.nan, -3.0], [np.nan, -2.0, 0.5]]),)),
+    OpCase(
+        "rs_nanmin_keepdims",
+        lambda x: np.nanmin(x, axis=1, keepdims=True),
+        (np.array([[3.0, np.nan, -1.0]], np.float32),),
+    ),
+    OpCase(
+        "rs_nanmean",
+        lambda x: np.nanmean(x, axis=0),
+        (np.array([[1.0, np.nan], [np.nan, 3.0], [2.0, 5.0]], np.float32),),
+    ),
+    OpCase(
+        "rs_nanvar", lambda x: np.nanvar(x, ddof=1), (np.array([[1.0, np.nan, 4.0, 2.0], [0.5, 1.5, np.nan, 3.0]]),)
+    ),
+    OpCase("rs_nanstd", np.nanstd, (np.array([1.0, np.nan, 4.0, 2.0, -1.0], np.float32),)),
+    OpCase("rs_cumsum_flat_int32_widens", np.cumsum, (rs_ints(3, 5),)),
+    OpCase("rs_cumsum_axis", lambda x: np.cumsum(x, axis=0), (rs_floats(13, 2),)),
+    OpCase("rs_cumsum_bool", lambda b: b.cumsum(axis=-1), (rs_bools(2, 7),)),
+    OpCase("rs_cumsum_int_wraps", lambda a: np.cumsum(a, axis=1, dtype=np.int32), (RS_INT_EXTREMES,)),
+    OpCase(
+        "rs_cumsum_empty_and_one",
+        lambda x, y: np.cumsum(x, axis=1) + np.cumsum(y, axis=0)[0],
+        (rs_floats(2, 0), rs_floats(1)),
+    ),
+    OpCase("rs_cumprod", lambda x: np.cumprod(x, axis=1), (rs_floats(3, 6, dtype=np.float64) * 0.5 + 1,)),
+    OpCase("rs_cumprod_dtype", lambda a: np.cumprod(a, dtype=np.float64), (rs_ints(7, low=-3, high=4),)),
+    OpCase("rs_nancumsum", lambda x: np.nancumsum(x, axis=1), (np.array([[np.nan, 1.0, 2.0], [3.0, np.nan, -1.5]]),)),
+    OpCase("rs_nancumprod", np.nancumprod, (np.array([2.0, np.nan, -0.5, 3.0], np.float32),)),
+    OpCase("rs_maximum_accumulate", lambda x: np.maximum.accumulate(x, axis=1), (rs_floats(3, 11),)),
+    OpCase("rs_minimum_accumulate_int", np.minimum.accumulate, (rs_ints(5, 2, dtype=np.int64),)),
+    OpCase("rs_add_accumulate_int32_widens", np.add.accumulate, (rs_ints(6),)),
+    OpCase(
+        "rs_multiply_accumulate", lambda x: np.multiply.accumulate(x, axis=-1), (rs_floats(2, 5, dtype=np.float64),)
+    ),
+    OpCase("rs_logical_or_accumulate", lambda x: np.logical_or.accumulate(x, axis=1), (rs_floats(3, 4) > 0.8,)),
+    OpCase("rs_logical_and_accumulate_floats", np.logical_and.accumulate, (np.array([1.5, np.nan, 0.0, 2.0]),)),
+    OpCase(
+        "rs_add_reduce_keepdims_initial", lambda a: np.add.reduce(a, axis=1, keepdims=True, initial=5), (rs_ints(3, 4),)
+    ),
+    OpCase(
+        "rs_maximum_reduce_where",
+        lambda x, m: np.maximum.reduce(x, axis=None, where=m, initial=-5.0),
+        (rs_floats(4, 7), RS_MASK),
+    ),
+    OpCase("rs_multiply_reduce_dtype", lambda a: np.multiply.reduce(a, axis=0, dtype=np.float64), (rs_ints(3, 2),)),
+    OpCase("rs_logical_and_reduce_floats", lambda x: np.logical_and.reduce(x, axis=1), (rs_floats(3, 2),)),
     # -- sorting ---------------------------------------------------------------------------
+    OpCase("sort", np.sort, (rs_distinct(3, 7),)),
+    OpCase("sort_axis0_f32", lambda x: np.sort(x, axis=0), (rs_distinct(5, 2, dtype=np.float32),)),
+    OpCase("sort_flat", lambda x: np.sort(x, axis=None), (rs_distinct(2, 3),)),
+    OpCase("sort_nan_inf_last", rs_sorted_signs, (np.array([2.0, np.nan, -np.inf, 0.5, np.inf, np.nan, -1.0]),)),
+    OpCase("sort_signed_zeros_keep_order", rs_sorted_signs, (RS_SIGNED_ZEROS,)),
+    OpCase("sort_int_extremes", lambda a: np.sort(a, axis=1), (RS_INT_EXTREMES,)),
+    OpCase("sort_bool", lambda b: np.sort(b, axis=0), (rs_bools(5, 3),)),
+    OpCase(
+        "sort_size_one_and_empty",
+        lambda x, y: np.sort(x) + np.sort(y, axis=0).sum(),
+        (rs_floats(3, 1), rs_floats(0, 2)),
+    ),
+    OpCase("argsort_stable_ties", lambda a: np.argsort(a, axis=1, kind="stable"), (rs_ints(3, 11, low=-2, high=2),)),
+    OpCase(
+        "argsort_nan_last",
+        lambda x: x.argsort(kind="stable"),
+        (np.array([[np.nan, 1.0, -np.inf, np.nan, 0.0]], np.float32),),
+    ),
+    OpCase("argsort_flat", lambda x: np.argsort(x, axis=None), (rs_distinct(3, 4),)),
+    OpCase("partition_kth_value", lambda x: np.partition(x, 2, axis=1)[:, 2], (rs_distinct(3, 6),)),
+    OpCase("partition_kths", lambda x: np.partition(x, [0, -1])[[0, -1]], (rs_distinct(7, dtype=np.float32),)),
+    OpCase(
+        "argpartition_smallest_set", lambda x: np.sort(np.argpartition(x, 2, axis=0)[:3], axis=0), (rs_distinct(7, 2),)
+    ),
+    OpCase("median", lambda x: np.median(x, axis=1), (rs_distinct(3, 7),)),
+    OpCase(
+        "median_even_keepdims", lambda x: np.median(x, axis=0, keepdims=True), (rs_distinct(6, 2, dtype=np.float32),)
+    ),
+    OpCase("median_int_axes", lambda a: np.median(a, axis=(0, 2)), (rs_ints(2, 3, 2),)),
+    OpCase(
+        "median_nan_is_nan",
+        lambda x: np.isnan(np.median(x, axis=1)),
+        (np.array([[1.0, np.nan, 3.0], [4.0, 2.0, 5.0]]),),
+    ),
+    OpCase("quantile", lambda x: np.quantile(x, 0.3, axis=1), (rs_distinct(3, 8, dtype=np.float32),)),
+    OpCase(
+        "quantile_q_array_keepdims",
+        lambda x: np.quantile(x, [0.0, 0.25, 0.9, 1.0], axis=0, keepdims=True),
+        (rs_distinct(5, 2),),
+    ),
+    OpCase("quantile_f64_q_promotes", lambda x: np.quantile(x, np.float64(0.7)), (rs_distinct(6, dtype=np.float32),)),
+    OpCase("percentile_int", lambda a: np.percentile(a, [10, 50, 95], axis=1), (rs_ints(2, 9),)),
+    OpCase("top_k_values", lambda x: kiln.top_k(x, 3)[0], (rs_distinct(4, 7),)),
+    OpCase("top_k_indices_ties_axis0", lambda a: kiln.top_k(a, 2, axis=0)[1], (rs_ints(6, 3, low=-2, high=2),)),
+    OpCase("top_k_nan_first", lambda x: kiln.top_k(x, 2)[1], (np.array([[1.0, np.nan, 3.0, 3.0]], np.float32),)),
     # -- indexing and assignment ------------------------------------------------------------
     OpCase("index_list_repeats_negative", lambda x: x[[0, 2, 2, -1]], (ix_floats(5, 7),)),
     OpCase("index_constant_axis1", lambda x: x[:, np.array([6, 0, 3, 3, 1])], (ix_floats(2, 7, dtype=np.float64),)),

@@ -690,7 +690,7 @@ def reduce_where(kind: str, x, axis=None, keepdims=False, dtype=None, initial=No
     x = as_tracer(x)
     axes = reduction_axes(axis, x.ndim)
     if where is not None:
-        mask = where if isinstance(where, Tracer) else lift(current_context(), np.asarray(where), np.bool_)
+        mask = where if isinstance(where, Tracer) else lift(current_context(), where, np.asarray(where).dtype)
         if mask.dtype != np.bool_:
             raise DTypeError(f"np.{kind}(where=...) takes a bool mask, got {mask.dtype}", user_location())
         if broadcast_shapes(mask.shape, x.shape) != x.shape:
@@ -759,5 +759,9 @@ def var_where(x, axis=None, dtype=None, ddof=0, keepdims=False, where=None, mean
     if mean is None:
         mean = divide_by_count(reduce_where("sum", x, axes, True, dtype, where=where), count_kept)
     deviation = np.subtract(x, mean)
-    squares = reduce_where("sum", deviation * deviation, axes, keepdims, dtype, where=where)
+    if where is not None:
+        # Zeroed rather than only left out of the sum, so that a NaN or inf left out gives no
+        # NaN gradient (0 * inf) through the square.
+        deviation = np.where(where, deviation, 0)
+    squares = reduce("sum", deviation * deviation, axes, keepdims, dtype)
     return divide_by_count(squares, np.maximum(count - ddof, 0))
