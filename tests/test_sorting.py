@@ -153,3 +153,16 @@ def test_errors_name_the_problem_and_the_alternative():
             interpreted(fn, x)
     with pytest.raises(kiln.ArgumentError, match="from 0 to 3"):
         kiln.top_k(x, -1)
+
+
+def test_compress_and_extract_with_a_condition_known_while_tracing():
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    cases = (
+        lambda x: np.compress([True, False, True, True, False], x, axis=1),
+        lambda x: np.compress([0, 1], x, axis=0),  # shorter than the axis: the rest is left out
+        lambda x: np.compress(np.zeros(5, bool), x, axis=-1),
+        lambda x: np.compress([1, 0, 0, 1, 1, 1, 0], x),  # axis None: of the flattened array
+        lambda x: np.extract(np.arange(15).reshape(3, 5) % 4 == 1, x),
+    )
+    for fn in cases:
+        assert_same(interpreted(fn, x), fn(x))

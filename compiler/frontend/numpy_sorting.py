@@ -182,6 +182,37 @@ def _data_dependent(name, alternative):
 
 _MASK = "keep the shape with a mask instead (np.where(condition, x, 0), or x * condition)"
 
+
+def _compress(condition, a, axis=None, out=None):
+    """np.compress with a condition known while tracing (a numpy array or list): a gather of the
+    positions it selects, so the size is static. A traced condition is refused: the size of
+    the result would depend on the data."""
+    if isinstance(condition, ops.Tracer):
+        _data_dependent("np.compress with a traced condition", _MASK)()
+    if out is not None:
+        raise UnsupportedError("np.compress(..., out=...) is not supported inside a compiled function", user_location())
+    chosen = np.asarray(condition)
+    if chosen.ndim != 1:
+        raise ShapeError(f"np.compress: condition must be a 1-d array, got shape {chosen.shape}", user_location())
+    x, axis = _flat_or(a, axis)
+    axis = ops.normalize_axis(axis, x.ndim)
+    picks = np.flatnonzero(chosen)
+    if picks.size and picks[-1] >= x.shape[axis]:
+        raise ShapeError(
+            f"np.compress: condition selects index {picks[-1]}, out of bounds for axis {axis} with size "
+            f"{x.shape[axis]}",
+            user_location(),
+        )
+    return np.take(x, picks, axis=axis)
+
+
+def _extract(condition, arr):
+    """np.extract(condition, arr): np.compress of both flattened (condition known while tracing)."""
+    if isinstance(condition, ops.Tracer):
+        _data_dependent("np.extract with a traced condition", _MASK)()
+    return _compress(np.ravel(condition), arr)
+
+
 FUNCTION_RULES.update(
     {
         np.sort: _sort,
@@ -195,7 +226,7 @@ FUNCTION_RULES.update(
         np.nonzero: _data_dependent("np.nonzero", _MASK),
         np.argwhere: _data_dependent("np.argwhere", _MASK),
         np.flatnonzero: _data_dependent("np.flatnonzero", _MASK),
-        np.extract: _data_dependent("np.extract", _MASK),
-        np.compress: _data_dependent("np.compress", _MASK),
+        np.extract: _extract,
+        np.compress: _compress,
     }
 )
