@@ -576,6 +576,18 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     return (y, step) if retstep else y
 
 
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    """np.logspace with traced endpoints or base: base ** linspace(start, stop), an array base
+    broadcast along the samples' axis, as numpy does."""
+    if not isinstance(base, (float, int)) and np.ndim(base):
+        start, stop, base = (as_array(v) for v in (start, stop, base))
+        rank = len(ops.broadcast_shapes(start.shape, stop.shape, base.shape))
+        start, stop, base = (ops.reshape(v, (1,) * (rank - v.ndim) + v.shape) for v in (start, stop, base))
+        base = ops.expand_dims(base, axis)
+    result = np.power(base, linspace(start, stop, num, endpoint, axis=axis))
+    return result if dtype is None else ops.astype(result, dtype)
+
+
 def empty_like(prototype, /, dtype=None, order="K", subok=True, shape=None, *, device=None):
     """np.empty_like as zeros: its values are unspecified in numpy, and zeros are one choice."""
     return FUNCTION_RULES[np.zeros_like](prototype, dtype, order, subok, shape, device=device)
@@ -620,6 +632,7 @@ FUNCTION_RULES.update(
         np.broadcast_arrays: broadcast_arrays,
         np.meshgrid: meshgrid,
         np.linspace: linspace,
+        np.logspace: logspace,
         np.empty_like: empty_like,
         np.copyto: copyto,
     }
