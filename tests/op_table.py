@@ -643,6 +643,7 @@ CASES = [
     ),
     OpCase("linalg_matrix_norm", lambda x: np.linalg.matrix_norm(x, ord=-np.inf), (floats(2, 3, 4, dtype=np.float64),)),
     OpCase("linalg_vecdot", np.linalg.vecdot, (floats(2, 3), floats(3))),
+    OpCase("shape_logspace_traced", lambda a, b: np.logspace(a, b, 5, base=2.0), (floats(3), floats(3))),
     # -- reductions, scans, ufunc methods -----------------------------------------------------
     OpCase("rs_sum_where_initial", lambda x, m: np.sum(x, axis=1, where=m, initial=0.5), (rs_floats(4, 7), RS_MASK)),
     OpCase("rs_sum_int_where", lambda a, m: a.sum(axis=0, where=m), (rs_ints(4, 7), RS_MASK)),
