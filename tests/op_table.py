@@ -769,6 +769,9 @@ CASES = [
     OpCase("top_k_values", lambda x: kiln.top_k(x, 3)[0], (rs_distinct(4, 7),)),
     OpCase("top_k_indices_ties_axis0", lambda a: kiln.top_k(a, 2, axis=0)[1], (rs_ints(6, 3, low=-2, high=2),)),
     OpCase("compress_constant_condition", lambda x: np.compress([1, 0, 1, 1], x, axis=0), (rs_floats(4, 3),)),
+    OpCase(
+        "nanmedian", lambda x: np.nanmedian(x, axis=1), (np.array([[1.0, np.nan, 3.0, -2.0], [np.nan, 0.5, 4.0, 2.5]]),)
+    ),
     OpCase("top_k_nan_first", lambda x: kiln.top_k(x, 2)[1], (np.array([[1.0, np.nan, 3.0, 3.0]], np.float32),)),
     # -- indexing and assignment ------------------------------------------------------------
     OpCase("index_list_repeats_negative", lambda x: x[[0, 2, 2, -1]], (ix_floats(5, 7),)),

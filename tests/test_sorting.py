@@ -166,3 +166,34 @@ def test_compress_and_extract_with_a_condition_known_while_tracing():
     )
     for fn in cases:
         assert_same(interpreted(fn, x), fn(x))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_nan_median_and_quantiles_skip_nan(dtype):
+    x = rng.standard_normal((5, 9)).astype(dtype)
+    x[rng.random((5, 9)) < 0.4] = np.nan
+    x[3] = np.nan  # all NaN: NaN, as numpy (which warns)
+    x[2, 1:] = np.nan  # one number
+    cases = (
+        lambda x: np.nanmedian(x, axis=1),
+        lambda x: np.nanmedian(x, axis=0, keepdims=True),
+        lambda x: np.nanquantile(x, [0.0, 0.3, 0.5, 1.0], axis=1),
+        lambda x: np.nanquantile(x, np.float64(0.8), axis=1),
+        lambda x: np.nanpercentile(x, 25, axis=(0, 1)),
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for fn in cases:
+            assert_same(interpreted(fn, x), fn(x))
+        assert_same(kiln.compile(cases[0])(x), cases[0](x))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=kiln.VerificationError,
+    reason="the memory plan marks a result in place of a buffer its kernel still reads (not in the sorting)",
+)
+def test_native_nanquantile_of_two_qs():
+    x = np.array([[1.0, np.nan], [np.nan, 0.5], [3.0, 2.0]], np.float32)
+    fn = lambda x: np.nanquantile(x, [0.2, 0.9], axis=0)  # noqa: E731
+    assert_same(kiln.compile(fn)(x), fn(x))

@@ -169,6 +169,84 @@ def _percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear
     return _quantile_of("np.percentile", a, q, axis, out, method, keepdims, weights, scale=True)
 
 
+def _pick(ordered, index):
+    """ordered[..., index] for a traced int64 `index` of shape ordered.shape[:-1]: the one element
+    an index compare selects, taken with a max over the others set to the lowest value (a sum
+    would turn -0.0 into 0.0)."""
+    n = ordered.shape[-1]
+    hit = np.equal(np.arange(n, dtype=np.int64), np.expand_dims(index, -1))
+    return np.max(np.where(hit, ordered, np.array(-np.inf, ordered.dtype)), axis=-1)
+
+
+def _nan_quantile_of(name, a, q, axis, out, method, keepdims, weights, scale, median=False):
+    """np.nanmedian / nanquantile / nanpercentile: the median or quantile of the numbers that are
+    not NaN, which sort first; their count is known only when the function runs, so the two
+    elements read are picked by an index compare. A slice of only NaN gives NaN (numpy warns)."""
+    x = ops.as_tracer(a)
+    if x.dtype.kind != "f" or median and ops.reduced_count(x, axis) == 0:
+        if median:
+            return _median(a, axis, out, False, keepdims)
+        return _quantile_of(name, a, q, axis, out, method, keepdims, weights, scale)
+    if out is not None or weights is not None or method != "linear":
+        raise UnsupportedError(f"{name}: only method='linear' without weights or out is supported", user_location())
+    if isinstance(q, ops.Tracer):
+        raise UnsupportedError(f"{name} with a traced q is not supported; pass q as a constant", user_location())
+    rows, kept_shape = _axes_last(x, axis)
+    if rows.shape[-1] == 0:
+        raise ShapeError(f"{name} of an empty axis has no value (shape {x.shape})", user_location())
+    ordered = ops.sort_network(rows, -1)[0]
+    count = ops.reduce("sum", ops.cast(np.equal(rows, rows), np.int64), -1)
+    nan = np.array(np.nan, rows.dtype)
+    if median:
+        pair = np.add(_pick(ordered, np.floor_divide(count - 1, 2)), _pick(ordered, np.floor_divide(count, 2)))
+        result = np.where(np.greater(count, 0), ops.divide_by_count(pair, np.full_like(count, 2)), nan)
+        return ops.reshape(result, kept_shape) if keepdims else result
+    weak = type(q) in (int, float)
+    qs = np.true_divide(q, 100) if scale else np.asanyarray(q)
+    if qs.ndim > 1 or not (np.all(qs >= 0) and np.all(qs <= 1)):
+        bound = "[0, 100]" if scale else "[0, 1]"
+        raise ArgumentError(f"{name}: q must be a scalar or 1-d, in the range {bound}, got {q!r}", user_location())
+    dtype = np.quantile(np.zeros(1, rows.dtype), (q / 100 if weak else qs) if scale else q).dtype
+    last = count - 1
+    results = []
+    for value in qs.ravel().astype(np.float64):
+        virtual = ops.cast(count, np.float64) * value + (1 + value * (1 - 1 - 1)) - 1  # numpy's 'linear'
+        floor = np.floor(virtual)
+        above = np.greater_equal(virtual, ops.cast(last, np.float64))
+        low = np.where(above, last, ops.cast(floor, np.int64))
+        high = np.where(above, last, ops.cast(floor, np.int64) + 1)
+        t = virtual - floor
+        a, b = _pick(ordered, low), _pick(ordered, high)
+        diff = b - a
+        value_at = np.where(np.greater_equal(t, 0.5), b - diff * (1 - t), a + diff * t)
+        results.append(ops.cast(np.where(np.greater(count, 0), value_at, nan), dtype))
+    if not qs.shape:
+        result = results[0]
+    else:
+        stacked = ops.stack(results, 0) if results else None
+        shape = qs.shape + rows.shape[:-1]
+        zeros = ops.broadcast_to(ops.lift(current_context(), np.zeros((), dtype), dtype), shape)
+        result = ops.reshape(stacked, shape) if stacked is not None else zeros
+    if keepdims:
+        result = ops.reshape(result, qs.shape + kept_shape)
+    return ops.strong(ops.cast(result, dtype))
+
+
+def _nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """np.nanmedian: the median of the numbers that are not NaN."""
+    return _nan_quantile_of("np.nanmedian", a, 0.5, axis, out, "linear", keepdims, None, False, median=True)
+
+
+def _nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None):
+    """np.nanquantile, method 'linear', q a constant scalar or 1-d array."""
+    return _nan_quantile_of("np.nanquantile", a, q, axis, out, method, keepdims, weights, scale=False)
+
+
+def _nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear", keepdims=False, *, weights=None):
+    """np.nanpercentile: np.nanquantile of q / 100."""
+    return _nan_quantile_of("np.nanpercentile", a, q, axis, out, method, keepdims, weights, scale=True)
+
+
 def _data_dependent(name, alternative):
     def rule(*args, **kwargs):
         raise UnsupportedError(
@@ -222,6 +300,9 @@ FUNCTION_RULES.update(
         np.median: _median,
         np.quantile: _quantile,
         np.percentile: _percentile,
+        np.nanmedian: _nanmedian,
+        np.nanquantile: _nanquantile,
+        np.nanpercentile: _nanpercentile,
         np.unique: _data_dependent("np.unique", "sort instead (np.sort) and compare neighbours (x[1:] != x[:-1])"),
         np.nonzero: _data_dependent("np.nonzero", _MASK),
         np.argwhere: _data_dependent("np.argwhere", _MASK),
