@@ -112,7 +112,7 @@ def _check_index_dtype(index: Tracer) -> None:
         )
 
 
-def parse_key(x: Tracer, key) -> _Key:
+def parse_key(x: Tracer, key, check: bool = True) -> _Key:
     """numpy's reading of `key` on `x`: Ellipsis expanded, missing trailing axes sliced whole,
     constant masks replaced by their nonzero positions, constant indices checked against their
     axes and wrapped, and ints made index arrays when any array is present (numpy then treats
@@ -145,13 +145,20 @@ def parse_key(x: Tracer, key) -> _Key:
             continue
         if _is_array(k) and k.dtype == np.bool_:
             shape = x.shape[axis : axis + k.ndim]
+            if k.size == 0 and k.ndim and k.shape != shape:
+                # numpy reads an empty boolean array that does not fit as an empty integer index
+                entries.extend(_Advanced(np.zeros(0, np.int64)) for _ in range(k.ndim))
+                axis += k.ndim
+                continue
+            if isinstance(k, Tracer) and k.size == 0 and k.ndim:
+                k = np.zeros(k.shape, bool)  # no element is selected, whatever the data
             if isinstance(k, Tracer):
-                if k.ndim == 0 or k.shape != shape:
+                if k.ndim == 0:
                     raise UnsupportedError(
-                        f"x[mask] with a traced mask of shape {k.shape} on an array of shape {x.shape}: the "
-                        f"result's size depends on the mask's values; {_MASK_ALTERNATIVE}",
+                        f"x[mask] with a traced 0-d mask: the result's size depends on its value; {_MASK_ALTERNATIVE}",
                         user_location(),
                     )
+                _check_mask_shape(k, shape, axis)
                 mask = (len(entries), k)
                 entries.extend(_Advanced(None) for _ in range(k.ndim))
             else:
@@ -178,7 +185,7 @@ def parse_key(x: Tracer, key) -> _Key:
         else:
             array = np.asarray(k, np.int64)
             bad = (array < -size) | (array >= size)
-            if bad.any():
+            if bad.any() and check:
                 raise OutOfBoundsError(
                     f"index {int(array[bad].flat[0])} is out of bounds for axis {axis} with size {size}",
                     user_location(),
@@ -192,6 +199,27 @@ def parse_key(x: Tracer, key) -> _Key:
 def _entry_free(values) -> bool:
     """Whether a list holds no traced values (np.asarray can take it)."""
     return not any(isinstance(e, Tracer) for e in np.ravel(np.asarray(values, dtype=object)))
+
+
+def _check_mask_shape(mask, shape, axis: int) -> None:
+    for d, (got, size) in enumerate(zip(mask.shape, shape)):
+        if got != size:
+            raise OutOfBoundsError(
+                f"boolean index did not match indexed array along axis {axis + d}; size of axis is "
+                f"{size} but size of corresponding boolean axis is {got}",
+                user_location(),
+            )
+
+
+def _broadcast_indices(shapes) -> tuple:
+    """The shape index arrays broadcast to; numpy's IndexError where they do not."""
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        listed = " ".join(str(tuple(s)).replace(" ", "") for s in shapes)
+        raise OutOfBoundsError(
+            f"shape mismatch: indexing arrays could not be broadcast together with shapes {listed}", user_location()
+        ) from None
 
 
 def _is_array(k) -> bool:
@@ -302,6 +330,9 @@ def gather_last(src: Tracer, index) -> Tracer:
     lead, n = src.shape[:-1], src.shape[-1]
     if n == 0 and np.size(index):
         raise OutOfBoundsError("cannot index into an axis of size 0", user_location())
+    if n == 0 or np.size(index) == 0:
+        fill = ops.lift(current_context(), _fill(src.dtype), src.dtype)
+        return ops.broadcast_to(fill, lead + np.shape(index))
     if not isinstance(index, Tracer):
         flat = index.reshape(-1)
         found = _progression(flat)
@@ -346,7 +377,7 @@ def _flat_index(arrays, sizes, clamp: bool):
     """The index into the advanced axes flattened together (C order), broadcast to one shape;
     constant if every array is. An out-of-range traced component makes it -1 when not
     clamped, so that it matches no position."""
-    shape = ops.broadcast_shapes(*(np.shape(a) for a in arrays))
+    shape = _broadcast_indices([np.shape(a) for a in arrays])
     if all(not isinstance(a, Tracer) for a in arrays):
         flat = np.zeros(shape, np.int64)
         for a, n in zip(arrays, sizes):
@@ -381,6 +412,17 @@ def _advanced_parts(x: Tracer, key: _Key, clamp: bool):
     adjacent = advanced == list(range(advanced[0], advanced[0] + len(advanced)))
     place = advanced[0] if adjacent else 0  # numpy: in place if adjacent, else first
     return where, region, merged, flat, place
+
+
+def _indexed_shape(x: Tracer, key: _Key) -> tuple:
+    """The shape of x[key] for a key with index arrays, computed without indexing."""
+    region = _basic_plan(x, [slice(None) if isinstance(e, _Advanced) else e for e in key.entries])[2]
+    advanced = key.advanced
+    rest = tuple(d for k, d in enumerate(region) if k not in advanced)
+    broadcast = _broadcast_indices([np.shape(key.entries[k].index) for k in advanced])
+    adjacent = advanced == list(range(advanced[0], advanced[0] + len(advanced)))
+    place = advanced[0] if adjacent else 0
+    return tuple((rest + broadcast)[a] for a in _placed_axes(len(rest), len(broadcast), place))
 
 
 def _placed_axes(n_rest: int, n_broadcast: int, place: int) -> list:
@@ -446,9 +488,21 @@ def _assigned_value(dtype, value, shape, what="x[...] = v") -> Tracer:
 
 def updated(x: Tracer, key, value) -> Tracer:
     """x with x[key] = value, as a new value (numpy's assignment, functionally)."""
-    if isinstance(key, np.ndarray) and key.dtype == np.bool_ and key.ndim and np.size(value) == 1:
+    if (
+        isinstance(key, np.ndarray)
+        and key.dtype == np.bool_
+        and key.ndim
+        and key.shape == x.shape[: key.ndim]
+        and np.size(value) == 1
+    ):
         key = ops.lift(current_context(), key, np.bool_)  # a select, cheaper than a scatter
-    key = parse_key(x, key)
+    try:
+        key = parse_key(x, key)
+    except OutOfBoundsError:
+        unchecked = parse_key(x, key, check=False)
+        if unchecked.advanced:  # numpy refuses a value that does not fit before an index out of range
+            _assigned_value(x.dtype, value, _indexed_shape(x, unchecked))
+        raise
     if key.mask is not None:
         return _masked(x, key, value)
     if not key.advanced:
@@ -523,7 +577,14 @@ def _per_selected(x: Tracer, key: _Key, value):
     shape = np.shape(value)
     while len(shape) > len(trailing) and shape[0] == 1:
         shape = shape[1:]
-    if len(shape) > len(trailing) or ops.broadcast_shapes(shape, trailing) != trailing:
+    last = shape[len(shape) - len(trailing) :] if trailing else ()
+    if len(shape) > len(trailing) + 1 or np.broadcast_shapes(last, trailing) != trailing:
+        raise ShapeError(
+            f"shape mismatch: value array of shape {np.shape(value)} could not be broadcast to the selected "
+            f"elements' shape (count,) + {trailing}",
+            user_location(),
+        )
+    if len(shape) > len(trailing):
         raise UnsupportedError(
             f"x[mask] = v with a traced mask and v of shape {np.shape(value)}: which element of v goes where "
             "depends on the mask's values; use np.where(mask, v, x) with v shaped like x",
@@ -667,10 +728,14 @@ def take_along_axis(arr, indices, axis=-1):
         raise ShapeError("`indices` and `arr` must have the same number of dimensions", user_location())
     axis = ops.normalize_axis(axis, arr.ndim)
     n = arr.shape[axis]
-    lead = ops.broadcast_shapes(
-        tuple(d for k, d in enumerate(arr.shape) if k != axis),
-        tuple(d for k, d in enumerate(np.shape(indices)) if k != axis),
-    )
+    spread = _broadcast_indices([tuple(1 if k == axis else d for k, d in enumerate(arr.shape)), np.shape(indices)])
+    lead = tuple(d for k, d in enumerate(spread) if k != axis)
+    m = np.shape(indices)[axis]
+    if n == 0 and m and math.prod(lead):
+        raise OutOfBoundsError(f"index is out of bounds for axis {axis} with size 0", user_location())
+    if n == 0 or m == 0 or math.prod(lead) == 0:
+        fill = ops.lift(current_context(), _fill(arr.dtype), arr.dtype)
+        return ops.moveaxis(ops.broadcast_to(fill, lead + (m,)), -1, axis)
     if isinstance(indices, Tracer):
         index = _wrap(ops.moveaxis(indices, axis, -1), n, clamp=True)
     else:
@@ -681,7 +746,6 @@ def take_along_axis(arr, indices, axis=-1):
                 f"index {int(index[bad].flat[0])} is out of bounds for axis {axis} with size {n}", user_location()
             )
         index = ops.lift(current_context(), np.where(index < 0, index + n, index), np.int64)
-    m = index.shape[-1]
     index = ops.broadcast_to(index, lead + (m,))
     src = ops.broadcast_to(ops.moveaxis(arr, axis, -1), lead + (n,))
     hit = np.equal(ops.reshape(index, lead + (m, 1)), _positions(n, len(lead) + 2, len(lead) + 1))
@@ -744,10 +808,10 @@ def ufunc_at(ufunc, inputs, kwargs):
     result_shape = tuple((merged.shape[:-1] + b_shape)[k] for k in order)
     work = np.dtype(result_dtype)
     length = int(np.prod(b_shape, dtype=np.int64))
-    if length == 0:
-        return None
     source = ops.lift(ctx, b, work) if not isinstance(b, Tracer) else ops.cast(b, work)
     source = _assigned_value(work, source, result_shape, name)
+    if length == 0:
+        return None
     source = ops.transpose(source, [int(k) for k in np.argsort(order)])
     source = ops.reshape(source, merged.shape[:-1] + (length,))
     flat = np.reshape(flat, (-1,)) if not isinstance(flat, Tracer) else ops.reshape(flat, (length,))
