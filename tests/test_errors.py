@@ -85,9 +85,9 @@ def test_axis_out_of_range(tag):
 
 def test_unsupported_numpy_function_is_named():
     def f(x):
-        return np.cumsum(x)  # error: cumsum
+        return np.histogram(x)  # error: histogram
 
-    raises_at(kiln.UnsupportedError, "cumsum", r"np\.cumsum is not supported", kiln.compile(f), x32)
+    raises_at(kiln.UnsupportedError, "histogram", r"np\.histogram is not supported", kiln.compile(f), x32)
 
 
 def test_unsupported_ufunc_is_named():
@@ -263,13 +263,13 @@ def test_unknown_stage_and_target():
         "matmul-out",
         "flags",
         "fill",
-        "cumsum-method",
+        "nonzero-method",
     ],
 )
 def test_unsupported_ufunc_methods_keywords_and_attributes_are_named(tag):
     def f(x):
         if tag == "accumulate":
-            return np.add.accumulate(x)  # error: accumulate
+            return np.subtract.accumulate(x)  # error: accumulate
         if tag == "at":
             return np.true_divide.at(x, [0], 1)  # error: at
         if tag == "reduceat":
@@ -279,7 +279,7 @@ def test_unsupported_ufunc_methods_keywords_and_attributes_are_named(tag):
         if tag == "dtype":
             return np.add(x, 1, dtype=np.float64)  # error: dtype
         if tag == "initial":
-            return np.add.reduce(x, initial=1.0)  # error: initial
+            return np.subtract.reduce(x, initial=1.0)  # error: initial
         if tag == "ones_like":
             return np.ones_like(x, shape=(2, 2))  # error: ones_like
         if tag == "where-1":
@@ -292,14 +292,14 @@ def test_unsupported_ufunc_methods_keywords_and_attributes_are_named(tag):
             return x.flags  # error: flags
         if tag == "fill":
             return x.fill(0)  # error: fill
-        return x.cumsum()  # error: cumsum-method
+        return x.nonzero()  # error: nonzero-method
 
     name = {
         "where-1": "where",
         "matmul-out": "matmul",
-        "cumsum-method": "cumsum",
+        "nonzero-method": "nonzero",
         "dtype": "add",
-        "initial": "sum",
+        "initial": "subtract",
     }.get(tag, tag)
     raises_at(kiln.UnsupportedError, tag, name, kiln.compile(f), x32)
 
@@ -359,8 +359,6 @@ ODD_ARGUMENTS = {
     "add-list": lambda x: x + [1, 2, 3, 4],
     "eq-None": lambda x: x == None,  # noqa: E711
     "outer-dtype": lambda x: np.add.outer(x, x, dtype=np.float64),
-    "maximum.reduce-dtype": lambda x: np.maximum.reduce(x, dtype=np.float32),
-    "var-correction": lambda x: np.var(x, correction=1),
     "mT-1d": lambda x: x[0].mT,
     "flatten-K": lambda x: x.flatten("K"),
     "index-by-traced": lambda x: [1, 2][x[0, 0]],

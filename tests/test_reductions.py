@@ -75,6 +75,8 @@ def test_reductions_with_initial_and_where_match_numpy():
         (lambda x: np.add.reduce(x, axis=(0, 1), where=row_mask), (x,)),
         (lambda a: np.logical_or.reduce(a, axis=1, keepdims=True), (a,)),
         (lambda a: np.multiply.reduce(a, axis=None, initial=3), (a,)),
+        (lambda x: np.logical_and.reduce(x > 0, axis=1, initial=True), (x,)),
+        (lambda x: np.logical_or.reduce(x[:, :0], axis=1, initial=True), (x,)),
     ):
         want, got = numpy_and_kiln(fn, *args)
         assert_same(got, want)

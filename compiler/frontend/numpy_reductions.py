@@ -51,11 +51,15 @@ def ufunc_reduce(ufunc, inputs, kwargs):
     axis = kwargs.pop("axis", 0 if x.ndim else None)
     dtype = _numpy_dtype(ufunc, "reduce", x.dtype, kwargs.pop("dtype", None))
     reduction = _REDUCE_METHODS[ufunc]
+    # np.any and np.all take no initial; for the logical ufuncs it is one more operand.
+    initial = kwargs.pop("initial", None) if reduction in (np.any, np.all) else None
     if reduction in (np.sum, np.prod):
         kwargs["dtype"] = dtype
     elif dtype != (np.bool_ if reduction in (np.any, np.all) else x.dtype):
         x = ops.cast(x, dtype)
     result = reduction(x, axis=axis, **kwargs)
+    if initial is not None:
+        result = ufunc(result, initial)
     return ops.astype(result, dtype)
 
 
