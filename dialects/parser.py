@@ -274,7 +274,10 @@ class Parser:
         return self._dense_array(self._dense_body(), type_)
 
     def _dense_body(self):
-        body = ("hex", self.parse_string()) if self.peek('"') else ("literal", self.parse_dense_literal())
+        if self.peek(">"):
+            body = ("literal", [])  # dense<>: no elements
+        else:
+            body = ("hex", self.parse_string()) if self.peek('"') else ("literal", self.parse_dense_literal())
         self.expect(">")
         return body
 

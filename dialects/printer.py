@@ -51,7 +51,9 @@ def format_dense(array: np.ndarray) -> str:
     type_text = str(TensorType(array.shape, scalar_type_of(array.dtype)))
     flat = array.reshape(-1)
     finite = array.dtype.kind != "f" or bool(np.isfinite(flat).all())
-    if finite and flat.size > 1 and (flat == flat[0]).all() and not _has_signed_zeros(flat):
+    if flat.size == 0:
+        body = ""  # MLIR's empty literal, whatever the rank ([] is a literal of shape (0,) only)
+    elif finite and flat.size > 1 and (flat == flat[0]).all() and not _has_signed_zeros(flat):
         body = _format_element(flat[0], array.dtype)
     elif finite and flat.size <= HEX_THRESHOLD:
         body = _nested(array)

@@ -96,7 +96,7 @@ def _constant_text(array):
         (np.array([0.0, -0.0], np.float32), "dense<[0.0, -0.0]> : tensor<2xf32>"),
         (np.array([np.nan, np.inf], np.float32), 'dense<"0x0000C07F0000807F"> : tensor<2xf32>'),
         (np.arange(20, dtype=np.int32), 'dense<"0x00000000010000000200000003000000'),
-        (np.zeros((0, 3), np.float64), "dense<[]> : tensor<0x3xf64>"),
+        (np.zeros((0, 3), np.float64), "dense<> : tensor<0x3xf64>"),
     ],
 )
 def test_constants_print_compactly_and_read_back_exactly(array, form):
