@@ -22,6 +22,14 @@ code does not check it: negative indices wrap as numpy's do, then a gather (``x[
 ``np.take``, ``np.take_along_axis``) clamps the index into the axis (as JAX does, and
 ``np.take(mode='clip')``) and an assignment or ``ufunc.at`` drops the write to a position
 outside the array.
+
+Example (x float32 (5, 3), i int64 (4,) traced)::
+
+    y = x.copy()        # a new array: x stays as it is
+    y[i] += 1.0         # once per distinct index, as numpy's buffered update
+    np.add.at(y, i, 1)  # once per occurrence
+    row = y[0]          # a view: row[:] = 0 would write y
+    return y[i, ::-1]   # (4, 3): a gather, then a slice
 """
 
 from __future__ import annotations
@@ -696,7 +704,10 @@ def _mode_index(indices, size: int, mode: str):
 
 def take(a, indices, axis=None, out=None, mode="raise"):
     """np.take: a gather along `axis` (of the flattened array when None); the result has shape
-    a.shape[:axis] + indices.shape + a.shape[axis + 1:]. Costs as getitem's gather."""
+    a.shape[:axis] + indices.shape + a.shape[axis + 1:] and a's dtype. Costs as getitem's
+    gather. mode='raise' (numpy's default) treats a traced index as indexing does (clamped,
+    unchecked); a constant one out of range is an OutOfBoundsError.
+    np.take(x, [[0, 2]], axis=1) of a (4, 3) x is (4, 1, 2)."""
     if out is not None:
         raise UnsupportedError("np.take(..., out=...) is not supported; use the returned value", user_location())
     a = ops.as_tracer(a)
