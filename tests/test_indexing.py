@@ -2,6 +2,7 @@
 edge values, views and aliasing, the errors, and random keys against numpy."""
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -409,3 +410,53 @@ def test_take_along_axis_with_argsort_and_argmax():
     x = rng.standard_normal((4, 6))
     same(lambda x: np.take_along_axis(x, np.argsort(x, axis=1), axis=1), x)
     same(lambda x: np.take_along_axis(x, np.argmax(x, axis=0, keepdims=True), axis=0), x)
+
+
+VIEWING_AND_COPYING = {
+    "flip": lambda y: np.flip(y, 1),
+    "fliplr_of_transpose": lambda y: np.fliplr(y.T),
+    "flipud": np.flipud,
+    "rot90": np.rot90,
+    "atleast_3d": np.atleast_3d,
+    "split": lambda y: np.split(y, 2, axis=1)[1],
+    "array_split": lambda y: np.array_split(y, 2)[1],
+    "vsplit": lambda y: np.vsplit(y, 3)[2],
+    "broadcast_arrays": lambda y: np.broadcast_arrays(y[:1], y)[1],  # (a broadcast one is read-only in kiln)
+    "permute_dims": lambda y: np.permute_dims(y, (1, 0)),
+    "squeeze_expand_dims": lambda y: np.squeeze(np.expand_dims(y, 0)),
+    "ravel_of_transpose": lambda y: np.ravel(y.T),
+    "tile": lambda y: np.tile(y, 1),
+    "repeat": lambda y: np.repeat(y, 1, axis=0),
+    "roll": lambda y: np.roll(y, 0),
+    "pad": lambda y: np.pad(y, 0),
+    "concatenate": lambda y: np.concatenate([y]),
+    "sort": lambda y: np.sort(y, axis=1),
+    "triu": lambda y: np.triu(y, -5),
+    "where": lambda y: np.where(True, y, 0.0),
+    "clip": lambda y: np.clip(y, -100, 100),
+}
+
+
+@pytest.mark.parametrize("name", VIEWING_AND_COPYING)
+def test_numpy_functions_return_views_or_copies_as_numpy_does(name):
+    """A write through the result reaches the argument exactly where numpy's result is a view
+    and a write to the argument shows in the result exactly then."""
+    f = VIEWING_AND_COPYING[name]
+
+    def through_result(x):
+        y = x.copy()
+        r = f(y)
+        r[..., 0] = 7.0
+        return y
+
+    def through_argument(x):
+        y = x.copy()
+        r = f(y)
+        y[-1] = -1.0
+        return r * 1
+
+    x = np.arange(12.0).reshape(3, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        same(through_result, x)
+        same(through_argument, x)

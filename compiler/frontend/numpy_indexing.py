@@ -42,7 +42,7 @@ from kiln.dialects import tensor as T
 from kiln.errors import DTypeError, OutOfBoundsError, ShapeError, UnsupportedError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend import views
-from kiln.frontend.numpy_api import FUNCTION_RULES, UFUNC_METHODS
+from kiln.frontend.numpy_api import FUNCTION_RULES, UFUNC_METHODS, VIEW_FUNCTIONS
 from kiln.frontend.tracing import NUMPY_PROTOCOL, Tracer, current_context, user_location
 
 # Constant indices up to this long gather by concatenating one-element slices.
@@ -906,4 +906,24 @@ def putmask(a, mask, values):
 
 NUMPY_PROTOCOL.update(getitem=getitem, setitem=setitem, in_place=in_place)
 UFUNC_METHODS.update(at=ufunc_at)
+# numpy's other functions that return views: composed of kiln's views (slices, reshapes,
+# transposes, broadcasts), so writes through their results reach the argument.
+VIEW_FUNCTIONS.update(
+    {
+        np.flip,
+        np.fliplr,
+        np.flipud,
+        np.rot90,
+        np.atleast_1d,
+        np.atleast_2d,
+        np.atleast_3d,
+        np.split,
+        np.array_split,
+        np.hsplit,
+        np.vsplit,
+        np.dsplit,
+        np.broadcast_arrays,
+        np.permute_dims,
+    }
+)
 FUNCTION_RULES.update({np.take: take, np.take_along_axis: take_along_axis, np.put: put, np.putmask: putmask})
