@@ -460,3 +460,20 @@ def test_numpy_functions_return_views_or_copies_as_numpy_does(name):
         warnings.simplefilter("ignore")
         same(through_result, x)
         same(through_argument, x)
+
+
+def test_an_element_is_a_scalar_copy_and_scalars_rebind_in_place_operators():
+    def f(x):
+        y = x.copy()
+        r = y[0]
+        r += 1  # numpy: a scalar, y keeps its element
+        t = np.sum(y)
+        kept = t
+        t += 1  # a scalar: kept keeps its value
+        z = y[1, ...]
+        z += 100  # a 0-d array view: writes y
+        s = y[2]
+        y[2] = -5  # s was copied before
+        return y, r, t, kept, s * 1
+
+    same(f, np.arange(4.0))

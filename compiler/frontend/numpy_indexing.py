@@ -443,18 +443,21 @@ def getitem(x: Tracer, key):
     """x[key] with numpy's rules: basic indices give a view; integer arrays (numpy arrays,
     lists, traced arrays) broadcast together and gather, their axes in place when the array
     indices are adjacent in the key and first otherwise; a constant boolean mask is its
-    nonzero positions. A traced mask's result has a data-dependent size: UnsupportedError."""
+    nonzero positions. A traced mask's result has a data-dependent size: UnsupportedError.
+    An element picked by integers alone (x[1, 2], no '...') is a numpy scalar: a copy."""
     original, key = key, parse_key(x, key)
     if key.mask is not None:
         return MaskedSelection(x, original, user_location())
+    element = not any(k is Ellipsis for k in (original if isinstance(original, tuple) else (original,)))
     if not key.advanced:
-        return basic_getitem(x, key.entries)
+        result = basic_getitem(x, key.entries)
+        return views.fresh(result) if element and result.ndim == 0 and result is not x else result
     _, _, merged, flat, place = _advanced_parts(x, key, clamp=True)
     gathered = gather_last(merged, flat)
     n_rest = merged.ndim - 1
     result = views.fresh(ops.transpose(gathered, _placed_axes(n_rest, gathered.ndim - n_rest, place)))
     scalars = [key.entries[k].index for k in key.advanced]
-    if all(isinstance(i, Tracer) and i.ndim == 0 for i in scalars):
+    if all(isinstance(i, Tracer) and i.ndim == 0 for i in scalars) and not (element and result.ndim == 0):
         # numpy reads a scalar index (np.int64, a Python int) as an int: the result is a view
         return views.mark(
             result,
@@ -661,8 +664,10 @@ def in_place(ufunc, x, other):
         x.updates.append((ufunc, other))
         return x
     result = NUMPY_PROTOCOL["ufunc"](ufunc, "__call__", (x, other), {}, operator=True)
-    if not isinstance(x, Tracer) or x.weak:
-        return result  # a Python scalar: `n += 1` rebinds the name
+    if not isinstance(x, Tracer) or x.weak or x.ndim == 0 and x.view_of is None:
+        # a Python or numpy scalar (what reductions and x[i, j] give): immutable, so `s += 1`
+        # rebinds the name, and another name for the old scalar keeps its value
+        return result
     if result.shape != x.shape:
         raise ShapeError(
             f"non-broadcastable output operand with shape {x.shape} doesn't match the broadcast shape {result.shape}",
