@@ -39,7 +39,7 @@ def _flat_or(a, axis):
 def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
     """np.sort: every kind is the same stable sort; NaN last, -0.0 and 0.0 kept in order."""
     _check_kind("np.sort", kind, order, stable)
-    return ops.sort_network(*_flat_or(a, axis))[0]
+    return ops.sort_network(*_flat_or(a, axis), with_index=False)[0]
 
 
 def _argsort(a, axis=-1, kind=None, order=None, *, stable=None):
@@ -63,7 +63,7 @@ def _partition(a, kth, axis=-1, kind="introselect", order=None):
     _check_kind("np.partition", None if kind == "introselect" else kind, order)
     x, axis = _flat_or(a, axis)
     _check_kth("np.partition", x, kth, axis)
-    return ops.sort_network(x, axis)[0]
+    return ops.sort_network(x, axis, with_index=False)[0]
 
 
 def _argpartition(a, kth, axis=-1, kind="introselect", order=None):
@@ -100,7 +100,7 @@ def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         raise UnsupportedError("np.median(..., out=...) is not supported inside a compiled function", user_location())
     rows, kept_shape = _axes_last(a, axis)
     n = rows.shape[-1]
-    ordered = ops.sort_network(rows, -1)[0]
+    ordered = ops.sort_network(rows, -1, with_index=False)[0]
     middle = ordered[..., (n - 1) // 2 : n // 2 + 1] if n else ordered
     result = _nan_last(ordered, ops.mean(middle, -1))
     return ops.reshape(result, kept_shape) if keepdims else result
@@ -137,7 +137,7 @@ def _quantile_of(name, a, q, axis, out, method, keepdims, weights, scale):
         raise ShapeError(f"{name} of an empty axis has no value (shape {ops.as_tracer(a).shape})", user_location())
     # numpy's own promotion, asked of numpy: q as it reaches np.quantile (weak if a Python number)
     dtype = np.quantile(np.zeros(1, rows.dtype), (q / 100 if weak else qs) if scale else q).dtype
-    ordered = ops.sort_network(rows, -1)[0]
+    ordered = ops.sort_network(rows, -1, with_index=False)[0]
     results = []
     for value in qs.ravel():
         virtual = n * value + (1 + value * (1 - 1 - 1)) - 1  # numpy's 'linear': alpha = beta = 1
@@ -194,7 +194,7 @@ def _nan_quantile_of(name, a, q, axis, out, method, keepdims, weights, scale, me
     rows, kept_shape = _axes_last(x, axis)
     if rows.shape[-1] == 0:
         raise ShapeError(f"{name} of an empty axis has no value (shape {x.shape})", user_location())
-    ordered = ops.sort_network(rows, -1)[0]
+    ordered = ops.sort_network(rows, -1, with_index=False)[0]
     count = ops.reduce("sum", ops.cast(np.equal(rows, rows), np.int64), -1)
     nan = np.array(np.nan, rows.dtype)
     if median:

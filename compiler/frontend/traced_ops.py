@@ -617,25 +617,32 @@ def _compare_exchange(keys, index, block: int, flip: bool, descending: bool):
     """One column of the bitonic network: in each block of `block` elements, element i of the
     first half meets element i of the second (mirrored, i meets block - 1 - i, when `flip`: the
     step that merges two sorted runs), and each pair is put in order. Every element computes
-    its own side of the exchange from its partner, a reversed view, so a column is one
-    elementwise kernel with no concatenation."""
+    its own side of the exchange from its partner, a reversed view, so a column is elementwise
+    with no concatenation. `index` None sorts integer keys alone: equal integers are the same
+    value, so which of two equal keys goes first does not matter."""
     shape = keys.shape
-    lead, m = shape[:-1], shape[-1]
-    halves = lead + (m // block, 2, block // 2)
-    key, idx = reshape(keys, halves), reshape(index, halves)
+    halves = shape[:-1] + (shape[-1] // block, 2, block // 2)
     turn = (..., slice(None, None, -1), slice(None, None, -1) if flip else slice(None))
-    partner_key, partner_idx = key[turn], idx[turn]
+    key = reshape(keys, halves)
+    partner_key = key[turn]
     second = lift(current_context(), np.array([[False], [True]]), np.bool_)
+    if index is None:
+        before = np.greater(key, partner_key) if descending else np.less(key, partner_key)
+        return reshape(where(np.not_equal(before, second), key, partner_key), shape), None
+    idx = reshape(index, halves)
+    partner_idx = idx[turn]
     stay = np.not_equal(_goes_first(key, partner_key, idx, partner_idx, descending), second)
     return reshape(where(stay, key, partner_key), shape), reshape(where(stay, idx, partner_idx), shape)
 
 
-def sort_network(x, axis=-1, descending=False):
+def sort_network(x, axis=-1, descending=False, with_index=True):
     """(sorted values, int64 indices into `x`) along `axis`: a bitonic sorting network over the
     axis padded to a power of two m, comparing (key, index) pairs (see _goes_first, so the
     order is stable and NaN sorts last). log2(m) (log2(m) + 1) / 2 columns of elementwise
     compares and selects on reshaped halves, all of static shape; gradients of the values
-    flow through the selects."""
+    flow through the selects. Each column is a few kernels, so compiling a sort of 1000
+    elements on the CPU backend (150 kernels) takes the better part of a minute. Without
+    `with_index` (indices None) integer and bool keys are sorted alone, a kernel per column."""
     x = as_tracer(x)
     axis = normalize_axis(axis, x.ndim)
     moved = moveaxis(x, axis, -1)
@@ -646,6 +653,7 @@ def sort_network(x, axis=-1, descending=False):
         return strong(x), strong(moveaxis(index, -1, axis))
     keys = cast(moved, np.int32) if moved.dtype == np.bool_ else moved
     m = 1 << (n - 1).bit_length()
+    keys_alone = not with_index and keys.dtype.kind in "iu"
     if m > n:
         # Padding sorts after every element: NaN (ascending) or -inf (descending) for floats,
         # the type's extreme for integers, with indices past n to win the ties.
@@ -657,6 +665,7 @@ def sort_network(x, axis=-1, descending=False):
         keys = concatenate([keys, broadcast_to(lift(ctx, pad, keys.dtype), lead + (m - n,))], -1)
         extra = broadcast_to(lift(ctx, np.arange(n, m, dtype=np.int64), np.int64), lead + (m - n,))
         index = concatenate([index, extra], -1)
+    index = None if keys_alone else index
     block = 2
     while block <= m:
         keys, index = _compare_exchange(keys, index, block, True, descending)
@@ -665,8 +674,8 @@ def sort_network(x, axis=-1, descending=False):
             keys, index = _compare_exchange(keys, index, half, False, descending)
             half //= 2
         block *= 2
-    values, index = (moveaxis(t[..., :n], -1, axis) for t in (keys, index))
-    return strong(cast(values, x.dtype)), strong(index)
+    values = strong(cast(moveaxis(keys[..., :n], -1, axis), x.dtype))
+    return values, None if index is None else strong(moveaxis(index[..., :n], -1, axis))
 
 
 # -- reductions with numpy's initial= and where= ----------------------------------------------
