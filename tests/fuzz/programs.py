@@ -223,6 +223,17 @@ OPS = {
     "reciprocal": Op(np.reciprocal),
     "logical_not": Op(np.logical_not),
     "invert": Op(np.invert),
+    "floor": Op(np.floor),
+    "rint": Op(np.rint),
+    "sign": Op(np.sign),
+    "signbit": Op(np.signbit),
+    "isfinite": Op(np.isfinite),
+    "arctan": Op(np.arctan, smooth=True),
+    "arcsinh": Op(np.arcsinh, smooth=True),
+    "cbrt": Op(np.cbrt),
+    "expm1": Op(np.expm1),
+    "log2_abs": Op(lambda x: np.log2(np.abs(x))),
+    "nan_to_num": Op(np.nan_to_num),
     "cast": Op(_cast, draw_params=_cast_params),
     "method": Op(lambda x, method: getattr(x, method)(), draw_params=_method_params),
     # with a scalar constant: Python scalars are weak, numpy scalars strong
@@ -260,6 +271,17 @@ OPS = {
     "bitwise_xor": Op(np.bitwise_xor, 2),
     "floor_divide": Op(np.floor_divide, 2),
     "remainder": Op(np.remainder, 2),
+    "fmod": Op(np.fmod, 2),
+    "divmod_sum": Op(lambda x, y: np.add(*np.divmod(x, y)), 2),
+    "left_shift": Op(np.left_shift, 2),
+    "right_shift": Op(np.right_shift, 2),
+    "arctan2": Op(np.arctan2, 2),
+    "hypot": Op(np.hypot, 2),
+    "copysign": Op(np.copysign, 2),
+    "fmax": Op(np.fmax, 2),
+    "fmin": Op(np.fmin, 2),
+    "logaddexp": Op(np.logaddexp, 2),
+    "heaviside": Op(np.heaviside, 2),
     "where_nonzero": Op(lambda x, y: np.where(y, x, 0), 2),
     "concatenate": Op(lambda x, y: np.concatenate([x, y], axis=-1), 2, smooth=True),
     "stack": Op(lambda x, y: np.stack([x, y], axis=-1), 2, smooth=True),
@@ -310,6 +332,7 @@ NOT_YET = {
     "bitwise_xor": "u",
     "invert": "u",
     "reciprocal": "u",
+    "signbit": "ub",  # numpy computes it in float16 for bools
 }
 
 
