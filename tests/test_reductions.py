@@ -82,6 +82,17 @@ def test_reductions_with_initial_and_where_match_numpy():
         assert_same(got, want)
 
 
+def test_argmax_and_argmin_take_the_first_extreme_or_nan():
+    x = np.array([[0.0, -0.0, np.nan, np.nan], [-np.inf, 2.0, 2.0, -np.inf], [1.0, np.inf, np.inf, 0.0]])
+    a = np.array([[3, -(2**31), 3, -(2**31)], [0, 0, 0, 0], [2**31 - 1, 5, 2**31 - 1, 5]], np.int32)
+    for fn, data in (
+        (lambda x: (np.argmax(x, axis=1), np.argmin(x, axis=1), np.argmax(x, axis=0), np.argmin(x)), x),
+        (lambda a: (np.argmax(a, axis=1), np.argmin(a, axis=1), np.argmax(a, axis=0, keepdims=True)), a),
+    ):
+        for got, want in zip(numpy_and_kiln(fn, data, target="cpu")[1], fn(data)):
+            assert_same(got, want)
+
+
 def test_average_weights_and_returned():
     x = rng.standard_normal((3, 5)).astype(np.float32)
     w1 = rng.random(5) + 0.1
@@ -109,6 +120,9 @@ def test_errors_name_the_problem():
     cases = (
         (lambda x: np.max(x, where=x > 0), kiln.ArgumentError, "needs initial="),
         (lambda x: np.max(x[:, :0], axis=1), kiln.ShapeError, "empty axis"),
+        (lambda x: np.argmax(x[:0]), kiln.ShapeError, "empty axis"),
+        (lambda x: np.argmin(x[:, :0], axis=1), kiln.ShapeError, "empty axis"),
+        (lambda x: np.ptp(x[:0], axis=0), kiln.ShapeError, "empty axis"),
         (lambda x: np.sum(x, where=np.ones((2, 3, 4), bool)), kiln.ShapeError, "does not broadcast"),
         (lambda x: np.sum(x, where=np.ones(4, np.int32)), kiln.DTypeError, "bool mask"),
         (lambda x: np.var(x, ddof=1, correction=1), kiln.ArgumentError, "simultaneously"),
