@@ -4,7 +4,7 @@ Read in this order: ``specs`` (argument descriptions such as ``kiln.f32[64, 784]
 ``pytree`` (nested arguments flattened to leaves), ``tracing`` (the ``Tracer`` value and
 the per-thread trace state), ``traced_ops`` (one function per tensor op, with numpy's
 shape and dtype rules), ``numpy_api`` (numpy's ufuncs and functions mapped onto them, one rule table
-each), the modules that fill those tables (``numpy_shapes``, ``numpy_linalg``,
+each), the modules that fill those tables (``numpy_ufuncs``, ``numpy_shapes``, ``numpy_linalg``,
 ``numpy_reductions``, ``numpy_sorting``, ``numpy_indexing``),
 ``trace`` (a Python function traced into IR), ``grad`` (reverse mode on the traced IR)
 and ``nn`` (the helpers numpy lacks).
@@ -19,4 +19,5 @@ from kiln.frontend import (  # noqa: F401
     numpy_reductions,
     numpy_shapes,
     numpy_sorting,
+    numpy_ufuncs,
 )

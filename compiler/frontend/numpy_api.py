@@ -43,179 +43,6 @@ def _square(ctx, operands):
     return ctx.emit(T.MulOp, [operands[0], operands[0]])
 
 
-def _full(ctx, value, like):
-    """`value` in `like`'s dtype, broadcast to its shape."""
-    return ops.broadcast_to(ops.lift(ctx, np.array(value, like.dtype), like.dtype), like.shape)
-
-
-def _select(ctx, condition, a, b):
-    return ctx.emit(T.SelectOp, [condition, a, b])
-
-
-def _cmp(ctx, a, b, predicate):
-    return ctx.emit(T.CmpOp, [a, b], {"predicate": predicate})
-
-
-def _either(ctx, a, b):
-    return ctx.emit(T.OrOp, [a, b])
-
-
-def _reciprocal(ctx, operands):
-    (x,) = operands
-    if x.dtype.kind == "f":
-        return ctx.emit(T.DivOp, [_full(ctx, 1, x), x])
-    # numpy computes 1 / x for integers through a float: 1 and -1 are themselves, other
-    # values truncate to 0, and 1 / 0 (infinity) converts to the type's minimum.
-    result = _select(ctx, _cmp(ctx, x, _full(ctx, 0, x), "eq"), _full(ctx, np.iinfo(x.dtype).min, x), _full(ctx, 0, x))
-    for unit in (1, -1):
-        result = _select(ctx, _cmp(ctx, x, _full(ctx, unit, x), "eq"), x, result)
-    return result
-
-
-def _on_floats(rule, otherwise=None):
-    """`rule(ctx, x, ...)` where numpy computes in a float type; `otherwise` for integers and
-    bools (numpy computes the functions without it in a float type whatever the inputs)."""
-
-    def dispatch(ctx, operands):
-        return (rule if operands[0].dtype.kind == "f" else otherwise)(ctx, *operands)
-
-    return dispatch
-
-
-def _float_only(op_class):
-    """A float function that numpy also defines on integers and bools as the identity (floor, ...)."""
-    return _on_floats(lambda ctx, *xs: ctx.emit(op_class, list(xs)), lambda ctx, x: x)
-
-
-def _bool_full(ctx, value, like):
-    return ops.broadcast_to(ops.lift(ctx, np.bool_(value), np.dtype(bool)), like.shape)
-
-
-def _isnan(ctx, x):
-    return _cmp(ctx, x, x, "ne")
-
-
-def _isinf(ctx, x):
-    return _cmp(ctx, ctx.emit(T.AbsOp, [x]), _full(ctx, np.inf, x), "eq")
-
-
-def _isfinite(ctx, x):
-    return _cmp(ctx, ctx.emit(T.AbsOp, [x]), _full(ctx, np.inf, x), "lt")
-
-
-def _signbit(ctx, x):
-    # copysign reads the sign bit of NaN and -0.0 too, where a comparison cannot
-    return _cmp(ctx, ctx.emit(T.CopysignOp, [_full(ctx, 1, x), x]), _full(ctx, 0, x), "lt")
-
-
-def _sign(ctx, operands):
-    """numpy's npy_sign: 1, -1, 0 (+0.0 for -0.0) or NaN."""
-    (x,) = operands
-    zero = _full(ctx, 0, x)
-    result = zero if x.dtype.kind != "f" else _select(ctx, _cmp(ctx, x, zero, "eq"), zero, x)
-    result = _select(ctx, _cmp(ctx, x, zero, "lt"), _full(ctx, -1, x), result)
-    return _select(ctx, _cmp(ctx, x, zero, "gt"), _full(ctx, 1, x), result)
-
-
-def _heaviside(ctx, x, h0):
-    """numpy's npy_heaviside: 0 below zero, 1 above, h0 at zero, NaN for NaN."""
-    zero = _full(ctx, 0, x)
-    result = _select(ctx, _cmp(ctx, x, zero, "eq"), h0, x)
-    result = _select(ctx, _cmp(ctx, x, zero, "lt"), zero, result)
-    return _select(ctx, _cmp(ctx, x, zero, "gt"), _full(ctx, 1, x), result)
-
-
-def _nan_ignoring(predicate, int_op, bool_op):
-    """np.fmax / np.fmin as numpy's loops compute them: a NaN operand loses to a number, and
-    `a` wins only where it is strictly greater (less), so equal operands give `b`."""
-
-    def rule(ctx, operands):
-        a, b = operands
-        if a.dtype.kind != "f":
-            return ctx.emit(bool_op if a.dtype == np.bool_ else int_op, [a, b])
-        return _select(ctx, _either(ctx, _cmp(ctx, a, b, predicate), _isnan(ctx, b)), a, b)
-
-    return rule
-
-
-def _logaddexp(log1p_of_exp, at_equal):
-    """numpy's npy_logaddexp (npy_logaddexp2): equal operands (infinities of one sign
-    included) give x + log(2) (x + 1); otherwise the larger plus log1p of the exponential
-    of minus the difference; NaN if either is NaN."""
-
-    def rule(ctx, x, y):
-        difference = ctx.emit(T.SubOp, [x, y])
-        zero = _full(ctx, 0, x)
-        left = ctx.emit(T.AddOp, [x, log1p_of_exp(ctx, ctx.emit(T.NegOp, [difference]))])
-        right = ctx.emit(T.AddOp, [y, log1p_of_exp(ctx, difference)])
-        result = _select(ctx, _cmp(ctx, difference, zero, "le"), right, difference)
-        result = _select(ctx, _cmp(ctx, difference, zero, "gt"), left, result)
-        equal = ctx.emit(T.AddOp, [x, _full(ctx, at_equal, x)])
-        return _select(ctx, _cmp(ctx, x, y, "eq"), equal, result)
-
-    return rule
-
-
-def _log1p_exp(ctx, x):
-    return ctx.emit(T.Log1pOp, [ctx.emit(T.ExpOp, [x])])
-
-
-def _log2_1p_exp2(ctx, x):
-    log1p = ctx.emit(T.Log1pOp, [ctx.emit(T.Exp2Op, [x])])
-    return ctx.emit(T.MulOp, [log1p, _full(ctx, 1 / np.log(2), x)])
-
-
-def _hypot(ctx, x, y):
-    """sqrt(x**2 + y**2) without overflow or underflow in the squares: the larger magnitude
-    times sqrt(1 + ratio**2); an infinity wins over NaN, as in C's hypot."""
-    ax, ay = ctx.emit(T.AbsOp, [x]), ctx.emit(T.AbsOp, [y])
-    big, small = ctx.emit(T.MaximumOp, [ax, ay]), ctx.emit(T.MinimumOp, [ax, ay])
-    zero, one = _full(ctx, 0, x), _full(ctx, 1, x)
-    is_zero = _cmp(ctx, big, zero, "eq")
-    ratio = ctx.emit(T.DivOp, [small, _select(ctx, is_zero, one, big)])
-    root = ctx.emit(T.SqrtOp, [ctx.emit(T.AddOp, [one, ctx.emit(T.MulOp, [ratio, ratio])])])
-    result = ctx.emit(T.MulOp, [big, root])
-    return _select(ctx, _either(ctx, _isinf(ctx, x), _isinf(ctx, y)), _full(ctx, np.inf, x), result)
-
-
-def _scale(factor):
-    """x times `factor` rounded to x's dtype, as numpy's deg2rad and rad2deg compute it."""
-
-    def rule(ctx, operands):
-        (x,) = operands
-        return ctx.emit(T.MulOp, [x, _full(ctx, factor(x.dtype.type), x)])
-
-    return rule
-
-
-def _invert(ctx, operands):
-    (x,) = operands
-    if x.dtype == np.bool_:
-        return ctx.emit(T.NotOp, [x])
-    return ctx.emit(T.BitwiseXorOp, [x, _full(ctx, -1, x)])
-
-
-def _divmod(ctx, operands):
-    return ctx.emit(T.FloorDivideOp, operands), ctx.emit(T.RemainderOp, operands)
-
-
-def _modf(ctx, operands):
-    """(fractional part, integral part), both with x's sign, as C's modf: the fraction of an
-    infinity is a signed zero, and of an integral value too (-3.0 gives -0.0)."""
-    (x,) = operands
-    whole = ctx.emit(T.TruncOp, [x])
-    fraction = _select(ctx, _isinf(ctx, x), _full(ctx, 0, x), ctx.emit(T.SubOp, [x, whole]))
-    return ctx.emit(T.CopysignOp, [fraction, x]), whole
-
-
-def _ints_false(ctx, x):
-    return _bool_full(ctx, False, x)
-
-
-def _ints_true(ctx, x):
-    return _bool_full(ctx, True, x)
-
-
 UFUNC_RULES = {
     np.add: _op(T.AddOp, T.OrOp),
     np.subtract: _op(T.SubOp),
@@ -231,37 +58,16 @@ UFUNC_RULES = {
     np.absolute: _identity_on_bool(T.AbsOp),
     np.fabs: _op(T.AbsOp),
     np.square: _square,
-    np.reciprocal: _reciprocal,
-    np.sign: _sign,
     np.exp: _op(T.ExpOp),
     np.log: _op(T.LogOp),
     np.sqrt: _op(T.SqrtOp),
     np.tanh: _op(T.TanhOp),
     np.sin: _op(T.SinOp),
     np.cos: _op(T.CosOp),
-    np.floor: _float_only(T.FloorOp),
-    np.ceil: _float_only(T.CeilOp),
-    np.trunc: _float_only(T.TruncOp),
     np.rint: _op(T.RintOp),
-    np.signbit: _on_floats(_signbit, lambda ctx, x: _cmp(ctx, x, _full(ctx, 0, x), "lt")),
-    np.isnan: _on_floats(_isnan, _ints_false),
-    np.isinf: _on_floats(_isinf, _ints_false),
-    np.isfinite: _on_floats(_isfinite, _ints_true),
-    np.fmax: _nan_ignoring("gt", T.MaximumOp, T.OrOp),
-    np.fmin: _nan_ignoring("lt", T.MinimumOp, T.AndOp),
-    np.logaddexp: _on_floats(_logaddexp(_log1p_exp, np.log(2))),
-    np.logaddexp2: _on_floats(_logaddexp(_log2_1p_exp2, 1)),
-    np.hypot: _on_floats(_hypot),
-    np.heaviside: _on_floats(_heaviside),
-    np.deg2rad: _scale(lambda t: t(np.pi) / t(180)),
-    np.rad2deg: _scale(lambda t: t(180) / t(np.pi)),
-    np.radians: _scale(lambda t: t(np.pi) / t(180)),
-    np.degrees: _scale(lambda t: t(180) / t(np.pi)),
     np.remainder: _op(T.RemainderOp),
     np.fmod: _op(T.FModOp),
     np.floor_divide: _op(T.FloorDivideOp),
-    np.divmod: _divmod,
-    np.modf: _modf,
     np.equal: _op(T.CmpOp, predicate="eq"),
     np.not_equal: _op(T.CmpOp, predicate="ne"),
     np.less: _op(T.CmpOp, predicate="lt"),
@@ -274,15 +80,12 @@ UFUNC_RULES = {
     np.logical_not: _op(T.NotOp),
     np.bitwise_and: _op(T.BitwiseAndOp, T.AndOp),
     np.bitwise_or: _op(T.BitwiseOrOp, T.OrOp),
-    np.bitwise_xor: lambda ctx, operands: (
-        _cmp(ctx, *operands, "ne") if operands[0].dtype == np.bool_ else ctx.emit(T.BitwiseXorOp, operands)
-    ),
-    np.invert: _invert,
     np.left_shift: _op(T.LeftShiftOp),
     np.right_shift: _op(T.RightShiftOp),
 }
-# The float functions of the math dialect's table, each a ufunc of the same name.
-UFUNC_RULES.update((op.numpy_fn, _op(op)) for op in T.FLOAT_FUNCTION_OPS.values() if op.numpy_fn not in UFUNC_RULES)
+# The float functions of the math dialect's table, each a ufunc of the same name (numpy_ufuncs
+# adds the ufuncs composed of tensor ops, and floor, ceil and trunc of integers).
+UFUNC_RULES.update((op.numpy_fn, _op(op)) for op in T.FLOAT_FUNCTION_OPS.values())
 
 # Logical ufuncs compute in the operands' dtype and then test truthiness;
 # kiln's and/or/not take bools, so their operands are cast to bool first.
@@ -520,57 +323,6 @@ def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **extras):
     return result if high is None else np.minimum(result, high)
 
 
-def _round(a, decimals=0, out=None):
-    """numpy's rounding to `decimals` (a Python int; negative rounds to tens, hundreds, ...):
-    x * 10**decimals rounded half to even, divided back, in x's float type; integers are
-    kept for decimals >= 0 and otherwise rounded through float64, as numpy does."""
-    _no_extras("np.round", {"out": out})
-    x = ops.as_tracer(a)
-    if isinstance(decimals, ops.Tracer) or not isinstance(decimals, (int, np.integer)):
-        raise ArgumentError(f"np.round: decimals must be a Python int, got {decimals!r}", user_location())
-    decimals = int(decimals)
-    if x.dtype == np.bool_:
-        raise DTypeError(
-            "np.round of a bool array computes in float16, which kiln does not support; "
-            "cast the array first (e.g. .astype(np.float32))",
-            user_location(),
-        )
-    if x.dtype.kind != "f" and decimals >= 0:
-        return x
-    factor = 1.0
-    for _ in range(abs(decimals)):  # numpy's power_of_ten: 10.0 multiplied in, not 10.0 ** d
-        factor *= 10.0
-    y = x if x.dtype.kind == "f" else ops.astype(x, np.float64)
-    if decimals >= 0:
-        y = np.true_divide(np.rint(y * factor), factor)
-    else:
-        y = np.multiply(np.rint(y / factor), factor)
-    return ops.astype(y, x.dtype)
-
-
-def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
-    """NaN to `nan`, infinities to `posinf` / `neginf` (the dtype's largest and smallest
-    finite values unless given), each converted to x's dtype; integers and bools unchanged."""
-    x = ops.as_tracer(x)
-    if x.dtype.kind != "f":
-        return x
-    info = np.finfo(x.dtype)
-    result = x
-    for value, default, test in (
-        (nan, None, np.isnan(x)),
-        (posinf, info.max, x == np.inf),
-        (neginf, info.min, x == -np.inf),
-    ):
-        value = default if value is None else value
-        if isinstance(value, ops.Tracer):
-            value = ops.astype(value, x.dtype)
-        else:
-            with np.errstate(over="ignore"):  # numpy's copyto makes 1e300 inf in float32, too
-                value = np.asarray(value, x.dtype)[()]
-        result = np.where(test, value, result)
-    return result
-
-
 def _dot(a, b, out=None):
     _no_extras("np.dot", {"out": out})
     return ops.dot(a, b)
@@ -643,9 +395,6 @@ FUNCTION_RULES = {
     np.stack: _stack,
     np.where: ops.where,
     np.clip: _clip,
-    np.round: _round,
-    np.around: _round,
-    np.nan_to_num: _nan_to_num,
     np.zeros_like: _zeros_like,
     np.ones_like: _ones_like,
     np.full_like: _full_like,
