@@ -30,6 +30,7 @@ from . import arith as AR
 from . import memref as MR
 from .diagnostics import VerificationError
 from .ir import Operation
+from .types import VectorType, element_of
 
 
 def verify(op: Operation) -> None:
@@ -146,9 +147,19 @@ def _written_after(load, buffer) -> bool:
         and op.memref is buffer
         and op.map == load.map
         and list(op.indices) == list(load.indices)
-        and op.operands[0].type == load.result.type
+        and _same_bytes(op.operands[0].type, load.result.type)
         for op in after
     )
+
+
+def _same_bytes(stored, loaded) -> bool:
+    """Whether a store of `stored` covers exactly the bytes a load of `loaded` read: a convert
+    between element types of one width (i64 to f64) is computed in place too."""
+    return _lanes(stored) == _lanes(loaded) and element_of(stored).dtype.itemsize == element_of(loaded).dtype.itemsize
+
+
+def _lanes(t) -> int:
+    return t.lanes if isinstance(t, VectorType) else 1
 
 
 def _packs(load) -> bool:

@@ -118,6 +118,22 @@ def test_a_result_with_wider_elements_never_overwrites_its_input():
     run_everywhere(f, normal(5, 5), rng.standard_normal((5, 5)))
 
 
+@pytest.mark.parametrize("target", ["cpu", "interpret"])
+def test_a_conversion_between_types_of_one_width_works_in_place(target):
+    """The count (i64) converted to f64 takes the count's bytes, element by element."""
+
+    def mean_of_rows_below_3(x):
+        counts = np.sum(x < 3, axis=1)
+        return np.sum(np.where(counts > 0, np.sum(x, axis=1) / counts, 0.0))
+
+    x = np.array([[1.0, 0.3, 4.0, 2.0], [0.5, 1.5, 0.7, 3.0]])
+    value, grad = kiln.compile(kiln.value_and_grad(mean_of_rows_below_3), target=target)(x)
+    counts = np.sum(x < 3, axis=1)
+    want = 1 / counts  # d/dx of (row sum / count)
+    np.testing.assert_allclose(value, mean_of_rows_below_3(x))
+    np.testing.assert_allclose(grad, np.broadcast_to(want[:, None], x.shape))
+
+
 @pytest.mark.parametrize("shape", [(0, 3), (3, 0)])
 def test_arrays_with_no_elements(shape):
     def f(x, w):
