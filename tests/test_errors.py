@@ -162,11 +162,20 @@ def test_python_int_that_does_not_fit_the_array_dtype():
     raises_at(kiln.DTypeError, "overflow", "does not fit in int32", kiln.compile(f), np.ones(3, np.int32))
 
 
-def test_ufunc_out_argument_is_refused():
+def test_ufunc_out_argument_into_a_numpy_array_is_refused():
     def f(x):
-        return np.add(x, 1, out=x)  # error: out
+        return np.add(x, 1, out=np.empty(x.shape, x.dtype))  # error: out
 
     raises_at(kiln.UnsupportedError, "out", "out=", kiln.compile(f), x32)
+
+
+def test_a_traced_value_stored_into_a_numpy_array_is_explained():
+    def f(x):
+        y = np.zeros(3, x.dtype)
+        y[0] = x[0, 0]  # error: store
+        return y
+
+    raises_at(kiln.TracerConversionError, "store", r"np.zeros_like\(x, shape=", kiln.compile(f), x32)
 
 
 def test_a_traced_value_that_escapes_its_trace():
@@ -262,7 +271,7 @@ def test_unknown_stage_and_target():
         "stack",
         "matmul-out",
         "flags",
-        "fill",
+        "resize",
         "nonzero-method",
     ],
 )
@@ -281,7 +290,7 @@ def test_unsupported_ufunc_methods_keywords_and_attributes_are_named(tag):
         if tag == "initial":
             return np.subtract.reduce(x, initial=1.0)  # error: initial
         if tag == "ones_like":
-            return np.ones_like(x, shape=(2, 2))  # error: ones_like
+            return np.ones_like(x, device="gpu")  # error: ones_like
         if tag == "where-1":
             return np.where(x > 0)  # error: where-1
         if tag == "stack":
@@ -290,8 +299,8 @@ def test_unsupported_ufunc_methods_keywords_and_attributes_are_named(tag):
             return np.matmul(x, x.T, out=np.empty((3, 3), np.float32))  # error: matmul-out
         if tag == "flags":
             return x.flags  # error: flags
-        if tag == "fill":
-            return x.fill(0)  # error: fill
+        if tag == "resize":
+            return x.resize((2, 2))  # error: resize
         return x.nonzero()  # error: nonzero-method
 
     name = {

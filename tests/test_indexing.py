@@ -477,3 +477,54 @@ def test_an_element_is_a_scalar_copy_and_scalars_rebind_in_place_operators():
         return y, r, t, kept, s * 1
 
     same(f, np.arange(4.0))
+
+
+# -- numpy's other in-place writes: out=, ndarray.sort, np.copyto, *_like(shape=) ----------------
+@pytest.mark.parametrize("target", ["cpu", "interpret"])
+def test_ufunc_out_writes_a_traced_array_and_its_views(target):
+    def f(x, y):
+        w = y * 1
+        view = w[::-1]
+        np.add(x, 1, out=w)  # the view sees it
+        np.multiply(w, 2, out=w)
+        q, r = np.divmod(w, 3.0, out=(np.empty_like(w), y.copy()))
+        return w, view * 1, q, r
+
+    same(f, np.array([3.0, -1.0, 2.5]), np.array([-1.0, 5.0, 6.0]), target=target)
+
+
+def test_ufunc_out_follows_numpys_casting_and_shape_rules():
+    def into_int(x):
+        w = np.zeros_like(x, dtype=np.int64)
+        np.add(x, 0.5, out=w)
+        return w
+
+    with pytest.raises(kiln.DTypeError, match="same_kind"):
+        kiln.compile(into_int)(np.arange(3.0))
+    with pytest.raises(kiln.ShapeError, match="non-broadcastable output"):
+        kiln.compile(lambda x: np.add(x, 1, out=x[:1]))(np.arange(3.0))
+
+
+def test_ndarray_sort_and_partition_sort_in_place_through_views():
+    def f(x):
+        y = x.copy()
+        y[1:].sort()  # a view: sorts those elements of y
+        z = x.copy()
+        z.partition(2)
+        return y, np.sort(z[:2]), z[2:3] * 1
+
+    same(f, np.array([5.0, 3.0, np.nan, -1.0, 2.0]))
+
+
+def test_copyto_and_like_with_shape_make_traced_arrays_to_assign_into():
+    def f(x, y):
+        a = np.zeros_like(x, shape=(2, 3))
+        a[0] = x
+        np.copyto(a[1], y, where=y > 0)
+        b = np.full_like(x, 7, shape=4, dtype=np.int32)
+        b[1:3] = x[:2]  # cast on assignment, as numpy's setitem
+        return a, b
+
+    same(f, np.array([1.5, -2.0, 3.0]), np.array([-1.0, 5.0, 6.0]))
+    with pytest.raises(kiln.DTypeError, match="according to the rule 'same_kind'"):
+        kiln.compile(lambda x: np.copyto(np.zeros_like(x, dtype=np.int32), x))(np.ones(2))

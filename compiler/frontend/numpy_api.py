@@ -16,7 +16,7 @@ import numpy as np
 
 from kiln.dialects import tensor as T
 from kiln.dialects.types import SUPPORTED_DTYPES
-from kiln.errors import ArgumentError, DTypeError, UnsupportedError
+from kiln.errors import ArgumentError, DTypeError, ShapeError, UnsupportedError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend import views
 from kiln.frontend.tracing import NUMPY_PROTOCOL, user_location
@@ -108,12 +108,19 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
     name = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
     kwargs = dict(kwargs)
     out = kwargs.pop("out", None)
-    if any(o is not None for o in (out if isinstance(out, tuple) else (out,))):
-        raise UnsupportedError(
-            f"{name}(..., out=...) is not supported inside a compiled function "
-            "(traced arrays are immutable); use the returned value",
-            user_location(),
+    outs = out if isinstance(out, tuple) else (out,)
+    if any(o is not None for o in outs):
+        if method != "__call__" or not all(isinstance(o, ops.Tracer) and not o.weak for o in outs):
+            raise UnsupportedError(
+                f"{name}(..., out=...) is supported only for a plain ufunc call writing traced arrays "
+                "(out=x with x traced); use the returned value",
+                user_location(),
+            )
+        results = apply_ufunc(ufunc, method, inputs, kwargs)
+        written = tuple(
+            _write_out(ufunc, o, r) for o, r in zip(outs, results if isinstance(results, tuple) else (results,))
         )
+        return written if isinstance(out, tuple) and len(written) > 1 else written[0]
     if method in UFUNC_METHODS:
         return UFUNC_METHODS[method](ufunc, inputs, kwargs)
     if method not in ("__call__", "outer") or method == "outer" and ufunc.nin != 2:
@@ -190,6 +197,25 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
     for r, dtype in zip(results, out_dtypes):
         assert r.dtype == dtype, f"{name}: traced {r.dtype}, numpy gives {dtype}"
     return results if ufunc.nout > 1 else results[0]
+
+
+def _write_out(ufunc, out, result):
+    """numpy's out=: the result broadcast to out's shape and cast by the 'same_kind' rule is
+    written into out in place (every alias and view of out sees it); out is returned."""
+    if ops.broadcast_shapes(result.shape, out.shape) != out.shape:
+        raise ShapeError(
+            f"non-broadcastable output operand with shape {out.shape} doesn't match the broadcast shape "
+            f"{ops.broadcast_shapes(result.shape, out.shape)}",
+            user_location(),
+        )
+    if not np.can_cast(result.dtype, out.dtype, "same_kind"):
+        raise DTypeError(
+            f"Cannot cast ufunc '{ufunc.__name__}' output from {result.dtype} to {out.dtype} with casting rule "
+            "'same_kind'",
+            user_location(),
+        )
+    views.assign(out, ops.cast(ops.broadcast_to(ops.strong(result), out.shape), out.dtype))
+    return out
 
 
 _COMPARISONS = {
@@ -348,8 +374,8 @@ def _stack(arrays, axis=0, out=None, *, dtype=None, casting=None):
 
 
 def _like(name, a, fill_value, dtype, shape, device):
-    _no_extras(name, {"shape": shape, "device": None if device == "cpu" else device})
-    return ops.full_like(a, fill_value, dtype)
+    _no_extras(name, {"device": None if device == "cpu" else device})
+    return ops.full_like(a, fill_value, dtype, shape)
 
 
 def _zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):

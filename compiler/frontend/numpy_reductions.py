@@ -134,8 +134,8 @@ def _nancumprod(a, axis=None, dtype=None, out=None):
 def _no_out(name, out):
     if out is not None:
         raise UnsupportedError(
-            f"{name}(..., out=...) is not supported inside a compiled function (traced arrays are "
-            "immutable); use the returned value",
+            f"{name}(..., out=...) is not supported inside a compiled function; use the returned value "
+            "(out[...] = result writes it into a traced array)",
             user_location(),
         )
 

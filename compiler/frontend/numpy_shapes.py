@@ -594,11 +594,22 @@ def empty_like(prototype, /, dtype=None, order="K", subok=True, shape=None, *, d
 
 
 def copyto(dst, src, casting="same_kind", where=True):
-    raise UnsupportedError(
-        "np.copyto (and np.full with a traced fill value, which calls it) would write a traced value into "
-        "an array; use np.full_like(x, value), np.broadcast_to(value, shape) or np.where",
-        user_location(),
-    )
+    """np.copyto into a traced array: dst[...] = src (broadcast, cast by `casting`), where
+    `where` holds. Into a numpy array (what np.full(shape, traced) does) it cannot be traced."""
+    if not isinstance(dst, Tracer) or dst.weak:
+        raise UnsupportedError(
+            "np.copyto (and np.full with a traced fill value, which calls it) would write a traced value into "
+            "a numpy array; use np.full_like(x, value), np.broadcast_to(value, shape) or np.where",
+            user_location(),
+        )
+    src = ops.check_operand(src)
+    source_dtype = ops.array_dtype(src) if not ops.is_python_scalar(src) else np.result_type(src, dst.dtype)
+    if not np.can_cast(source_dtype, dst.dtype, casting):
+        raise DTypeError(
+            f"Cannot cast array data from {source_dtype} to {dst.dtype} according to the rule {casting!r}",
+            user_location(),
+        )
+    dst[...] = np.where(where, src, dst) if where is not True else src
 
 
 FUNCTION_RULES.update(

@@ -16,7 +16,7 @@ import numpy as np
 from kiln.dialects import builtin, verify
 from kiln.dialects import func as F
 from kiln.dialects.types import SUPPORTED_DTYPES, FunctionType, tensor_type
-from kiln.errors import ArgumentError, DTypeError, KilnError
+from kiln.errors import ArgumentError, DTypeError, KilnError, TracerConversionError
 from kiln.frontend import pytree
 from kiln.frontend.specs import TensorSpec
 from kiln.frontend.tracing import TraceContext, Tracer
@@ -137,13 +137,30 @@ def trace_flat(name: str, build, specs: list, names: list) -> TracedFunction:
     tracers = [Tracer(arg, ctx, s.weak) for arg, s in zip(function.arguments, specs)]
     ctx.wide_ints.update(arg for arg, s in zip(function.arguments, specs) if s.wide)
     with ctx.active():
-        outputs, out_treedef = pytree.flatten(build(tracers))
+        outputs, out_treedef = pytree.flatten(_run(ctx, build, tracers))
         values = [_output_value(ctx, leaf, i) for i, leaf in enumerate(outputs)]
     function.body.append(F.ReturnOp(values, {}, []))
     inputs = tuple(a.type for a in function.arguments)  # captures were appended while tracing
     function.attributes["function_type"] = FunctionType(inputs, tuple(v.type for v in values))
     verify(module)
     return TracedFunction(module, function, out_treedef, ctx.captures)
+
+
+def _run(ctx: TraceContext, build, tracers):
+    """`build(tracers)`, with numpy's ValueError for a traced value stored into an ndarray
+    (`y = np.zeros(3); y[0] = x[0]`) explained at the user's line."""
+    try:
+        return build(tracers)
+    except ValueError as exc:
+        refused = ctx.refused_conversion
+        if refused is None or "setting an array element" not in str(exc):
+            raise
+        raise TracerConversionError(
+            "a traced value cannot be stored into a numpy array (y[...] = traced, where y came from "
+            "np.zeros, np.empty or np.array): numpy would need its value while tracing. Make y a traced "
+            "array and assign into that, e.g. y = np.zeros_like(x, shape=(3,))",
+            refused.loc,
+        ) from None
 
 
 def trace(fn, call: BoundCall, specs: list) -> TracedFunction:

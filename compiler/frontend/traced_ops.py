@@ -141,9 +141,7 @@ def broadcast_to(x: Tracer, shape) -> Tracer:
         raise ShapeError(f"cannot broadcast {x.shape} to {shape}", user_location())
     result = current_context().emit(T.BroadcastToOp, [x], result_type=tensor_type(shape, x.dtype), weak=x.weak)
     lead = len(shape) - x.ndim
-    strides = (0,) * lead + tuple(
-        0 if d != n else s for d, n, s in zip(x.shape, shape[lead:], views.strides_of(x))
-    )
+    strides = (0,) * lead + tuple(0 if d != n else s for d, n, s in zip(x.shape, shape[lead:], views.strides_of(x)))
     return views.mark(result, x, lambda b: broadcast_to(b, shape), views.read_only("np.broadcast_to"), strides)
 
 
@@ -555,17 +553,25 @@ def where(condition, x, y) -> Tracer:
     return elementwise(T.SelectOp, [cond, operands[1], operands[2]], [np.bool_, target, target])
 
 
-def full_like(x, fill_value, dtype=None) -> Tracer:
-    """An array like `x` (its dtype unless given) full of `fill_value`: strong, as numpy's."""
+def full_like(x, fill_value, dtype=None, shape=None) -> Tracer:
+    """An array like `x` (its dtype unless given, its shape unless given) full of `fill_value`:
+    strong, as numpy's."""
     x = as_tracer(x)
     check_operand(fill_value)
     dtype = check_dtype(dtype or x.dtype, "the fill dtype")
+    if shape is None:
+        shape = x.shape
+    else:
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        if any(isinstance(d, (Tracer, bool)) or not isinstance(d, (int, np.integer)) or d < 0 for d in shape):
+            raise ShapeError(f"shape= must be non-negative Python ints, got {shape!r}", user_location())
+        shape = tuple(int(d) for d in shape)
     ctx = current_context()
     if dtype.kind in "iu" and not isinstance(fill_value, Tracer) and np.asarray(fill_value).dtype.kind == "f":
         # numpy fills by an unsafe cast, so a float fill follows the float-to-int rule
         # (NaN, infinities and out-of-range values give the type's minimum) rather than failing.
-        return strong(broadcast_to(cast(lift(ctx, np.float64(fill_value), np.float64), dtype), x.shape))
-    return strong(broadcast_to(lift(ctx, fill_value, dtype), x.shape))
+        return strong(broadcast_to(cast(lift(ctx, np.float64(fill_value), np.float64), dtype), shape))
+    return strong(broadcast_to(lift(ctx, fill_value, dtype), shape))
 
 
 def conv2d(x, w, stride=1, padding=0) -> Tracer:

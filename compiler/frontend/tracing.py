@@ -92,6 +92,9 @@ class TraceContext:
         self.wide_ints: set = set()  # arguments that are Python ints outside int32
         self._captured: dict = {}
         self.closed = False
+        # The last conversion of a Tracer to a Python number refused: numpy replaces that error
+        # with its own when storing into an ndarray (y[0] = traced), and the trace puts it back.
+        self.refused_conversion = None
 
     @contextlib.contextmanager
     def active(self):
@@ -279,11 +282,13 @@ class Tracer:
         )
 
     def _concrete(self, what: str):
-        raise TracerConversionError(
+        error = TracerConversionError(
             f"cannot convert a traced array to {what} inside a compiled function: its value is known "
             "only at run time; keep computing with numpy operations on it",
             user_location(),
         )
+        self.ctx.refused_conversion = error
+        raise error
 
     def __array__(self, dtype=None, copy=None):
         # Also what np.full(shape, traced) and np.array([traced, ...]) meet: numpy makes an array
@@ -335,7 +340,9 @@ class Tracer:
         NUMPY_PROTOCOL["setitem"](self, key, value)
 
     def __delitem__(self, key):
-        raise TracerConversionError("traced arrays are immutable: del x[...] cannot be compiled", user_location())
+        raise TracerConversionError(
+            "del x[...] cannot be compiled: numpy arrays do not delete elements", user_location()
+        )
 
     # -- indexing and methods ------------------------------------------------------
     def __getitem__(self, key):
@@ -381,6 +388,14 @@ class Tracer:
 
     def flatten(self, order="C"):
         return np.ravel(self, order).copy()  # a copy, where ravel may give a view
+
+    def sort(self, axis=-1, kind=None, order=None, *, stable=None):
+        """ndarray.sort: sorts in place, as numpy does (every alias and view of it sees the order)."""
+        self[...] = np.sort(self, axis=axis, kind=kind, order=order, stable=stable)
+
+    def partition(self, kth, axis=-1, kind="introselect", order=None):
+        """ndarray.partition, in place."""
+        self[...] = np.partition(self, kth, axis=axis, kind=kind, order=order)
 
     def copy(self, order="C"):
         """A new array of its own: item assignment to it leaves this one as it is."""
@@ -443,8 +458,9 @@ _FUNCTION_METHODS = frozenset(
 
 _METHOD_HINTS = (
     (
-        ("sort", "partition", "resize", "setfield", "setflags", "byteswap"),
-        ": traced arrays are immutable; build a new array instead (np.full_like, np.where, np.concatenate)",
+        ("resize", "setfield", "setflags", "byteswap"),
+        ": it rewrites the array's memory in place (its size, fields or bytes), which a traced array does "
+        "not have; build a new array instead (np.resize is np.tile and a slice, np.pad, np.concatenate)",
     ),
     (
         ("base", "ctypes", "data", "flags", "strides", "flat", "view", "getfield", "device", "to_device"),
