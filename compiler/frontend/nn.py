@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.dialects.tensor import conv2d_reference
-from kiln.errors import ArgumentError
+from kiln.errors import ArgumentError, ShapeError
 from kiln.frontend.traced_ops import conv2d as traced_conv2d
 from kiln.frontend.traced_ops import normalize_axis, sort_network
 from kiln.frontend.tracing import Tracer, user_location
@@ -67,8 +67,8 @@ def top_k(x, k, axis=-1):
     """The `k` largest elements of `x` along `axis` and their indices: ``(values, indices)``,
     each of `x`'s shape with `axis` cut to `k`; values in `x`'s dtype, largest first, indices
     int64. Ties go to the lower index and NaN counts as the largest value, as in
-    ``jax.lax.top_k`` and ``torch.topk``. `k` must be a Python int in [0, n] (else
-    ``kiln.ArgumentError``). Traced, it is a stable descending sort (a bitonic network of
+    ``jax.lax.top_k`` and ``torch.topk``. `k` must be a Python int in [0, n] (a negative or
+    non-integer k is a ``kiln.ArgumentError``, one past the axis a ``kiln.ShapeError``). Traced, it is a stable descending sort (a bitonic network of
     log2(n)^2 / 2 elementwise steps) cut to `k`; its values are differentiable.
 
     >>> kiln.top_k(np.array([1.0, 3.0, 2.0, 3.0]), 2)
@@ -78,10 +78,10 @@ def top_k(x, k, axis=-1):
     x = x if traced else np.asarray(x)
     axis = normalize_axis(axis, x.ndim)
     n = x.shape[axis]
-    if isinstance(k, (bool, Tracer)) or not isinstance(k, (int, np.integer)) or not 0 <= k <= n:
-        raise ArgumentError(
-            f"kiln.top_k: k must be a Python int from 0 to {n} (the axis' size), got {k!r}", user_location()
-        )
+    if isinstance(k, (bool, Tracer)) or not isinstance(k, (int, np.integer)) or k < 0:
+        raise ArgumentError(f"kiln.top_k: k must be a non-negative Python int, got {k!r}", user_location())
+    if k > n:
+        raise ShapeError(f"kiln.top_k: k={k} is more than the axis' {n} elements", user_location())
     cut = (slice(None),) * axis + (slice(0, int(k)),)
     if traced:
         values, indices = sort_network(x, axis, descending=True)

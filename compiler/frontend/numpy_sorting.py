@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.errors import ArgumentError, ShapeError, UnsupportedError
+from kiln.errors import ArgumentError, OutOfBoundsError, ShapeError, UnsupportedError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend.numpy_api import FUNCTION_RULES
 from kiln.frontend.tracing import current_context, user_location
@@ -53,7 +53,7 @@ def _check_kth(name, x, kth, axis):
     for k in np.atleast_1d(kth):
         if isinstance(k, ops.Tracer) or np.asarray(k).dtype.kind not in "iu":
             raise ArgumentError(f"{name}: kth must be Python ints, got {kth!r}", user_location())
-        if not -n <= int(k) < n:
+        if n and not -n <= int(k) < n:  # numpy partitions an empty axis whatever kth is
             raise ShapeError(f"{name}: kth(={int(k)}) out of bounds ({n})", user_location())
 
 
@@ -81,6 +81,14 @@ def _axes_last(a, axis):
     axes = ops.normalize_axes(axis, x.ndim)
     kept = [d for d in range(x.ndim) if d not in axes]
     count = int(np.prod([x.shape[d] for d in axes], dtype=np.int64))
+    if 1 < len(axes) < x.ndim and x.size == 0 and 0 in (x.shape[d] for d in kept):
+        # numpy merges several axes with reshape(kept + (-1,)), which an empty kept axis makes
+        # ambiguous: it raises there (np.median(np.zeros((2, 0, 2)), axis=(0, 2))), and so does kiln
+        raise ShapeError(
+            f"cannot reshape array of size 0 into shape {tuple(x.shape[d] for d in kept)} + (-1,) "
+            f"(numpy's reduction over the axes {axes} of shape {x.shape})",
+            user_location(),
+        )
     moved = ops.reshape(ops.transpose(x, kept + list(axes)), tuple(x.shape[d] for d in kept) + (count,))
     kept_shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
     return moved, kept_shape
@@ -133,8 +141,10 @@ def _quantile_of(name, a, q, axis, out, method, keepdims, weights, scale):
         raise ArgumentError(f"{name}: q must be a scalar or 1-d, in the range {bound}, got {q!r}", user_location())
     rows, kept_shape = _axes_last(a, axis)
     n = rows.shape[-1]
-    if n == 0:
-        raise ShapeError(f"{name} of an empty axis has no value (shape {ops.as_tracer(a).shape})", user_location())
+    if n == 0:  # numpy indexes the empty sorted axis, an IndexError
+        raise OutOfBoundsError(
+            f"{name} of an empty axis has no value (shape {ops.as_tracer(a).shape})", user_location()
+        )
     # numpy's own promotion, asked of numpy: q as it reaches np.quantile (weak if a Python number)
     dtype = np.quantile(np.zeros(1, rows.dtype), (q / 100 if weak else qs) if scale else q).dtype
     ordered = ops.sort_network(rows, -1, with_index=False)[0]
