@@ -52,10 +52,27 @@ def strides_of(x: Tracer) -> tuple:
 
 
 def mark(result: Tracer, base: Tracer, recompute, write_back, strides) -> Tracer:
-    """Record `result` as a view of `base` (unless it is `base` itself)."""
-    if result is not base and not base.weak:
-        result.view_of = View(base, recompute, write_back, tuple(strides))
+    """Record `result` as a view of `base` (unless it is `base` itself). A view of a view is
+    recorded as a view of the array that owns the memory, as numpy's ``.base`` is, so that no
+    chain of views (``x = x.T`` in a loop of 10000) makes reading a value walk the chain."""
+    if result is base or base.weak:
+        return result
+    parent = base.view_of
+    if parent is not None:
+        recompute, write_back, base = _through(parent, recompute), _written_through(parent, write_back), parent.base
+    result.view_of = View(base, recompute, write_back, tuple(strides))
     return result
+
+
+def _through(parent: View, recompute):
+    """recompute of a view of `parent`'s view, from the owner: the parent's value first."""
+    return lambda owner: recompute(parent.recompute(owner))
+
+
+def _written_through(parent: View, write_back):
+    """write_back of a view of `parent`'s view, into the owner: the view's elements written into
+    the parent's current value, and that written into the owner."""
+    return lambda owner, view: parent.write_back(owner, write_back(parent.recompute(owner), view))
 
 
 def fresh(x):
