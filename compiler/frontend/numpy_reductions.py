@@ -166,20 +166,20 @@ def _average(a, axis=None, weights=None, returned=False, *, keepdims=False):
             else ops.lift(current_context(), np.asarray(weights), np.asarray(weights).dtype)
         )
         if w.shape != x.shape:
+            # numpy 2's rule: weights shaped like a's axes, in the order `axis` names them
             if axis is None:
                 raise ArgumentError(
                     "np.average: axis must be specified when shapes of a and weights differ", user_location()
                 )
-            if w.ndim != 1 or len(axes) != 1:
-                raise ArgumentError(
-                    "np.average: 1D weights expected when shapes of a and weights differ", user_location()
+            named = [ops.normalize_axis(d, x.ndim) for d in (axis if isinstance(axis, (tuple, list)) else (axis,))]
+            if w.shape != tuple(x.shape[d] for d in named):
+                raise ShapeError(
+                    f"np.average: shape of weights {w.shape} must be consistent with shape of a {x.shape} along "
+                    f"the axis {axis}",
+                    user_location(),
                 )
-            if w.shape[0] != x.shape[axes[0]]:
-                raise ArgumentError(
-                    "np.average: length of weights differs from that of the array along axis", user_location()
-                )
-            w = ops.reshape(w, tuple(w.shape[0] if d == axes[0] else 1 for d in range(x.ndim)))
-            w = ops.broadcast_to(w, x.shape)
+            w = ops.transpose(w, [int(k) for k in np.argsort(named)])
+            w = ops.broadcast_to(ops.reshape(w, tuple(n if d in axes else 1 for d, n in enumerate(x.shape))), x.shape)
         extra = ("f8",) if x.dtype.kind in "biu" else ()
         dtype = np.result_type(x.dtype, w.dtype, *extra)
         scale = ops.reduce("sum", w, axes, keepdims, dtype)

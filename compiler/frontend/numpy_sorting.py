@@ -286,7 +286,7 @@ def _compress(condition, a, axis=None, out=None):
     axis = ops.normalize_axis(axis, x.ndim)
     picks = np.flatnonzero(chosen)
     if picks.size and picks[-1] >= x.shape[axis]:
-        raise ShapeError(
+        raise OutOfBoundsError(  # an IndexError, as numpy's
             f"np.compress: condition selects index {picks[-1]}, out of bounds for axis {axis} with size "
             f"{x.shape[axis]}",
             user_location(),
