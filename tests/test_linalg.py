@@ -146,12 +146,54 @@ def test_vector_norms_of_special_values_match_numpy(ord, target):
     assert_same(got, want)
 
 
-def test_norms_of_empty_vectors_are_zero_where_numpy_sums_and_an_error_where_it_takes_a_max():
+def test_norms_of_empty_vectors_are_zero_where_numpy_sums_or_maxes_from_0_and_an_error_where_it_takes_a_min():
     empty = np.zeros(0)
-    for ord in (None, 1, 2, 3):
+    for ord in (None, 1, 2, 3, np.inf):  # numpy's inf norm is a max with initial=0
         assert_same(kiln.compile(lambda a, o=ord: np.linalg.norm(a, o))(empty), np.linalg.norm(empty, ord))
     with pytest.raises(kiln.ShapeError, match="empty axis"):
-        kiln.compile(lambda a: np.linalg.norm(a, np.inf))(empty)
+        kiln.compile(lambda a: np.linalg.norm(a, -np.inf))(empty)
+
+
+@pytest.mark.parametrize("shape", [(0, 4), (3, 0), (0, 0), (2, 0, 3)])
+@pytest.mark.parametrize("ord", [1, -1, np.inf, -np.inf, "fro"])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_matrix_norms_of_empty_matrices_match_numpy_or_refuse_alike(shape, ord, keepdims):
+    axis = (0, 1) if len(shape) == 2 else (2, 0)
+    x = np.zeros(shape)
+    try:
+        want = np.linalg.norm(x, ord, axis, keepdims)
+    except ValueError:
+        with pytest.raises(ValueError):
+            kiln.compile(lambda a: np.linalg.norm(a, ord, axis, keepdims))(x)
+        return
+    assert_same(kiln.compile(lambda a: np.linalg.norm(a, ord, axis, keepdims))(x), want)
+
+
+@pytest.mark.parametrize(
+    "subscripts, shapes",
+    [
+        ("ij,jk", [(3, 1), (0, 2)]),
+        ("ij,jk", [(3, 0), (1, 2)]),
+        ("ij,jk->ik", [(3, 1), (4, 2)]),
+        ("i,i", [(1,), (0,)]),
+        ("i,i->i", [(0,), (1,)]),
+        ("...ij,...jk->...ik", [(2, 1, 3, 4), (0, 4, 2)]),
+        ("...ij,...jk->...ik", [(0, 1, 3, 4), (5, 4, 2)]),
+        ("...ij,...jk->...ik", [(2, 0, 3, 4), (5, 4, 2)]),  # 0 against 5: refused
+        ("i,j,i->ij", [(3,), (2,), (1,)]),
+        ("i,j,i->ij", [(0,), (2,), (1,)]),
+        ("ij,ji->ij", [(0, 3), (3, 0)]),
+    ],
+)
+def test_einsum_broadcasts_a_label_of_size_1_against_any_size_0_included(subscripts, shapes):
+    args = [np.arange(1.0, 1.0 + np.prod(s)).reshape(s) for s in shapes]
+    try:
+        want = np.einsum(subscripts, *args)
+    except ValueError:
+        with pytest.raises(ValueError):
+            kiln.compile(lambda *a: np.einsum(subscripts, *a))(*args)
+        return
+    assert_same(kiln.compile(lambda *a: np.einsum(subscripts, *a))(*args), want)
 
 
 @pytest.mark.parametrize(

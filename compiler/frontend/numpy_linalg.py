@@ -149,12 +149,14 @@ def _contract(a: Tracer, la: list, b: Tracer, lb: list, needed) -> tuple:
     a, la = _sum_unneeded(a, la, set(needed) | set(lb))
     b, lb = _sum_unneeded(b, lb, set(needed) | set(la))
     shared = [c for c in la if c in lb]
-    sizes = {c: max(a.shape[la.index(c)], b.shape[lb.index(c)]) for c in shared}
+    sizes = {}
     for c in shared:
-        if {a.shape[la.index(c)], b.shape[lb.index(c)]} - {1, sizes[c]}:
+        # numpy's broadcasting across operands: a 1 takes the other's size (0 included), else equal
+        size_a, size_b = a.shape[la.index(c)], b.shape[lb.index(c)]
+        sizes[c] = size_b if size_a == 1 else size_a
+        if size_a != size_b and 1 not in (size_a, size_b):
             raise ShapeError(
-                f"np.einsum: label {c!r} has sizes {a.shape[la.index(c)]} and {b.shape[lb.index(c)]}, which do not "
-                "broadcast",
+                f"np.einsum: label {c!r} has sizes {size_a} and {size_b}, which do not broadcast",
                 user_location(),
             )
     batch = [c for c in shared if c in needed]
@@ -402,12 +404,13 @@ def norm(x, ord=None, axis=None, keepdims=False):
             user_location(),
         )
     magnitude = np.abs(x)
+    # numpy takes the largest sum with initial=0 (0 for no sums), the smallest with no initial
     if ord in (1, -1):
-        kind = "max" if ord == 1 else "min"
-        result = ops.reduce(kind, ops.reduce("sum", magnitude, row), col - (col > row))
+        sums, along = ops.reduce("sum", magnitude, row), col - (col > row)
+        result = _max_from_zero(sums, along) if ord == 1 else ops.reduce("min", sums, along)
     elif ord in (np.inf, -np.inf):
-        kind = "max" if ord == np.inf else "min"
-        result = ops.reduce(kind, ops.reduce("sum", magnitude, col), row - (row > col))
+        sums, along = ops.reduce("sum", magnitude, col), row - (row > col)
+        result = _max_from_zero(sums, along) if ord == np.inf else ops.reduce("min", sums, along)
     elif ord in (None, "fro", "f"):
         result = np.sqrt(ops.reduce("sum", x * x, (row, col)))
     else:
@@ -417,11 +420,18 @@ def norm(x, ord=None, axis=None, keepdims=False):
     return result
 
 
+def _max_from_zero(magnitude: Tracer, axis, keepdims=False) -> Tracer:
+    """numpy's magnitude.max(axis, initial=0) for values >= 0 (or NaN): 0 over an empty axis."""
+    if any(magnitude.shape[a] == 0 for a in ops.reduction_axes(axis, magnitude.ndim)):
+        return ops.reduce("sum", magnitude, axis, keepdims)  # nothing to take: +0 everywhere
+    return ops.reduce("max", magnitude, axis, keepdims)
+
+
 def _vector_norm(x: Tracer, ord, axis, keepdims):
     if isinstance(ord, str) or (ord is not None and not isinstance(ord, (int, float, np.integer, np.floating))):
         raise ArgumentError(f"np.linalg.norm: invalid norm order {ord!r} for vectors", user_location())
     if ord == np.inf:
-        return ops.reduce("max", np.abs(x), axis, keepdims)
+        return _max_from_zero(np.abs(x), axis, keepdims)
     if ord == -np.inf:
         return ops.reduce("min", np.abs(x), axis, keepdims)
     if ord == 0:
