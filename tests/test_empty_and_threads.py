@@ -226,6 +226,13 @@ def matches_numpy_or_refuses_alike(fn, target, args):
     assert_same(kiln_result(fn, target, *args), want)
 
 
+def numpy_leaves_undefined(case, args) -> bool:
+    """numpy's einsum skips its size check of a repeated label whose first size is 0
+    (np.einsum("iji->ji", a) of a (0, 2, 3) array) and returns uninitialised memory; kiln
+    refuses the differing sizes as it does for every other shape."""
+    return case.name == "linalg_einsum_diagonal_3d" and args[0].shape[0] != args[0].shape[2]
+
+
 @pytest.mark.parametrize("target", ["cpu", "interpret"])
 @pytest.mark.parametrize("size", [0, 1])
 @pytest.mark.parametrize("case", CASES, ids=repr)
@@ -233,6 +240,10 @@ def test_every_op_table_case_resized_matches_numpy(case, size, target):
     for args in resized(case, size):
         if case.name.startswith("conv2d") and args[0].shape[1] != args[1].shape[1]:
             continue  # kiln.conv2d on arrays is kiln's own reference, which does not check channels
+        if numpy_leaves_undefined(case, args):
+            with pytest.raises(kiln.ShapeError):
+                kiln_result(case.fn, target, *args)
+            continue
         if case.name in IX_TRACED_INDEX_CASES and numpy_refuses_an_index(case.fn, args):
             try:  # an index argument out of range: clamped or dropped, never a crash
                 kiln_result(case.fn, target, *args)
@@ -249,7 +260,11 @@ def empty_inputs_numpy_takes(case):
     """(arguments, numpy's result) for each size-0 variant of `case` that numpy computes
     (a convolution whose channels no longer match is not one)."""
     for args in resized(case, 0):
-        if case.name.startswith("conv2d") and args[0].shape[1] != args[1].shape[1]:
+        if (
+            case.name.startswith("conv2d")
+            and args[0].shape[1] != args[1].shape[1]
+            or numpy_leaves_undefined(case, args)
+        ):
             continue
         try:
             yield args, numpy_result(case.fn, *args)
