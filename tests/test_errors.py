@@ -380,3 +380,18 @@ def test_odd_arguments_raise_kiln_errors(name):
     at the user's line, never a TypeError or IndexError from inside kiln."""
     with pytest.raises(kiln.KilnError, match=r"test_errors\.py:\d+: "):
         kiln.compile(ODD_ARGUMENTS[name])(x32)
+
+
+def test_a_traced_value_as_a_size_a_dtype_or_a_pow_modulus_is_named():
+    def size(x, n):
+        return np.zeros(n) + x  # error: size
+
+    def dtype(x, n):
+        return x.astype(n)  # error: dtype-traced
+
+    def modulus(x):
+        return pow(x, 2, 5)  # error: modulus
+
+    raises_at(kiln.TracerConversionError, "size", "static_argnames", kiln.compile(size), 1.0, 3)
+    raises_at(kiln.DTypeError, "dtype-traced", "a traced value is not a dtype", kiln.compile(dtype), x32, 2)
+    raises_at(kiln.UnsupportedError, "modulus", r"\(x \*\* y\) % modulo", kiln.compile(modulus), x32)

@@ -493,6 +493,14 @@ def test_ufunc_out_writes_a_traced_array_and_its_views(target):
     same(f, np.array([3.0, -1.0, 2.5]), np.array([-1.0, 5.0, 6.0]), target=target)
 
 
+@pytest.mark.parametrize("target", ["cpu", "interpret"])
+def test_ufunc_where_with_out_keeps_outs_elements_where_false(target):
+    def safe_divide(a, b):
+        return np.divide(a, b, out=np.full_like(a, -1.0), where=b != 0)
+
+    same(safe_divide, np.array([1.0, 2.0, -0.0, 3.0]), np.array([2.0, 0.0, 0.0, -1.0]), target=target)
+
+
 def test_ufunc_out_follows_numpys_casting_and_shape_rules():
     def into_int(x):
         w = np.zeros_like(x, dtype=np.int64)

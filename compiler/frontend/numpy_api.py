@@ -116,15 +116,25 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
                 "(out=x with x traced); use the returned value",
                 user_location(),
             )
+        where = kwargs.pop("where", True)
         results = apply_ufunc(ufunc, method, inputs, kwargs)
-        written = tuple(
-            _write_out(ufunc, o, r) for o, r in zip(outs, results if isinstance(results, tuple) else (results,))
-        )
+        results = results if isinstance(results, tuple) else (results,)
+        if where is not True:
+            # numpy computes only where `where` holds; out keeps its elements elsewhere
+            results = tuple(np.where(where, r, o) for r, o in zip(results, outs))
+        written = tuple(_write_out(ufunc, o, r) for o, r in zip(outs, results))
         return written if isinstance(out, tuple) and len(written) > 1 else written[0]
     if method in UFUNC_METHODS:
         return UFUNC_METHODS[method](ufunc, inputs, kwargs)
     if method not in ("__call__", "outer") or method == "outer" and ufunc.nin != 2:
         raise UnsupportedError(f"{name} is not supported by kiln", user_location())
+    if kwargs.get("where", True) is not True:
+        raise UnsupportedError(
+            f"{name}(..., where=...) without out= leaves numpy's other elements uninitialised; pass out= "
+            "(e.g. out=np.zeros_like(x)) or use np.where",
+            user_location(),
+        )
+    kwargs.pop("where", None)
     if kwargs:
         raise UnsupportedError(f"{name}: keyword(s) {', '.join(sorted(kwargs))} are not supported", user_location())
     if method == "outer":

@@ -707,6 +707,13 @@ def _mode_index(indices, size: int, mode: str):
     return np.minimum(np.maximum(indices, np.int64(0)), np.int64(size - 1))
 
 
+def _traced(a) -> Tracer:
+    """`a` as a traced array: a numpy array (a lookup table the function captures) becomes a constant."""
+    if isinstance(a, Tracer):
+        return a
+    return ops.lift(current_context(), ops.check_operand(a), np.asarray(a).dtype)
+
+
 def take(a, indices, axis=None, out=None, mode="raise"):
     """np.take: a gather along `axis` (of the flattened array when None); the result has shape
     a.shape[:axis] + indices.shape + a.shape[axis + 1:] and a's dtype. Costs as getitem's
@@ -715,7 +722,7 @@ def take(a, indices, axis=None, out=None, mode="raise"):
     np.take(x, [[0, 2]], axis=1) of a (4, 3) x is (4, 1, 2)."""
     if out is not None:
         raise UnsupportedError("np.take(..., out=...) is not supported; use the returned value", user_location())
-    a = ops.as_tracer(a)
+    a = _traced(a)
     if axis is None:
         a, axis = ops.reshape(a, (-1,)), 0
     axis = ops.normalize_axis(axis, a.ndim)
@@ -727,7 +734,7 @@ def take_along_axis(arr, indices, axis=-1):
     """np.take_along_axis: out[..., i, ...] = arr[..., indices[..., i, ...], ...] along `axis`,
     the other axes of `indices` and `arr` broadcast together. Cost O(indices.shape[axis] *
     arr.shape[axis]) per element of the other axes."""
-    arr = ops.as_tracer(arr)
+    arr = _traced(arr)
     if not isinstance(indices, Tracer):
         indices = np.asarray(indices)
         if indices.dtype.kind not in "iu":

@@ -147,10 +147,21 @@ def trace_flat(name: str, build, specs: list, names: list) -> TracedFunction:
 
 
 def _run(ctx: TraceContext, build, tracers):
-    """`build(tracers)`, with numpy's ValueError for a traced value stored into an ndarray
-    (`y = np.zeros(3); y[0] = x[0]`) explained at the user's line."""
+    """`build(tracers)`, with numpy's own errors for a traced value it needed concretely, a
+    size (`np.zeros(n)`) or an element stored into an ndarray (`y = np.zeros(3); y[0] = x[0]`),
+    explained at the user's line."""
     try:
         return build(tracers)
+    except TypeError as exc:
+        refused = ctx.refused_conversion
+        if refused is None or "expected a sequence of integers or a single integer" not in str(exc):
+            raise
+        raise TracerConversionError(
+            "a traced value cannot be a shape or size (np.zeros(n), np.ones((n, m)), np.full(n, v)): shapes "
+            "must be known while tracing; pass it as a static argument (kiln.compile(fn, static_argnames=...)) "
+            "or make the array with np.zeros_like(x, shape=...)",
+            refused.loc,
+        ) from None
     except ValueError as exc:
         refused = ctx.refused_conversion
         if refused is None or "setting an array element" not in str(exc):

@@ -29,6 +29,8 @@ def context_of(values):
 
 
 def check_dtype(dtype, what: str) -> np.dtype:
+    if isinstance(dtype, Tracer):
+        raise DTypeError(f"{what}: a traced value is not a dtype", user_location())
     try:
         dtype = np.dtype(dtype)
     except TypeError:

@@ -20,7 +20,14 @@ import numpy as np
 from kiln.dialects import Builder, Location, Value
 from kiln.dialects import tensor as T
 from kiln.dialects.types import tensor_type
-from kiln.errors import ArgumentError, KilnError, TracerBoolError, TracerConversionError, UnsupportedAttributeError
+from kiln.errors import (
+    ArgumentError,
+    KilnError,
+    TracerBoolError,
+    TracerConversionError,
+    UnsupportedAttributeError,
+    UnsupportedError,
+)
 from kiln.version import source_roots
 
 
@@ -253,6 +260,15 @@ class Tracer:
     __mod__, __rmod__, __imod__ = _binary(np.remainder)
     __divmod__, __rdivmod__ = _binary(np.divmod)[:2]
     __pow__, __rpow__, __ipow__ = _binary(np.power)
+
+    def __pow__(self, other, modulo=None):  # noqa: F811 (pow(x, y, m) too)
+        if modulo is not None:
+            raise UnsupportedError(
+                "pow(x, y, modulo) on a traced array is not a numpy operation; write (x ** y) % modulo",
+                user_location(),
+            )
+        return _operator(np.power, self, other)
+
     __lshift__, __rlshift__, __ilshift__ = _binary(np.left_shift)
     __rshift__, __rrshift__, __irshift__ = _binary(np.right_shift)
     __and__, __rand__, __iand__ = _binary(np.bitwise_and)
@@ -295,7 +311,8 @@ class Tracer:
         # of the argument before any protocol could pass it to kiln.
         self._concrete(
             "a numpy array (np.asarray, np.array, np.full; build arrays of traced values with "
-            "np.full_like, np.broadcast_to or np.stack)"
+            "np.full_like, np.broadcast_to or np.stack; to index a numpy array by a traced index, "
+            "table[i], pass the table as an argument of the compiled function)"
         )
 
     def __float__(self):
