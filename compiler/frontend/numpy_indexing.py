@@ -805,7 +805,11 @@ def ufunc_at(ufunc, inputs, kwargs):
         raise UnsupportedError(f"{name} takes (a, indices, b)", user_location())
     a, key, b = inputs
     if not isinstance(a, Tracer) or a.weak:
-        raise UnsupportedError(f"{name} writes its first argument, which must be a traced array", user_location())
+        raise UnsupportedError(
+            f"{name} writes its first argument, which must be a traced array (a numpy array such as np.zeros(n) "
+            "cannot take traced values; make it with np.zeros_like(x, shape=...))",
+            user_location(),
+        )
     parsed = parse_key(a, key if isinstance(key, tuple) else (key,))
     if parsed.mask is not None:
         raise UnsupportedError(f"{name} with a traced boolean mask: use np.where(mask, ..., a)", user_location())
@@ -876,7 +880,11 @@ def _extreme_high(dtype):
 # -- np.put, np.putmask --------------------------------------------------------------------------------
 def _written_argument(name: str, a) -> Tracer:
     if not isinstance(a, Tracer) or a.weak:
-        raise UnsupportedError(f"{name} writes its first argument, which must be a traced array", user_location())
+        raise UnsupportedError(
+            f"{name} writes its first argument, which must be a traced array (a numpy array such as np.zeros(n) "
+            "cannot take traced values; make it with np.zeros_like(x, shape=...))",
+            user_location(),
+        )
     return a
 
 
