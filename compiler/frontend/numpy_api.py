@@ -122,7 +122,7 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
         if where is not True:
             # numpy computes only where `where` holds; out keeps its elements elsewhere
             results = tuple(np.where(where, r, o) for r, o in zip(results, outs))
-        written = tuple(_write_out(ufunc, o, r) for o, r in zip(outs, results))
+        written = tuple(write_out(ufunc, o, r) for o, r in zip(outs, results))
         return written if isinstance(out, tuple) and len(written) > 1 else written[0]
     if method in UFUNC_METHODS:
         return UFUNC_METHODS[method](ufunc, inputs, kwargs)
@@ -209,7 +209,7 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
     return results if ufunc.nout > 1 else results[0]
 
 
-def _write_out(ufunc, out, result):
+def write_out(ufunc, out, result):
     """numpy's out=: the result broadcast to out's shape and cast by the 'same_kind' rule is
     written into out in place (every alias and view of out sees it); out is returned."""
     if ops.broadcast_shapes(result.shape, out.shape) != out.shape:

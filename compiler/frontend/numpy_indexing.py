@@ -42,7 +42,7 @@ from kiln.dialects import tensor as T
 from kiln.errors import DTypeError, OutOfBoundsError, ShapeError, UnsupportedError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend import views
-from kiln.frontend.numpy_api import FUNCTION_RULES, UFUNC_METHODS, VIEW_FUNCTIONS
+from kiln.frontend.numpy_api import FUNCTION_RULES, UFUNC_METHODS, VIEW_FUNCTIONS, write_out
 from kiln.frontend.tracing import NUMPY_PROTOCOL, Tracer, current_context, user_location
 
 # Constant indices up to this long gather by concatenating one-element slices.
@@ -668,19 +668,7 @@ def in_place(ufunc, x, other):
         # a Python or numpy scalar (what reductions and x[i, j] give): immutable, so `s += 1`
         # rebinds the name, and another name for the old scalar keeps its value
         return result
-    if result.shape != x.shape:
-        raise ShapeError(
-            f"non-broadcastable output operand with shape {x.shape} doesn't match the broadcast shape {result.shape}",
-            user_location(),
-        )
-    if not np.can_cast(result.dtype, x.dtype, "same_kind"):
-        raise DTypeError(
-            f"Cannot cast ufunc '{ufunc.__name__}' output from {result.dtype} to {x.dtype} with casting rule "
-            "'same_kind'",
-            user_location(),
-        )
-    views.assign(x, ops.cast(result, x.dtype))
-    return x
+    return write_out(ufunc, x, result)
 
 
 # -- np.take, np.take_along_axis -----------------------------------------------------------------------
