@@ -112,6 +112,30 @@ def test_ravel_and_flatten_take_c_and_fortran_order():
         assert_exactly(kiln.compile(fn)(x), fn(x))
 
 
+@pytest.mark.parametrize("target", TARGETS)
+def test_reshape_takes_fortran_order_and_a_write_through_it_follows_numpy(target):
+    x = np.arange(24.0).reshape(2, 3, 4)
+    for fn in (
+        lambda a: a.reshape(4, -1, order="F"),
+        lambda a: np.reshape(a, (6, 4), order="F"),
+        lambda a: a.T.reshape((3, 8), order="F") * 2,
+        lambda a: a[:, ::-1].reshape(24, order="F"),
+    ):
+        assert_exactly(kiln.compile(fn, target=target)(x), fn(x))
+
+    def written(a):
+        y = a.copy()
+        v = y.T.reshape(4, 6, order="F")  # y.T is F-contiguous: its F-order reshape is a view of y
+        v[0] = -1.0
+        z = a.copy()  # C-contiguous: its F-order reshape is a copy, z keeps its elements
+        w = z.reshape(4, 6, order="F")
+        w[0] = -1.0
+        return y, z
+
+    for got, want in zip(kiln.compile(written, target=target)(x), written(x)):
+        assert_exactly(got, want)
+
+
 def test_meshgrid_and_split_return_numpys_containers():
     """A sparse grid without a copy is numpy's list, other grids tuples; splits are lists."""
     a, b = np.arange(3.0), np.arange(2.0)

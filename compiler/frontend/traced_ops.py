@@ -355,8 +355,16 @@ def as_tracer(x) -> Tracer:
 
 def reshape(x, shape, order="C") -> Tracer:
     x = as_tracer(x)
+    if order == "F":
+        # Column-major order is row-major order of the reversed axes: numpy's
+        # x.reshape(s, order="F") is x.T.reshape(s[::-1]).T
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        return transpose(reshape(transpose(x), shape[::-1]))
     if order != "C":
-        raise UnsupportedError(f"reshape order={order!r} is not supported (only 'C')", user_location())
+        raise UnsupportedError(
+            f"reshape order={order!r} is not supported (only 'C' and 'F': a traced array has no memory layout)",
+            user_location(),
+        )
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     if any(isinstance(d, Tracer) or not isinstance(d, (int, np.integer)) for d in shape):
         raise ShapeError(f"reshape needs a shape of Python ints, got {shape!r}", user_location())
