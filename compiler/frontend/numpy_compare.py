@@ -1,0 +1,132 @@
+"""numpy's comparison and lookup functions: isclose, allclose, select, isin, searchsorted, digitize.
+
+Each is written as numpy's own Python source computes it (numpy/_core/numeric.py,
+numpy/lib/_function_base_impl.py), on traced values, so the dtypes, NaN and infinity rules
+are numpy's. The lookups compare every value with every element of the sorted (or test)
+array: O(len(values) * len(array)) work, static shapes, no data-dependent loops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.errors import ArgumentError, DTypeError, ShapeError
+from kiln.frontend import traced_ops as ops
+from kiln.frontend.numpy_api import FUNCTION_RULES
+from kiln.frontend.tracing import Tracer, user_location
+
+
+def _array(x):
+    """A Tracer or number as it is; a list or tuple as numpy makes an array of it."""
+    return x if isinstance(x, Tracer) or np.ndim(x) == 0 and not isinstance(x, (list, tuple)) else np.asarray(x)
+
+
+def _isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """numpy 2's isclose: |a - b| <= atol + rtol * |b| where b is finite, or a == b (equal
+    infinities); b computes in at least float (result_type(b, 1.0))."""
+    x, y = (v if isinstance(v, Tracer) or ops.is_python_scalar(v) else np.asanyarray(v) for v in (a, b))
+    y_dtype = np.result_type(ops.promotion_sample(y), 1.0)
+    y = y.astype(y_dtype) if isinstance(y, Tracer) else np.asanyarray(y, dtype=y_dtype)
+    close = np.logical_or(
+        np.logical_and(np.less_equal(np.abs(x - y), atol + rtol * np.abs(y)), np.isfinite(y)), np.equal(x, y)
+    )
+    if equal_nan:
+        close = np.logical_or(close, np.logical_and(np.isnan(x), np.isnan(y)))
+    return close
+
+
+def _allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return np.all(_isclose(a, b, rtol, atol, equal_nan))
+
+
+def _select(condlist, choicelist, default=0):
+    """np.select: the first choice whose condition holds, else `default` (numpy checks that
+    conditions are bool and that the lists have one length)."""
+    condlist, choicelist, default = [_array(c) for c in condlist], [_array(c) for c in choicelist], _array(default)
+    if len(condlist) != len(choicelist):
+        raise ShapeError("np.select: list of cases must be same length as list of conditions", user_location())
+    if not condlist:
+        raise ShapeError("np.select: select with an empty condition list is not possible", user_location())
+    for i, condition in enumerate(condlist):
+        dtype = condition.dtype if isinstance(condition, Tracer) else np.asarray(condition).dtype
+        if dtype != np.bool_:
+            raise DTypeError(f"np.select: invalid entry {i} in condlist: should be boolean ndarray", user_location())
+    target = np.result_type(*(ops.promotion_sample(ops.check_operand(c)) for c in [*choicelist, default]))
+    shape = ops.broadcast_shapes(*(np.shape(v) for v in [*condlist, *choicelist, default]))
+    ctx = ops.context_of([*condlist, *choicelist, default])
+    result = ops.broadcast_to(ops.lift(ctx, default, target), shape)
+    for condition, choice in reversed(list(zip(condlist, choicelist))):
+        result = np.where(condition, ops.lift(ctx, choice, target), result)
+    return ops.strong(result)
+
+
+def _flat(ctx, x):
+    return ops.reshape(x if isinstance(x, Tracer) else ops.lift(ctx, x, np.asarray(x).dtype), (-1,))
+
+
+def _isin(element, test_elements, assume_unique=False, invert=False, *, kind=None):
+    """np.isin: whether each element equals any of test_elements (NaN equals nothing)."""
+    element, test_elements = _array(element), _array(test_elements)
+    ctx = ops.context_of([element, test_elements])
+    tests = _flat(ctx, test_elements)
+    x = element if isinstance(element, Tracer) else ops.lift(ctx, element, np.asarray(element).dtype)
+    if tests.size == 0:
+        return ops.full_like(x, invert, np.bool_)
+    hits = np.any(np.equal(np.expand_dims(x, -1), tests), axis=-1)
+    return np.logical_not(hits) if invert else ops.strong(hits)
+
+
+def _searchsorted(a, v, side="left", sorter=None):
+    """np.searchsorted on a sorted 1-d `a`: for each v, how many elements of `a` are < v
+    (side='left') or <= v (side='right'), with NaN sorting last as numpy's order has it."""
+    if side not in ("left", "right"):
+        raise ArgumentError(f"np.searchsorted: side must be 'left' or 'right', got {side!r}", user_location())
+    a, v = _array(a), _array(v)
+    ctx = ops.context_of([a, v])
+    if sorter is not None:
+        a = np.take(a, sorter) if isinstance(a, Tracer) else np.asarray(a)[np.asarray(sorter)]
+    if np.ndim(a) != 1:
+        raise ShapeError(f"np.searchsorted: a must be 1-d, got shape {np.shape(a)}", user_location())
+    dtype = np.result_type(ops.promotion_sample(ops.check_operand(a)), ops.promotion_sample(ops.check_operand(v)))
+    sorted_a = ops.lift(ctx, a, dtype)
+    values = ops.lift(ctx, v, dtype)
+    column, row = np.expand_dims(values, -1), sorted_a
+    if dtype.kind == "f":  # numpy orders NaN after every number, and NaN with NaN as equal
+        nan_v = np.isnan(column)
+        if side == "left":
+            before = np.less(row, column) | (nan_v & ~np.isnan(row))
+        else:
+            before = np.less_equal(row, column) | nan_v
+    else:
+        before = np.less(row, column) if side == "left" else np.less_equal(row, column)
+    return ops.strong(np.sum(before, axis=-1).astype(np.int64))
+
+
+def _digitize(x, bins, right=False):
+    """np.digitize: the index of the bin each x falls in, for monotonically increasing or
+    decreasing constant bins (numpy's own definition through searchsorted)."""
+    if isinstance(bins, Tracer):
+        raise ArgumentError(
+            "np.digitize needs constant bins: whether they increase or decrease decides the answer", user_location()
+        )
+    bins = np.asarray(bins)
+    if bins.ndim != 1:
+        raise ShapeError("np.digitize: bins must be 1-dimensional", user_location())
+    delta = np.diff(bins)
+    if np.all(delta >= 0):
+        return _searchsorted(bins, x, side="left" if right else "right")
+    if np.all(delta <= 0):  # numpy reverses the bins and counts from the end, same side
+        return bins.size - _searchsorted(bins[::-1], x, side="left" if right else "right")
+    raise ArgumentError("np.digitize: bins must be monotonically increasing or decreasing", user_location())
+
+
+FUNCTION_RULES.update(
+    {
+        np.isclose: _isclose,
+        np.allclose: _allclose,
+        np.select: _select,
+        np.isin: _isin,
+        np.searchsorted: _searchsorted,
+        np.digitize: _digitize,
+    }
+)
