@@ -1,4 +1,4 @@
-"""numpy semantics on traced values: promotion, broadcasting, axes, indexing.
+"""numpy semantics on traced values: promotion, broadcasting, axes, layout (indexing is in numpy_indexing).
 
 Each function takes Tracers (and numpy arrays or Python scalars mixed in),
 makes numpy's implicit rules explicit in the IR (``kiln.convert``,
@@ -14,7 +14,7 @@ import numpy as np
 
 from kiln.dialects import tensor as T
 from kiln.dialects.types import SUPPORTED_DTYPES, tensor_type
-from kiln.errors import ArgumentError, DTypeError, OutOfBoundsError, ShapeError, UnsupportedError
+from kiln.errors import ArgumentError, DTypeError, ShapeError, UnsupportedError
 from kiln.frontend import views
 from kiln.frontend.tracing import NUMPY_PROTOCOL, Tracer, current_context, user_location
 
@@ -457,66 +457,6 @@ def diagonal(x, offset=0, axis1=0, axis2=1) -> Tracer:
     return strong(flat[..., start : start + count * (cols + 1) : cols + 1])
 
 
-def getitem(x: Tracer, key) -> Tracer:
-    """Basic indexing: ints, slices (any step), None and Ellipsis."""
-    key = key if isinstance(key, tuple) else (key,)
-    for k in key:
-        if isinstance(k, Tracer) and k.ndim == 0:
-            raise UnsupportedError(
-                "indexing with a traced number is not supported: its value is known only at "
-                "run time, and kiln needs an index while tracing; make it a static argument "
-                "(kiln.compile(fn, static_argnames=...)) or select with np.where",
-                user_location(),
-            )
-        if isinstance(k, (Tracer, np.ndarray, list)) or (isinstance(k, np.generic) and k.dtype == np.bool_):
-            raise UnsupportedError(
-                "advanced indexing (with arrays, lists or masks) is not supported; use basic "
-                "slices, np.where for masks, or reshape/concatenate",
-                user_location(),
-            )
-        if not (
-            k is None
-            or k is Ellipsis
-            or isinstance(k, slice)
-            or (isinstance(k, (int, np.integer)) and not isinstance(k, bool))
-        ):
-            raise UnsupportedError(f"cannot index with {k!r}", user_location())
-    if sum(k is Ellipsis for k in key) > 1:
-        raise ShapeError("an index can only have a single ellipsis ('...')", user_location())
-    indexing = sum(k is not None and k is not Ellipsis for k in key)
-    if indexing > x.ndim:
-        raise ShapeError(f"too many indices ({indexing}) for an array of rank {x.ndim}", user_location())
-    if Ellipsis in key:
-        at = key.index(Ellipsis)
-        key = key[:at] + (slice(None),) * (x.ndim - indexing) + key[at + 1 :]
-    else:
-        key = key + (slice(None),) * (x.ndim - indexing)
-
-    start, stop, step, out_shape = [], [], [], []
-    dim = 0
-    for k in key:
-        if k is None:
-            out_shape.append(1)
-            continue
-        size = x.shape[dim]
-        if isinstance(k, slice):
-            a, b, s = k.indices(size)
-            start.append(a), stop.append(b), step.append(s)
-            out_shape.append(len(range(a, b, s)))
-        else:
-            if not -size <= k < size:
-                raise OutOfBoundsError(f"index {k} is out of bounds for axis {dim} with size {size}", user_location())
-            i = int(k) % size
-            start.append(i), stop.append(i + 1), step.append(1)
-        dim += 1
-    result = x
-    if (start, stop, step) != ([0] * x.ndim, list(x.shape), [1] * x.ndim):
-        result = current_context().emit(
-            T.SliceOp, [x], {"start": tuple(start), "stop": tuple(stop), "step": tuple(step)}, weak=x.weak
-        )
-    return reshape(result, tuple(out_shape))
-
-
 def concatenate(arrays, axis=0, dtype=None) -> Tracer:
     arrays = [check_operand(a) for a in arrays]
     if not arrays:
@@ -593,7 +533,7 @@ def conv2d(x, w, stride=1, padding=0) -> Tracer:
     return ctx.emit(T.Conv2DOp, [x, w], {"stride": pair(stride), "padding": pair(padding)})
 
 
-NUMPY_PROTOCOL.update(getitem=getitem, astype=astype)
+NUMPY_PROTOCOL.update(astype=astype)  # indexing: numpy_indexing
 
 
 # -- scans and sorting networks ----------------------------------------------------------------
