@@ -146,32 +146,38 @@ def trace_flat(name: str, build, specs: list, names: list) -> TracedFunction:
     return TracedFunction(module, function, out_treedef, ctx.captures)
 
 
+# numpy's own error when it needed a traced value concretely (the Tracer's refusal, which it
+# replaces), by what numpy says, and what it means at the user's line.
+_NUMPY_REFUSALS = (
+    (
+        TypeError,
+        "expected a sequence of integers or a single integer",
+        "a traced value cannot be a shape or size (np.zeros(n), np.ones((n, m)), np.full(n, v)): shapes "
+        "must be known while tracing; pass it as a static argument (kiln.compile(fn, static_argnames=...)) "
+        "or make the array with np.zeros_like(x, shape=...)",
+    ),
+    (
+        ValueError,
+        "setting an array element",
+        "a traced value cannot be stored into a numpy array (y[...] = traced, where y came from "
+        "np.zeros, np.empty or np.array): numpy would need its value while tracing. Make y a traced "
+        "array and assign into that, e.g. y = np.zeros_like(x, shape=(3,))",
+    ),
+)
+
+
 def _run(ctx: TraceContext, build, tracers):
     """`build(tracers)`, with numpy's own errors for a traced value it needed concretely, a
     size (`np.zeros(n)`) or an element stored into an ndarray (`y = np.zeros(3); y[0] = x[0]`),
     explained at the user's line."""
     try:
         return build(tracers)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         refused = ctx.refused_conversion
-        if refused is None or "expected a sequence of integers or a single integer" not in str(exc):
-            raise
-        raise TracerConversionError(
-            "a traced value cannot be a shape or size (np.zeros(n), np.ones((n, m)), np.full(n, v)): shapes "
-            "must be known while tracing; pass it as a static argument (kiln.compile(fn, static_argnames=...)) "
-            "or make the array with np.zeros_like(x, shape=...)",
-            refused.loc,
-        ) from None
-    except ValueError as exc:
-        refused = ctx.refused_conversion
-        if refused is None or "setting an array element" not in str(exc):
-            raise
-        raise TracerConversionError(
-            "a traced value cannot be stored into a numpy array (y[...] = traced, where y came from "
-            "np.zeros, np.empty or np.array): numpy would need its value while tracing. Make y a traced "
-            "array and assign into that, e.g. y = np.zeros_like(x, shape=(3,))",
-            refused.loc,
-        ) from None
+        for kind, said, meaning in _NUMPY_REFUSALS:
+            if refused is not None and isinstance(exc, kind) and said in str(exc):
+                raise TracerConversionError(meaning, refused.loc) from None
+        raise
 
 
 def trace(fn, call: BoundCall, specs: list) -> TracedFunction:
