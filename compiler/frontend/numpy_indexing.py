@@ -170,13 +170,7 @@ def parse_key(x: Tracer, key, check: bool = True) -> _Key:
                 mask = (len(entries), k)
                 entries.extend(_Advanced(None) for _ in range(k.ndim))
             else:
-                for d, (got, size) in enumerate(zip(k.shape, shape)):
-                    if got != size:
-                        raise OutOfBoundsError(
-                            f"boolean index did not match indexed array along axis {axis + d}; size of axis is "
-                            f"{size} but size of corresponding boolean axis is {got}",
-                            user_location(),
-                        )
+                _check_mask_shape(k, shape, axis)
                 if k.ndim == 0:
                     raise UnsupportedError(
                         "indexing with a 0-d boolean array is not supported; use x[None] (True) or x[None][:0]",
