@@ -89,7 +89,8 @@ def _sign(ctx, operands):
     (x,) = operands
     zero = _full(ctx, 0, x)
     result = zero if x.dtype.kind != "f" else _select(ctx, _cmp(ctx, x, zero, "eq"), zero, x)
-    result = _select(ctx, _cmp(ctx, x, zero, "lt"), _full(ctx, -1, x), result)
+    if x.dtype.kind != "u":  # an unsigned value is never below 0
+        result = _select(ctx, _cmp(ctx, x, zero, "lt"), _full(ctx, -1, x), result)
     return _select(ctx, _cmp(ctx, x, zero, "gt"), _full(ctx, 1, x), result)
 
 
@@ -168,7 +169,8 @@ def _invert(ctx, operands):
     (x,) = operands
     if x.dtype == np.bool_:
         return ctx.emit(T.NotOp, [x])
-    return ctx.emit(T.BitwiseXorOp, [x, _full(ctx, -1, x)])
+    all_ones = np.array(-1).astype(x.dtype) if x.dtype.kind == "u" else -1  # uint8: 255
+    return ctx.emit(T.BitwiseXorOp, [x, _full(ctx, all_ones, x)])
 
 
 def _divmod(ctx, operands):
