@@ -1,10 +1,13 @@
 """float16 <-> float32/float64 conversions, with numpy's ``astype`` as the oracle, bit for bit:
-the LLVM IR of kiln.codegen.llvm_half, JIT-compiled in loops over scalars and over
-<8 x ...> vectors. The inputs are every float16, every rounding boundary between
-neighbouring float16s with its neighbours in the wider format, the edges (overflow, the
-subnormals, zeros, infinities, NaNs) and a million random bit patterns."""
+the LLVM IR of kiln.codegen.llvm_half (JIT-compiled in loops over scalars and over
+<8 x ...> vectors) and the CUDA prelude's C helpers (built as host C++, and given to nvcc).
+The inputs are every float16, every rounding boundary between neighbouring float16s with
+its neighbours in the wider format, the edges (overflow, the subnormals, zeros, infinities,
+NaNs) and a million random bit patterns."""
 
 import ctypes
+import shutil
+import subprocess
 
 import llvmlite.binding as llvm
 import llvmlite.ir as ir
@@ -12,9 +15,12 @@ import numpy as np
 import pytest
 
 from kiln.codegen import llvm_target
+from kiln.codegen.cuda_prelude import PRELUDE
 from kiln.codegen.llvm_half import float_to_half, half_to_float
 from kiln.runtime import native
 
+CXX = shutil.which("g++")
+NVCC = shutil.which("nvcc")
 UINT = {np.float16: np.uint16, np.float32: np.uint32, np.float64: np.uint64}
 IR_TYPE = {np.float16: ir.IntType(16), np.float32: ir.FloatType(), np.float64: ir.DoubleType()}
 LANES = 8  # the vector kernels convert <8 x ...> at a time; inputs are padded to a multiple of it
@@ -198,3 +204,69 @@ def test_the_conversions_are_straight_line_integer_code(t, lanes):
         }
         assert "half" not in str(fn)
     llvm_target.parse_and_verify(str(module))
+
+
+C_LOOPS = r"""
+#define KILN_CONVERT(name, from, to, convert) \
+    extern "C" void name(const from *x, to *out, long long n) { for (long long i = 0; i < n; i++) out[i] = convert(x[i]); }
+KILN_CONVERT(float16_to_float32, unsigned short, float, kiln_half_to_float)
+KILN_CONVERT(float16_to_float64, unsigned short, double, kiln_half_to_double)
+KILN_CONVERT(float32_to_float16, float, unsigned short, kiln_float_to_half)
+KILN_CONVERT(float64_to_float16, double, unsigned short, kiln_double_to_half)
+"""
+
+
+@pytest.fixture(scope="module")
+def c_helpers(tmp_path_factory):
+    """The prelude's helpers built as host C++, in loops: name -> convert(values, target)."""
+    if CXX is None:
+        pytest.skip("no C++ compiler (g++) for the host emulation")
+    folder = tmp_path_factory.mktemp("half")
+    source, library = folder / "half.cu", folder / "half.so"
+    source.write_text(PRELUDE + C_LOOPS)
+    compiler = [CXX, "-DKILN_EMULATE", "-x", "c++", "-O1", "-shared", "-fPIC", str(source), "-o", str(library)]
+    subprocess.run(compiler, check=True)
+    lib = ctypes.CDLL(str(library))
+
+    def convert(name, values, target):
+        values = np.ascontiguousarray(values)
+        out = np.empty(len(values), target)
+        getattr(lib, name)(ctypes.c_void_p(values.ctypes.data), ctypes.c_void_p(out.ctypes.data), len(values))
+        return out
+
+    return convert
+
+
+@pytest.mark.parametrize("target", [np.float32, np.float64])
+def test_the_c_helpers_widen_every_half_exactly_as_numpy(c_helpers, target):
+    halves = all_halves()
+    assert_same_bits(halves, c_helpers(f"float16_to_{target.__name__}", halves, target), halves.astype(target))
+
+
+@pytest.mark.parametrize("source", [np.float32, np.float64])
+@pytest.mark.parametrize("inputs", [boundaries, random_patterns])
+def test_the_c_helpers_narrow_as_numpy(c_helpers, source, inputs):
+    values = inputs(source)
+    assert_same_bits(values, c_helpers(f"{source.__name__}_to_float16", values, np.float16), to_half(values))
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found (install the CUDA toolkit to check the CUDA C)")
+def test_nvcc_compiles_the_c_helpers_for_the_gpu(tmp_path):
+    kernel = r"""
+__global__ void convert(const unsigned short *h, const float *f, const double *d, float *wide, double *wider,
+                        unsigned short *narrow, unsigned short *narrower) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    wide[i] = kiln_half_to_float(h[i]);
+    wider[i] = kiln_half_to_double(h[i]);
+    narrow[i] = kiln_float_to_half(f[i]);
+    narrower[i] = kiln_double_to_half(d[i]);
+}
+"""
+    source = tmp_path / "half.cu"
+    source.write_text(PRELUDE + kernel)
+    result = subprocess.run(
+        [NVCC, "-c", "-diag-suppress", "177", str(source), "-o", str(tmp_path / "half.o")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
