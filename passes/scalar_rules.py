@@ -80,12 +80,12 @@ def convert(b, x, src, dst):
     """numpy's astype for one element (float to integer: ``arith.float_to_int``'s rule)."""
     if src.signless == dst.signless:  # int8 <-> uint8 keeps the bits
         return x
+    if src == f16 and dst != f32:  # f16 is widened exactly, then converted
+        return convert(b, convert(b, x, f16, f32), f32, dst)
     if dst.is_bool:  # truthiness: nonzero (and NaN) is True
         if src.is_float:
             return b.op(AR.CmpFOp, x, constant(b, 0.0, src), predicate="une")
         return b.op(AR.CmpIOp, x, constant(b, 0, src), predicate="ne")
-    if src == f16 and dst != f32:  # f16 is widened exactly, then converted
-        return convert(b, convert(b, x, f16, f32), f32, dst)
     if dst == f16 and not src.is_float:  # exact: integers that f32 rounds are past f16's range
         return convert(b, convert(b, x, src, f32), f32, dst)
     if src.is_float and dst.is_float:
@@ -94,7 +94,7 @@ def convert(b, x, src, dst):
         cls = AR.UIToFPOp if src.is_bool or src.is_unsigned else AR.SIToFPOp
     elif src.is_float:
         return _float_to_int(b, x, src, dst)
-    elif dst.dtype.itemsize > np.dtype(src.dtype).itemsize:
+    elif src.is_bool or dst.dtype.itemsize > src.dtype.itemsize:  # i1 is narrower than i8
         cls = AR.ExtUIOp if src.is_bool or src.is_unsigned else AR.ExtSIOp
     else:
         cls = AR.TruncIOp

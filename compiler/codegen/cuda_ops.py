@@ -85,8 +85,8 @@ def _unsigned_cast(e, op):
 def _float_cast(e, op):
     """extf and truncf; f16 (bits) through the prelude's exact conversions."""
     source, target, x = op.operand.type.name, op.result.type.name, e.expr(op.operand)
-    if source == "f16":
-        return f"({C_TYPES[target]})kiln_half_to_float({x})"
+    if source == "f16":  # to double directly: through float would quiet a signalling NaN
+        return f"kiln_half_to_{C_TYPES[target]}({x})"
     if target == "f16":
         return f"kiln_{C_TYPES[source]}_to_half({x})"
     return f"({C_TYPES[target]})({x})"

@@ -11,10 +11,9 @@ REDUCTION_BLOCKS = 1024  # enough to fill a GPU; more would only add atomics on 
 PAIRWISE_GROUP = 64  # KILN_GROUP in PRELUDE: partial sums added per thread per pairwise launch
 CUDA_ERROR_BASE = 1000  # the host entry returns kiln's status codes as they are, CUDA's errors above this
 C_TYPES = {
-    "f16": "unsigned short",  # its IEEE binary16 bits; converted by kiln_half_to_float and back
+    "f16": "unsigned short",  # the IEEE 754 binary16 bits: __half does not exist in the host C++ build
     "f32": "float",
     "f64": "double",
-    "f16": "unsigned short",  # the IEEE 754 binary16 bits: __half does not exist in the host C++ build
     "i1": "bool",
     "i8": "signed char",  # also the arena's bytes
     "i16": "short",
