@@ -24,11 +24,13 @@ from kiln.dialects.diagnostics import KilnError
 from kiln.errors import OutOfBoundsError
 
 
-def run_affine(module, args) -> list:
+def run_affine(module, args, result_dtypes=None) -> list:
     """Run the module's function on numpy arrays (its inputs); returns the outputs.
 
     The function's arguments are its inputs followed by one buffer per result, as
-    in the native calling convention."""
+    in the native calling convention. The loop level's integers are signless: a uint8
+    result is an i8 buffer here, returned as int8 unless `result_dtypes` (the function's
+    numpy result dtypes) says how to read its bits."""
     function = module.body.ops[-1]
     globals_ = {op.sym_name: op.initial_value for op in module.body.ops if isinstance(op, MR.GlobalOp)}
     arguments = function.arguments
@@ -37,6 +39,8 @@ def run_affine(module, args) -> list:
     env.update(zip(arguments[len(args) :], outputs))
     with np.errstate(all="ignore"):  # compiled code does not warn on inf/nan; neither does its oracle
         _Runner(env, globals_).block(function.body.ops)
+    if result_dtypes is not None:
+        outputs = [out.view(dtype) for out, dtype in zip(outputs, result_dtypes)]
     return outputs
 
 
