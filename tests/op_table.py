@@ -1100,3 +1100,24 @@ BINARY_DTYPE_OPS = {
     "np.heaviside": np.heaviside,
     "np.float_power": np.float_power,
 }
+
+
+# -- array editing and creation: append, insert, delete, pad modes, ... ------------------
+# (cases are named "edit_..."; EDIT_NO_GRADIENT lists those with no float input or output)
+EDIT_CASES: list = []
+EDIT_NO_GRADIENT: list = []
+CASES += EDIT_CASES
+
+
+# -- numerical functions: interp, convolve, histogram, cov, ... ----------------------------
+# (cases are named "num_..."; NUMERIC_NO_GRADIENT lists those with no float input or output)
+NUMERIC_CASES: list = []
+NUMERIC_NO_GRADIENT: list = []
+CASES += NUMERIC_CASES
+
+
+# -- bit-level and integer ufuncs, ufunc keywords and methods: gcd, frexp, view, reduceat --
+# (cases are named "bits_..."; BITS_NO_GRADIENT lists those with no float input or output)
+BITS_CASES: list = []
+BITS_NO_GRADIENT: list = []
+CASES += BITS_CASES
