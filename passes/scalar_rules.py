@@ -179,6 +179,14 @@ def _shift(shift_op, past_width):
     return rule
 
 
+def _check_index(b, op, t, x):
+    """The index itself, after a cf.assert that it lies in [-size, size)."""
+    above = b.op(AR.CmpIOp, x, constant(b, -op.size, t), predicate="sge")
+    inside = b.op(AR.AndIOp, above, b.op(AR.CmpIOp, x, constant(b, op.size, t), predicate="slt"))
+    b.check(inside, op.message, op.loc)
+    return x
+
+
 def _sign_fill(b, t, x):
     return b.op(AR.ShRSIOp, x, constant(b, t.dtype.itemsize * 8 - 1, t))
 
@@ -213,6 +221,7 @@ SCALAR_RULES = {
     T.BitwiseXorOp: by_kind(None, AR.XOrIOp),
     T.LeftShiftOp: _shift(AR.ShLIOp, lambda b, t, x: constant(b, 0, t)),
     T.RightShiftOp: _shift(AR.ShRSIOp, _sign_fill),
+    T.CheckIndexOp: _check_index,
 }
 SCALAR_RULES.update((tensor_op, by_kind(math_op, None)) for math_op, tensor_op in T.FLOAT_FUNCTION_OPS.items())
 
