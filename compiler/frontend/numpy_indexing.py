@@ -24,6 +24,8 @@ outside [-n, n). The check is always on: one comparison per index element beside
 O(len(idx) * n) gather. Negative indices then count from the end. This holds for
 ``x[idx]``, ``x[idx] = v``, ``x[idx] += v``, ``np.take`` (mode='raise'; 'wrap' and 'clip'
 bring the index into the axis first), ``np.take_along_axis``, ``np.put`` and ``ufunc.at``.
+Native code computes only what the results need: the check of a gather that no result uses
+(removed as dead code), or of one with no elements, does not run there.
 
 Example (x float32 (5, 3), i int64 (4,) traced)::
 
