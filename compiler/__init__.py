@@ -30,7 +30,7 @@ from kiln.errors import (
     VerificationError,
 )
 from kiln.frontend.nn import conv2d, logsumexp, relu, sigmoid, softmax, top_k
-from kiln.frontend.specs import TensorSpec, bool_, f32, f64, i32, i64
+from kiln.frontend.specs import TensorSpec, bool_, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64
 from kiln.jit import CompiledFunction, compile
 from kiln.passes.schedule import Schedule
 from kiln.runtime.cuda import DeviceArray
@@ -52,10 +52,17 @@ __all__ = [
     "GradcheckReport",
     "GradientMismatchError",
     "TensorSpec",
+    "f16",
     "f32",
     "f64",
+    "i8",
+    "i16",
     "i32",
     "i64",
+    "u8",
+    "u16",
+    "u32",
+    "u64",
     "bool_",
     "relu",
     "sigmoid",

@@ -29,7 +29,7 @@ from kiln.frontend.specs import TensorSpec
 from kiln.frontend.trace import bind, leaf_spec, trace
 from kiln.frontend.tracing import Tracer
 from kiln.passes.schedule import Schedule
-from kiln.pipeline import GRAPH_PASSES, REMAT_PASSES, STAGES, Pipeline
+from kiln.pipeline import GRAPH_PASSES, LEGALIZE_PASSES, REMAT_PASSES, STAGES, Pipeline
 from kiln.runtime.cuda import CudaUnavailable, check_gpu
 from kiln.tools.profiler import profile
 
@@ -128,7 +128,7 @@ class CompiledFunction:
     def _trace(self, call) -> tuple:
         specs = [leaf_spec(path, leaf) for path, leaf in zip(call.paths, call.leaves)]
         traced = trace(self.fn, call, specs)
-        passes = (REMAT_PASSES if self.remat else GRAPH_PASSES) if self.optimize else ()
+        passes = (REMAT_PASSES if self.remat else GRAPH_PASSES) if self.optimize else LEGALIZE_PASSES
         pipeline = Pipeline(
             self.fn.__name__, traced.module, passes, self.schedule, self.tuning_db, self.target, self.debug
         )

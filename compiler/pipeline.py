@@ -19,7 +19,7 @@ from kiln.codegen import llvm_codegen, llvm_target
 from kiln.codegen.cuda_codegen import emit_cuda
 from kiln.dialects import print_ir, verify
 from kiln.dialects.affine import BIND, loop_name
-from kiln.passes import canonicalize, cse, dce, fusion, memory_plan, remat  # noqa: F401  (register the passes)
+from kiln.passes import canonicalize, cse, dce, emulate_floats, fusion, memory_plan, remat  # noqa: F401  (register the passes)
 from kiln.passes.default_schedule import default_schedule
 from kiln.passes.kernels import absolute_steps, extract, kernel_names, structural_hash
 from kiln.passes.loop_transforms import ScheduleError
@@ -34,8 +34,10 @@ from kiln.tools.tuning_db import TuningDB, host_fingerprint
 from kiln.version import __version__, source_roots
 
 STAGES = ("tensor", "optimized", "affine", "scheduled", "llvm")
-GRAPH_PASSES = ("canonicalize", "cse", "dce", "fuse", "plan-memory")
-REMAT_PASSES = ("canonicalize", "cse", "dce", "rematerialize", "fuse", "plan-memory")
+# Legalization every function needs, optimized or not: no code generator computes in f16.
+LEGALIZE_PASSES = ("emulate-unsupported-floats",)
+GRAPH_PASSES = LEGALIZE_PASSES + ("canonicalize", "cse", "dce", "fuse", "plan-memory")
+REMAT_PASSES = LEGALIZE_PASSES + ("canonicalize", "cse", "dce", "rematerialize", "fuse", "plan-memory")
 
 
 @functools.lru_cache(maxsize=None)

@@ -16,21 +16,24 @@ import numpy as np
 
 from .ir import Operation
 from .printer import format_float
-from .types import SCALAR_TYPES, ScalarType, element_of, f32, f64, i1, index, like
+from .types import SCALAR_TYPES, ScalarType, element_of, f16, f32, f64, i1, index, like
 
-FLOATS = (f32, f64)
-INTEGERS = (SCALAR_TYPES["i32"], SCALAR_TYPES["i64"], i1, index)
+FLOATS = (f32, f64)  # what float arithmetic computes in
+STORED_FLOATS = (f16, f32, f64)  # what constants, selects and casts also take: f16 is only stored
+INTEGERS = (SCALAR_TYPES["i8"], SCALAR_TYPES["i16"], SCALAR_TYPES["i32"], SCALAR_TYPES["i64"], i1, index)
+_BITS_VIEW = {2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
 def format_scalar(value, type_: ScalarType) -> str:
     """A constant's literal: ``1.5``, ``-3``, ``true``, or MLIR's hex form for NaN and infinities."""
     if type_ == i1:
         return "true" if value else "false"
-    if type_ in FLOATS:
+    if type_ in STORED_FLOATS:
         if math.isfinite(value):
             return format_float(value, type_.dtype)
-        bits = np.array(value, type_.dtype).view(np.uint32 if type_ == f32 else np.uint64)
-        return f"0x{int(bits):0{8 if type_ == f32 else 16}X}"
+        size = type_.dtype.itemsize
+        bits = np.array(value, type_.dtype).view(_BITS_VIEW[size])
+        return f"0x{int(bits):0{2 * size}X}"
     return str(int(value))
 
 
@@ -60,10 +63,10 @@ class ConstantOp(Operation):
         t = parser.parse_type()
         text = m.group(0)
         if text.startswith("0x"):
-            bits = np.array(int(text, 16), np.uint32 if t == f32 else np.uint64)
+            bits = np.array(int(text, 16), _BITS_VIEW[t.dtype.itemsize])
             value = float(bits.view(t.dtype))
         else:
-            value = float(text) if t in FLOATS else int(text)
+            value = float(text) if t in STORED_FLOATS else int(text)
         return cls([], {"value": value}, [t])
 
 
@@ -114,6 +117,12 @@ FloorDivSIOp = same_typed_op("FloorDivSIOp", "arith.floordivsi", 2, _WIDE, "sign
 RemSIOp = same_typed_op("RemSIOp", "arith.remsi", 2, _WIDE, "signed remainder with the dividend's sign (C's %)")
 ShLIOp = same_typed_op("ShLIOp", "arith.shli", 2, _WIDE, "shift left")
 ShRSIOp = same_typed_op("ShRSIOp", "arith.shrsi", 2, _WIDE, "arithmetic shift right (sign fill)")
+# The unsigned twins, for numpy's unsigned integers (signless here, as MLIR's arith wants).
+DivUIOp = same_typed_op("DivUIOp", "arith.divui", 2, _WIDE, "unsigned division")
+RemUIOp = same_typed_op("RemUIOp", "arith.remui", 2, _WIDE, "unsigned remainder")
+ShRUIOp = same_typed_op("ShRUIOp", "arith.shrui", 2, _WIDE, "logical shift right (zero fill)")
+MaxUIOp = same_typed_op("MaxUIOp", "arith.maxui", 2, INTEGERS, "unsigned maximum")
+MinUIOp = same_typed_op("MinUIOp", "arith.minui", 2, INTEGERS, "unsigned minimum")
 RemFOp = same_typed_op("RemFOp", "arith.remf", 2, FLOATS, "float remainder with the dividend's sign (C's fmod)")
 
 FLOAT_PREDICATES = ("oeq", "one", "olt", "ole", "ogt", "oge", "ueq", "une", "ult", "ule", "ugt", "uge", "ord", "uno")
@@ -222,7 +231,7 @@ class _Cast(Operation):
 
 
 def _bits(t: ScalarType) -> int:
-    return {"i1": 1, "i32": 32, "i64": 64, "f32": 32, "f64": 64, "index": 64}[t.name]
+    return 1 if t == i1 else (64 if t == index else t.dtype.itemsize * 8)
 
 
 def _cast(class_name, op_name, sources, targets, widening=None):
@@ -233,9 +242,9 @@ def _cast(class_name, op_name, sources, targets, widening=None):
     )
 
 
-_INTS = (i1, SCALAR_TYPES["i32"], SCALAR_TYPES["i64"])
-ExtFOp = _cast("ExtFOp", "arith.extf", FLOATS, FLOATS, True)
-TruncFOp = _cast("TruncFOp", "arith.truncf", FLOATS, FLOATS, False)
+_INTS = tuple(t for t in INTEGERS if t != index)
+ExtFOp = _cast("ExtFOp", "arith.extf", STORED_FLOATS, STORED_FLOATS, True)
+TruncFOp = _cast("TruncFOp", "arith.truncf", STORED_FLOATS, STORED_FLOATS, False)
 SIToFPOp = _cast("SIToFPOp", "arith.sitofp", _INTS, FLOATS)
 UIToFPOp = _cast("UIToFPOp", "arith.uitofp", _INTS, FLOATS)
 FPToSIOp = _cast("FPToSIOp", "arith.fptosi", FLOATS, _INTS)
@@ -245,22 +254,45 @@ TruncIOp = _cast("TruncIOp", "arith.trunci", _INTS, _INTS, False)
 
 
 def float_to_int(x, dtype) -> np.ndarray:
-    """What ``arith.fptosi`` computes, in every target and in constant folding.
+    """What a float-to-integer cast computes, in every target and in constant folding.
 
-    Truncation toward zero; NaN, infinities and values whose truncation falls outside
-    the integer type give the type's minimum (``0x80000000`` for int32). That is the
-    x86-64 conversion instruction's "integer indefinite" value, so it is what numpy's
-    ``astype`` gives on x86-64 (other machines' numpy may saturate instead). LLVM's
-    plain ``fptosi`` would be poison there and its ``fptosi.sat`` saturates; kiln
-    computes this rule explicitly instead.
+    Truncation toward zero, as numpy's ``astype`` on x86-64, including where numpy leaves
+    the result to the machine (NaN, infinities, values out of range; numpy warns there):
+
+    - int32 and int64: NaN, infinities and values whose truncation falls outside the type
+      give its minimum (``0x80000000`` for int32), the x86-64 conversion instruction's
+      "integer indefinite" value. LLVM's plain ``fptosi`` would be poison there and its
+      ``fptosi.sat`` saturates; kiln computes this rule explicitly instead.
+    - int8, int16, uint8 and uint16: C converts to int32 and wraps: -1.0 is 255 in uint8.
+    - uint32: through int64, then wrapped.
+    - uint64: values from 2**63 up are converted after subtracting 2**63, as C compilers
+      do; below that through int64 (so -1.0 wraps to 2**64 - 1).
     """
     dtype = np.dtype(dtype)
     x = np.asarray(x)
+    if dtype.itemsize < 4:
+        return float_to_int(x, np.int32).astype(dtype)
+    if dtype == np.uint32:
+        return float_to_int(x, np.int64).astype(dtype)
+    if dtype == np.uint64:
+        high = x >= 2.0**63
+        low_part = float_to_int(np.where(high, 0, x), np.int64).view(np.uint64)
+        high_part = float_to_int(np.where(high, x - 2.0**63, 0), np.int64).view(np.uint64) ^ np.uint64(2**63)
+        return np.where(high, high_part, low_part).astype(dtype)
     bound = float(2 ** (8 * dtype.itemsize - 1))  # exact in float32 and float64
     with np.errstate(invalid="ignore"):
         inside = (x > -bound) & (x < bound)
         result = np.where(inside, x, 0).astype(dtype)
     return np.where(inside, result, np.iinfo(dtype).min).astype(dtype)
+
+
+def signless_value(value, t: ScalarType) -> int | float | bool:
+    """`value` of type `t` as a constant of ``t.signless``: an unsigned value at or above
+    the signed maximum is written as the negative number with its bits (255 in ui8 is -1 in
+    i8), as MLIR prints signless constants."""
+    if not t.is_unsigned:
+        return value
+    return int(np.array(value).astype(t.dtype).view(t.signless.dtype))
 
 
 _HEX = re.compile(r"0x[0-9A-Fa-f]+")

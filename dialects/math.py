@@ -23,7 +23,7 @@ import numpy as np
 from .arith import FLOATS, same_typed_op
 from .types import SCALAR_TYPES
 
-_INTS = (SCALAR_TYPES["i32"], SCALAR_TYPES["i64"])
+_INTS = tuple(SCALAR_TYPES[name] for name in ("i8", "i16", "i32", "i64"))
 
 ExpOp = same_typed_op("ExpOp", "math.exp", 1, FLOATS, "e to the x")
 LogOp = same_typed_op("LogOp", "math.log", 1, FLOATS, "natural logarithm")

@@ -32,10 +32,10 @@ from .diagnostics import DTypeError, OutOfBoundsError, ShapeError
 from .ir import Operation
 from .math import FLOAT_FUNCTIONS
 from .printer import format_attr_dict, format_dense
-from .types import TensorType, f32, f64, i1, i32, i64, tensor_type
+from .types import SCALAR_TYPES, TensorType, f16, f32, f64, i1, tensor_type
 
-FLOAT = (f32, f64)
-INT = (i32, i64)
+FLOAT = (f16, f32, f64)
+INT = tuple(SCALAR_TYPES[name] for name in ("i8", "i16", "i32", "i64", "ui8", "ui16", "ui32", "ui64"))
 NUMERIC = FLOAT + INT
 ALL = NUMERIC + (i1,)
 
@@ -263,7 +263,7 @@ class ConvertOp(TensorOp):
 
     def evaluate(self, x):
         dtype = self.result.type.dtype
-        if x.dtype.kind == "f" and dtype.kind == "i":  # one answer for NaN and out of range
+        if x.dtype.kind == "f" and dtype.kind in "iu":  # one answer for NaN and out of range
             return float_to_int(x, dtype)
         return x.astype(dtype)
 

@@ -1,6 +1,7 @@
 """The types of kiln's IR, written as MLIR writes them.
 
-``f32``, ``f64``, ``i1``, ``i32``, ``i64`` and ``index`` are scalar types;
+``f16``, ``f32``, ``f64``, ``i1``, ``i8``, ``i16``, ``i32``, ``i64``, ``ui8``, ``ui16``,
+``ui32``, ``ui64`` and ``index`` are scalar types;
 ``tensor<4x8xf32>`` is a value-semantics tensor of static shape;
 ``(tensor<4xf32>) -> tensor<f32>`` is a function type.
 """
@@ -31,11 +32,21 @@ class ScalarType(Type):
 
     @property
     def is_float(self) -> bool:
-        return self.name in ("f32", "f64")
+        return self.name in ("f16", "f32", "f64")
 
     @property
     def is_int(self) -> bool:
-        return self.name in ("i32", "i64")
+        return self.name in _INTEGER_NAMES
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self.name.startswith("ui")
+
+    @property
+    def signless(self) -> "ScalarType":
+        """The type the loop level computes in: MLIR's arith takes signless integers only
+        (``ui8`` is ``i8`` there, and its ops say which are unsigned: ``divui``, ``cmpi ult``)."""
+        return SCALAR_TYPES[self.name[1:]] if self.is_unsigned else self
 
     @property
     def is_bool(self) -> bool:
@@ -48,11 +59,28 @@ i1 = ScalarType("i1")
 i32 = ScalarType("i32")
 i64 = ScalarType("i64")
 index = ScalarType("index")
-i8 = ScalarType("i8")  # bytes: the element type of the memory arena, not of user arrays
+i8 = ScalarType("i8")  # also the memory arena's bytes
+i16 = ScalarType("i16")
+ui8, ui16, ui32, ui64 = (ScalarType(f"ui{bits}") for bits in (8, 16, 32, 64))
+f16 = ScalarType("f16")  # numpy's float16: stored as such, computed in f32 (see passes/scalar_rules.py)
 
-SCALAR_TYPES = {t.name: t for t in (f32, f64, i1, i8, i32, i64, index)}
-_TO_NUMPY = {"f32": np.float32, "f64": np.float64, "i1": np.bool_, "i32": np.int32, "i64": np.int64, "i8": np.int8}
-_FROM_NUMPY = {np.dtype(v): SCALAR_TYPES[k] for k, v in _TO_NUMPY.items() if k != "i8"}
+SCALAR_TYPES = {t.name: t for t in (f16, f32, f64, i1, i8, i16, i32, i64, ui8, ui16, ui32, ui64, index)}
+_INTEGER_NAMES = ("i8", "i16", "i32", "i64", "ui8", "ui16", "ui32", "ui64")
+_TO_NUMPY = {
+    "f16": np.float16,
+    "f32": np.float32,
+    "f64": np.float64,
+    "i1": np.bool_,
+    "i8": np.int8,
+    "i16": np.int16,
+    "i32": np.int32,
+    "i64": np.int64,
+    "ui8": np.uint8,
+    "ui16": np.uint16,
+    "ui32": np.uint32,
+    "ui64": np.uint64,
+}
+_FROM_NUMPY = {np.dtype(v): SCALAR_TYPES[k] for k, v in _TO_NUMPY.items()}
 
 SUPPORTED_DTYPES = tuple(_FROM_NUMPY)
 
@@ -134,7 +162,8 @@ class MemRefType(ShapedType):
 
 
 def memref_of(t: TensorType) -> MemRefType:
-    return MemRefType(t.shape, t.element)
+    """The buffer of a tensor: the same shape, its element type signless (``ui8`` -> ``i8``)."""
+    return MemRefType(t.shape, t.element.signless)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from .ir import Operation
 from .types import VectorType
 
 _KIND = re.compile(r"[a-z]+")
-KINDS = ("add", "mul", "maximumf", "minimumf", "maxsi", "minsi", "and", "or")
+KINDS = ("add", "mul", "maximumf", "minimumf", "maxsi", "minsi", "maxui", "minui", "and", "or")
 
 
 class BroadcastOp(Operation):

@@ -166,6 +166,7 @@ class KernelEmitter:
 
     def scalar_constant(self, scalar, element):
         value = bool(scalar) if element.is_bool else (float(scalar) if element.is_float else int(scalar))
+        value, element = AR.signless_value(value, element), element.signless
         key = ("constant", element, value if not (element.is_float and np.signbit(scalar)) else ("neg", value))
         if key not in self.outer.memo:
             self.outer.memo[key] = self.outer.insert(AR.ConstantOp([], {"value": value}, [element])).result

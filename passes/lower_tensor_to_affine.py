@@ -164,7 +164,8 @@ class FunctionLowering:
         """A memref.global for `array`, and an (unplaced) op that reads it."""
         count = sum(isinstance(op, MR.GlobalOp) for op in self.module.body.ops)
         name = f"cst_{count}"
-        t = MemRefType(array.shape, T.tensor_type(array.shape, array.dtype).element)
+        t = memref_of(T.tensor_type(array.shape, array.dtype))
+        array = array.view(t.dtype)  # unsigned data as its signless bits
         constant = MR.GlobalOp([], {"sym_name": name, "type": t, "initial_value": array})
         self.module.body.ops.insert(count, constant)  # globals first, in order of use
         constant.parent = self.module.body

@@ -72,6 +72,8 @@ _REDUCTIONS = {
     AR.MinimumFOp: "minimumf",
     AR.MaxSIOp: "maxsi",
     AR.MinSIOp: "minsi",
+    AR.MaxUIOp: "maxui",
+    AR.MinUIOp: "minui",
     AR.AndIOp: "and",
     AR.OrIOp: "or",
 }
@@ -163,6 +165,8 @@ def _identity(kind: str, t):
         return kind == "and"
     if t.is_float:
         return -np.inf if kind == "maximumf" else np.inf
+    if kind in ("maxui", "minui"):  # the signless bits of 0 and of the unsigned maximum
+        return 0 if kind == "maxui" else -1
     info = np.iinfo(t.dtype)
     return int(info.min if kind == "maxsi" else info.max)
 

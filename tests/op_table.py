@@ -891,6 +891,107 @@ CASES = [
 ]
 
 
+# -- small and unsigned dtypes: numpy's int8 ... uint64 and float16 ---------------------------
+# Integer inputs hold each type's extremes, 0 and 1 (and -1 where signed); divisors hold 0
+# (and -1: MIN // -1 wraps), so every rule numpy has for them is met on every target.
+_dt_rng = np.random.default_rng(150016)
+SMALL_INT_DTYPES = (np.int8, np.int16, np.uint8, np.uint16, np.uint32, np.uint64)
+
+
+def dt_ints(dtype, shape=(3, 7)):
+    """Random values over the whole range of `dtype`, its extremes and 0, 1 (-1) in front."""
+    info = np.iinfo(dtype)
+    values = _dt_rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+    special = [info.min, info.max, 0, 1, info.max - 1, (-1 if info.min else 2), info.min + 1]
+    values.reshape(-1)[: len(special)] = np.array(special, dtype)
+    return values
+
+
+def dt_divisors(dtype, shape=(3, 7)):
+    values = dt_ints(dtype, shape)
+    values.reshape(-1)[7:12] = np.array([0, 1, 3, (-1 if np.iinfo(dtype).min else 7), 0], dtype)
+    return values
+
+
+def dt_counts(dtype, shape=(3, 7)):
+    """Shift counts from 0 past the width (and negative ones where signed)."""
+    bits = np.dtype(dtype).itemsize * 8
+    low = -3 if np.iinfo(dtype).min else 0
+    return _dt_rng.integers(low, bits + 3, shape).astype(dtype)
+
+
+_DT_INT_OPS = {
+    "arith": lambda x, y: x * y - x + y,
+    "neg_abs": lambda x, y: np.abs(-x) ^ y,
+    "floordiv": lambda x, y: x // y,
+    "remainder": lambda x, y: x % y,
+    "fmod": np.fmod,
+    "maximum": np.maximum,
+    "minimum_reversed": lambda x, y: np.minimum(x[::-1], y[:, ::-2].repeat(2, axis=1)[:, :7]),
+    "less": lambda x, y: x < y,
+    "bitwise": lambda x, y: (x & y) | (~x ^ y),
+    "sum_axis0": lambda x, y: x.sum(axis=0),
+    "max_min_axis1": lambda x, y: x.max(axis=1) - y.min(axis=1),
+    "argmax_argmin": lambda x, y: np.argmax(x, axis=1) + np.argmin(y),
+    "sort": lambda x, y: np.sort(x, axis=1),
+    "cumsum": lambda x, y: np.cumsum(x, axis=1),
+    "to_float32": lambda x, y: x.astype(np.float32) * np.float32(0.5),
+    "to_float64_mean": lambda x, y: x.mean(axis=0),
+    "with_int64": lambda x, y: x + np.arange(7),
+    "where": lambda x, y: np.where(x > y, x, 7),
+}
+DT_CASES = [
+    OpCase(f"dt_{np.dtype(d).name}_{name}", fn, (dt_ints(d), dt_divisors(d)))
+    for d in SMALL_INT_DTYPES
+    for name, fn in _DT_INT_OPS.items()
+]
+DT_CASES += [
+    OpCase(f"dt_{np.dtype(d).name}_shifts", lambda x, s: (x << s) ^ (x >> s), (dt_ints(d), dt_counts(d)))
+    for d in SMALL_INT_DTYPES
+]
+DT_CASES += [
+    OpCase(f"dt_{np.dtype(d).name}_pow", lambda x, e: x**e, (dt_ints(d), dt_counts(d) % 9)) for d in SMALL_INT_DTYPES
+]
+# Float to integer within range: numpy leaves out-of-range conversions to the machine.
+DT_CASES += [
+    OpCase(
+        f"dt_{np.dtype(d).name}_from_float",
+        lambda f, d=d: (f * (np.iinfo(d).max // 2 if np.iinfo(d).bits < 64 else 2.0**62)).astype(d),
+        (_dt_rng.uniform(-1 if np.iinfo(d).min else 0, 1.99, (4, 5)),),
+    )
+    for d in SMALL_INT_DTYPES
+]
+DT_CASES += [
+    OpCase(
+        "dt_uint64_above_int64",
+        lambda x: (x.astype(np.float64) * 0.49 + 2.0**63).astype(np.uint64),
+        (dt_ints(np.uint64, (9,)),),
+    )
+]
+
+# float16: stored in float16, each op computed in float32 and rounded, as numpy does. Finite
+# inputs here (the gradient table differentiates these); infinities, NaN, overflow and the
+# rounding of conversions are checked bit for bit in test_dtypes.py.
+DT_HALF = np.array([0.0, -0.0, 1.0, 0.5, -2.5, 6e-8, 0.1, 10.5, 2.049, -3.0, 0.33, 7.0], np.float16)
+DT_HALVES = _dt_rng.standard_normal((5, 12)).astype(np.float16)
+DT_CASES += [
+    OpCase("dt_float16_add_rounds_each_op", lambda x, y: (x + y) * x - y, (DT_HALF, DT_HALVES[0])),
+    OpCase("dt_float16_subnormals", lambda x: x * np.float16(1e-4) * np.float16(1e-3), (DT_HALVES,)),
+    OpCase("dt_float16_divide", lambda x, y: x / y, (DT_HALVES, DT_HALVES[::-1, ::-1])),
+    OpCase("dt_float16_exp_tanh", lambda x: np.exp(x) + np.tanh(x), (DT_HALVES,)),
+    OpCase("dt_float16_sqrt_log", lambda x: np.sqrt(np.abs(x)) - np.log(np.abs(x) + 1), (DT_HALVES,)),
+    OpCase("dt_float16_sum", lambda x: x.sum(axis=1), (DT_HALVES,)),
+    OpCase("dt_float16_mean_var", lambda x: x.mean(axis=0) + x.var(axis=0), (DT_HALVES,)),
+    OpCase("dt_float16_matmul", lambda a, b: a @ b, (DT_HALVES, DT_HALVES.T[::-1])),
+    OpCase("dt_float16_maximum", lambda x: np.maximum(x, np.float16(0.5)), (DT_HALVES,)),
+    OpCase("dt_float16_sort", lambda x: np.sort(x), (DT_HALVES[0],)),
+    OpCase("dt_float16_to_float64", lambda x: x.astype(np.float64) * 3, (DT_HALF,)),
+    OpCase("dt_float16_with_float32", lambda x, y: x + y, (DT_HALVES, floats(12))),
+    OpCase("dt_float16_where_reversed", lambda x: np.where(x[::-1] > 0, x[::-1], np.float16(-1)), (DT_HALVES,)),
+]
+CASES += DT_CASES
+
+
 # -- result dtypes: every op on every mix of operand kinds --------------------------------
 # One operand of each kind numpy tells apart under NEP 50: arrays and 0-d arrays and numpy
 # scalars are strong, Python scalars are weak. (The Python int is 3, not 2: numpy computes
@@ -999,3 +1100,24 @@ BINARY_DTYPE_OPS = {
     "np.heaviside": np.heaviside,
     "np.float_power": np.float_power,
 }
+
+
+# -- array editing and creation: append, insert, delete, pad modes, ... ------------------
+# (cases are named "edit_..."; EDIT_NO_GRADIENT lists those with no float input or output)
+EDIT_CASES: list = []
+EDIT_NO_GRADIENT: list = []
+CASES += EDIT_CASES
+
+
+# -- numerical functions: interp, convolve, histogram, cov, ... ----------------------------
+# (cases are named "num_..."; NUMERIC_NO_GRADIENT lists those with no float input or output)
+NUMERIC_CASES: list = []
+NUMERIC_NO_GRADIENT: list = []
+CASES += NUMERIC_CASES
+
+
+# -- bit-level and integer ufuncs, ufunc keywords and methods: gcd, frexp, view, reduceat --
+# (cases are named "bits_..."; BITS_NO_GRADIENT lists those with no float input or output)
+BITS_CASES: list = []
+BITS_NO_GRADIENT: list = []
+CASES += BITS_CASES

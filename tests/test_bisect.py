@@ -22,8 +22,9 @@ def test_affine_interpreter_gives_numpys_numbers_at_both_loop_stages(case):
     function = lowered.module("tensor").body.ops[0]
     inputs = [np.asarray(a, dtype=arg.type.dtype) for a, arg in zip(case.args, function.arguments)]
     want = case.fn(*case.args)
+    result_dtypes = [t.dtype for t in function.function_type.results]  # uint8 is signless i8 there
     for stage in ("affine", "scheduled"):
-        (out,) = run_affine(lowered.module(stage), inputs)
+        (out,) = run_affine(lowered.module(stage), inputs, result_dtypes)
         assert_same(out[()] if out.ndim == 0 else out, want)
 
 
@@ -54,7 +55,15 @@ def test_bisect_finds_nothing_in_a_healthy_pipeline():
     report = kiln.bisect(scaled_sum, *args())
     assert report.first_bad is None
     names = [s.name for s in report.steps]
-    assert names[:6] == ["canonicalize", "cse", "dce", "fuse", "plan-memory", "lower-tensor-to-affine"]
+    assert names[:7] == [
+        "emulate-unsupported-floats",
+        "canonicalize",
+        "cse",
+        "dce",
+        "fuse",
+        "plan-memory",
+        "lower-tensor-to-affine",
+    ]
     assert names[-1] == "native code"
 
 
@@ -71,7 +80,7 @@ def test_bisect_names_a_broken_graph_pass(monkeypatch):
     monkeypatch.setitem(registry.PASSES, "cse", broken_cse)
     report = kiln.bisect(scaled_sum, *args())
     assert report.first_bad.name == "cse"
-    assert [s.ok for s in report.steps] == [True, False]
+    assert [s.ok for s in report.steps] == [True, True, False]  # emulate-unsupported-floats, canonicalize, cse
     assert "2.0" in report.ir_before and "3.0" in report.ir_after
     assert "first step that changes the numbers: cse" in str(report)
 

@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 import pytest
-from op_table import CASES
+from op_table import BITS_NO_GRADIENT, CASES, DT_CASES, EDIT_NO_GRADIENT, NUMERIC_NO_GRADIENT
 
 import kiln
 from kiln.dialects import parse_ir, print_ir, verify
@@ -187,6 +187,11 @@ def test_the_cases_without_gradient_are_the_ones_with_no_float_input_or_output()
             "shape_tile_int_zero_reps",
             "shape_tril_1d_int",
         ]
+        # the small and unsigned integer dtypes: integer inputs, or integer results
+        + [c.name for c in DT_CASES if not c.name.startswith("dt_float16")]
+        + EDIT_NO_GRADIENT
+        + NUMERIC_NO_GRADIENT
+        + BITS_NO_GRADIENT
     )
 
 

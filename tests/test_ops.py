@@ -1,7 +1,6 @@
 """Every case of the op table: interpreted through kiln vs plain numpy."""
 
 import itertools
-import re
 import warnings
 
 import numpy as np
@@ -18,7 +17,8 @@ def assert_same(got, want):
     assert got.dtype == want.dtype, f"dtype {got.dtype} != numpy's {want.dtype}"
     assert got.shape == want.shape, f"shape {got.shape} != numpy's {want.shape}"
     if want.dtype.kind == "f":
-        tol = 2e-6 if want.dtype == np.float32 else 1e-12
+        # float16 results are numpy's rounded once from float32, where libm may differ by an ulp
+        tol = {np.dtype(np.float16): 1e-3, np.dtype(np.float32): 2e-6}.get(want.dtype, 1e-12)
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
     else:
         np.testing.assert_array_equal(got, want)
@@ -74,13 +74,10 @@ def _outcome(fn, *args):
 
 
 def assert_like_numpy(fn, args, kiln_fn, what):
-    """kiln gives numpy's dtype and values, or refuses clearly where numpy refuses or computes
-    in a dtype kiln does not have (np.exp of a bool computes in float16)."""
+    """kiln gives numpy's dtype and values, or refuses clearly where numpy refuses."""
     want, got = _outcome(fn, *args), _outcome(kiln_fn, *args)
     if isinstance(want, Exception):
         assert isinstance(got, kiln.KilnError), f"{what}: numpy raises {want!r}, kiln gives {got!r}"
-        return
-    if isinstance(got, kiln.DTypeError) and re.search(r"computes in (float16|u?int8|u?int16)\b", str(got)):
         return
     assert not isinstance(got, Exception), f"{what}: numpy gives {want.dtype}, kiln raises {got!r}"
     assert got.dtype == want.dtype, f"{what}: kiln gives {got.dtype}, numpy {want.dtype}"

@@ -17,7 +17,8 @@ NEEDS_EXAMPLE = [
     name
     for name in PUBLIC
     if not (inspect.isclass(getattr(kiln, name)) and issubclass(getattr(kiln, name), BaseException))
-    and name not in ("__version__", "f32", "f64", "i32", "i64", "bool_")
+    and not isinstance(getattr(kiln, name), type(kiln.f32))
+    and name != "__version__"
 ]
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from kiln.codegen.cuda_prelude import C_TYPES
 from kiln.codegen.llvm_ops import accumulates
 from kiln.dialects import arith as AR
@@ -30,6 +32,8 @@ def literal(value, type_name: str) -> str:
         )
     if type_name == "i1":
         return "1" if value else "0"
+    if type_name == "f16":  # its bits
+        return str(int(np.array(value, np.float16).view(np.uint16)))
     wide = type_name in ("i64", "index")
     if int(value) == -(2 ** (63 if wide else 31)):  # the literal of -INT_MIN does not fit its type
         return f"({int(value) + 1}{'LL' if wide else ''} - 1)"
@@ -72,6 +76,42 @@ def _cast(e, op):
     return f"({C_TYPES[op.result.type.name]})({e.expr(op.operand)})"
 
 
+def _unsigned_cast(e, op):
+    """uitofp and extui: the operand's bits read as unsigned first."""
+    source = op.operand.type.name
+    return f"({C_TYPES[op.result.type.name]})(({_UNSIGNED[source]})({e.expr(op.operand)}))"
+
+
+def _float_cast(e, op):
+    """extf and truncf; f16 (bits) through the prelude's exact conversions."""
+    source, target, x = op.operand.type.name, op.result.type.name, e.expr(op.operand)
+    if source == "f16":  # to double directly: through float would quiet a signalling NaN
+        return f"kiln_half_to_{C_TYPES[target]}({x})"
+    if target == "f16":
+        return f"kiln_{C_TYPES[source]}_to_half({x})"
+    return f"({C_TYPES[target]})({x})"
+
+
+def _unsigned_binary(symbol):
+    """An unsigned op on signless operands: done in the unsigned type of their width."""
+
+    def emit(e, op):
+        t = op.results[0].type.name
+        u = _UNSIGNED[t]
+        return f"({C_TYPES[t]})(({u}){e.expr(op.lhs)} {symbol} ({u}){e.expr(op.rhs)})"
+
+    return emit
+
+
+def _unsigned_pick(relation):
+    def emit(e, op):
+        u = _UNSIGNED[op.results[0].type.name]
+        a, b = e.expr(op.lhs), e.expr(op.rhs)
+        return f"(({u}){a} {relation} ({u}){b} ? {a} : {b})"
+
+    return emit
+
+
 def _fptosi(e, op):
     bound = literal(2.0 ** (8 * op.result.type.dtype.itemsize - 1), op.operand.type.name)
     return f"({C_TYPES[op.result.type.name]})kiln_f2i({e.expr(op.operand)}, {bound})"
@@ -89,7 +129,14 @@ def _rounded(symbol, name):
     return emit
 
 
-_UNSIGNED = {"i32": "unsigned", "i64": "unsigned long long", "index": "unsigned long long", "i1": "unsigned"}
+_UNSIGNED = {
+    "i8": "unsigned char",
+    "i16": "unsigned short",
+    "i32": "unsigned",
+    "i64": "unsigned long long",
+    "index": "unsigned long long",
+    "i1": "unsigned",
+}
 
 
 def _wrapping(symbol):
@@ -128,12 +175,12 @@ EXPRESSIONS = {
     AR.CmpFOp: _cmpf,
     AR.CmpIOp: _cmpi,
     AR.SelectOp: lambda e, op: f"({e.expr(op.condition)} ? {e.expr(op.true_value)} : {e.expr(op.false_value)})",
-    AR.ExtFOp: _cast,
-    AR.TruncFOp: _cast,
+    AR.ExtFOp: _float_cast,
+    AR.TruncFOp: _float_cast,
     AR.SIToFPOp: _cast,
-    AR.UIToFPOp: _cast,
+    AR.UIToFPOp: _unsigned_cast,
     AR.ExtSIOp: _cast,
-    AR.ExtUIOp: _cast,
+    AR.ExtUIOp: _unsigned_cast,
     AR.TruncIOp: _cast,
     AR.FPToSIOp: _fptosi,
     M.ExpOp: _call("expf", "exp"),
@@ -154,6 +201,11 @@ EXPRESSIONS = {
     AR.RemSIOp: _binary("%"),
     AR.ShLIOp: _wrapping("<<"),
     AR.ShRSIOp: _binary(">>"),
+    AR.DivUIOp: _unsigned_binary("/"),
+    AR.RemUIOp: _unsigned_binary("%"),
+    AR.ShRUIOp: _unsigned_binary(">>"),
+    AR.MaxUIOp: _unsigned_pick(">"),
+    AR.MinUIOp: _unsigned_pick("<"),
     AR.RemFOp: _call("fmodf", "fmod"),
 }
 EXPRESSIONS.update((f.op, _call(f.c_name + "f", f.c_name)) for f in M.FLOAT_FUNCTIONS)

@@ -11,10 +11,12 @@ REDUCTION_BLOCKS = 1024  # enough to fill a GPU; more would only add atomics on 
 PAIRWISE_GROUP = 64  # KILN_GROUP in PRELUDE: partial sums added per thread per pairwise launch
 CUDA_ERROR_BASE = 1000  # the host entry returns kiln's status codes as they are, CUDA's errors above this
 C_TYPES = {
+    "f16": "unsigned short",  # the IEEE 754 binary16 bits: __half does not exist in the host C++ build
     "f32": "float",
     "f64": "double",
     "i1": "bool",
-    "i8": "unsigned char",
+    "i8": "signed char",  # also the arena's bytes
+    "i16": "short",
     "i32": "int",
     "i64": "long long",
     "index": "long long",
@@ -93,6 +95,46 @@ __device__ static inline long long kiln_f2i(float x, float bound) {
     return (x > -bound && x < bound) ? (long long)x : (long long)-bound; }
 __device__ static inline long long kiln_f2i(double x, double bound) {
     return (x > -bound && x < bound) ? (long long)x : (long long)-bound; }
+/* float16 <-> float and double, as numpy converts (npy_halfbits_to_floatbits, npy_floatbits_to_halfbits and
+   their double forms): widening is exact and keeps a NaN's payload, even a signalling NaN's, which a float to
+   double cast would quiet; narrowing rounds once, to nearest with ties to even, into the subnormals and to inf
+   past 65504, and a NaN keeps its sign and the top bits of its payload, made nonzero. The other format is the
+   bits in U, with E exponent and M fraction bits. kiln.codegen.llvm_half is the same in LLVM IR. */
+template <typename To, typename From> __device__ static inline To kiln_bit_cast(From x) {
+    To y; memcpy(&y, &x, sizeof y); return y; }
+template <typename U, int E, int M> __device__ static inline U kiln_half_to_bits(unsigned short h) {
+    const int bits = 1 + E + M, shift = M - 10, rebias = (1 << (E - 1)) - 1 - 15;
+    const U one = 1, sign = (U)(h & 0x8000u) << (bits - 16);
+    U magnitude = h & 0x7fffu;
+    if (magnitude >= 0x7c00u) return sign | (((one << E) - 1) << M) | magnitude << shift;
+    if (magnitude >= 0x0400u) return sign | ((magnitude << shift) + ((U)rebias << M));
+    if (magnitude == 0) return sign;
+    int lead = 0;  /* a subnormal half: its leading one moved up to the implicit bit's place */
+    while (magnitude < 0x0400u) { magnitude <<= 1; lead++; }
+    return sign | ((magnitude << shift) + ((U)(rebias - lead) << M)); }
+template <typename U, int E, int M> __device__ static inline unsigned short kiln_bits_to_half(U u) {
+    const int bits = 1 + E + M, shift = M - 10, bias = (1 << (E - 1)) - 1, min_normal = bias - 14;
+    const U one = 1, fraction = u & ((one << M) - 1), magnitude = u & ((one << (bits - 1)) - 1);
+    const unsigned sign = (unsigned)(u >> (bits - 16)) & 0x8000u;
+    if (magnitude > (((one << E) - 1) << M)) {
+        unsigned payload = (unsigned)(fraction >> shift);
+        return (unsigned short)(sign | 0x7c00u | (payload ? payload : 1u)); }
+    int exponent = (int)(magnitude >> M), amount = shift;
+    U value = magnitude - ((U)(bias - 15) << M);
+    if (exponent < min_normal) {  /* a subnormal half counts units of 2**-24; past M + 2 bits all rounds to 0 */
+        value = fraction | (one << M);
+        amount = min_normal - exponent + shift < M + 2 ? min_normal - exponent + shift : M + 2; }
+    /* to nearest, ties to even; a carry into the exponent is the right result, up to inf */
+    U rounded = (value + ((one << (amount - 1)) - 1) + ((value >> amount) & 1)) >> amount;
+    return (unsigned short)(sign | (rounded < 0x7c00u ? (unsigned)rounded : 0x7c00u)); }
+__device__ static inline float kiln_half_to_float(unsigned short h) {
+    return kiln_bit_cast<float>(kiln_half_to_bits<uint32_t, 8, 23>(h)); }
+__device__ static inline double kiln_half_to_double(unsigned short h) {
+    return kiln_bit_cast<double>(kiln_half_to_bits<uint64_t, 11, 52>(h)); }
+__device__ static inline unsigned short kiln_float_to_half(float x) {
+    return kiln_bits_to_half<uint32_t, 8, 23>(kiln_bit_cast<uint32_t>(x)); }
+__device__ static inline unsigned short kiln_double_to_half(double x) {
+    return kiln_bits_to_half<uint64_t, 11, 52>(kiln_bit_cast<uint64_t>(x)); }
 __device__ static inline float kiln_add(float a, float b) { return a + b; }
 __device__ static inline double kiln_add(double a, double b) { return a + b; }
 __device__ static inline int kiln_add(int a, int b) { return (int)((unsigned)a + (unsigned)b); }

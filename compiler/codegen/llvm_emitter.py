@@ -7,7 +7,9 @@ in ``llvm_codegen`` (affine, memref, func), ``llvm_ops`` (arith, math, vector) a
 ``llvm_parallel`` (``affine.parallel``); this module knows none of them.
 
 Memrefs are bare pointers to row-major data (their static shapes give the strides);
-``index`` is i64; ``i1`` is stored in memory as one byte, like numpy's bool.
+``index`` is i64; ``i1`` is stored in memory as one byte, like numpy's bool; ``f16`` is
+an ``i16`` of its bits, only loaded, stored, selected and converted (no kernel computes in
+it: see passes/emulate_floats.py).
 """
 
 from __future__ import annotations
@@ -29,9 +31,21 @@ def access_sites(function) -> list:
     return [op for op in function.walk() if isinstance(op, (A.LoadOp, A.StoreOp, A.VectorLoadOp, A.VectorStoreOp))]
 
 
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
-_SCALARS = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "i1": I1, "i8": I8, "i32": I32, "i64": I64, "index": I64}
-_INTRINSIC_SUFFIX = {"f32": "f32", "f64": "f64", "i1": "i1", "i8": "i8", "i32": "i32", "i64": "i64"}
+I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+# f16 is its IEEE binary16 bits in an i16: LLVM's `half` would need the compiler runtime's
+# conversion calls on CPUs without F16C, which a JIT cannot resolve (see llvm_half).
+_SCALARS = {
+    "f16": I16,
+    "f32": ir.FloatType(),
+    "f64": ir.DoubleType(),
+    "i1": I1,
+    "i8": I8,
+    "i16": I16,
+    "i32": I32,
+    "i64": I64,
+    "index": I64,
+}
+_INTRINSIC_SUFFIX = {"f32": "f32", "f64": "f64", "i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64"}
 
 
 def symbol_name(function_name: str) -> str:

@@ -7,8 +7,10 @@ intrinsics are overloaded on vector types); only math.ipowi is scalar-only.
 from __future__ import annotations
 
 import llvmlite.ir as ir
+import numpy as np
 
 from kiln.codegen.llvm_emitter import HANDLERS, I1, I32, FunctionEmitter, handles, scalar, suffix
+from kiln.codegen.llvm_half import float_to_half, half_to_float
 from kiln.codegen.llvm_math import expf, tanhf
 from kiln.codegen.status import STATUS, check_status
 from kiln.dialects import arith as AR
@@ -23,7 +25,9 @@ from kiln.dialects.types import VectorType, element_of
 def _constant(e: FunctionEmitter, op):
     t = op.result.type
     value = op.value
-    e.values[op.result] = ir.Constant(scalar(t), float(value) if t.is_float else int(value))
+    if t.name == "f16":  # its bits (see llvm_emitter)
+        value = int(np.array(value, np.float16).view(np.int16))
+    e.values[op.result] = ir.Constant(scalar(t), float(value) if t.name in ("f32", "f64") else int(value))
 
 
 _CONTRACT = ("contract",)
@@ -83,6 +87,9 @@ for _cls, _build in {
     AR.RemSIOp: lambda b, x, y: b.srem(x, y),
     AR.ShLIOp: lambda b, x, y: b.shl(x, y),
     AR.ShRSIOp: lambda b, x, y: b.ashr(x, y),
+    AR.DivUIOp: lambda b, x, y: b.udiv(x, y),
+    AR.RemUIOp: lambda b, x, y: b.urem(x, y),
+    AR.ShRUIOp: lambda b, x, y: b.lshr(x, y),
     AR.RemFOp: lambda b, x, y: b.frem(x, y),
 }.items():
     HANDLERS[_cls] = _binary(_build)
@@ -119,6 +126,8 @@ HANDLERS.update(
         AR.MinimumFOp: _call_intrinsic("minimum", 2),
         AR.MaxSIOp: _call_intrinsic("smax", 2),
         AR.MinSIOp: _call_intrinsic("smin", 2),
+        AR.MaxUIOp: _call_intrinsic("umax", 2),
+        AR.MinUIOp: _call_intrinsic("umin", 2),
         M.ExpOp: _f32_inline(expf, _call_intrinsic("exp")),
         M.LogOp: _call_intrinsic("log"),
         M.SqrtOp: _call_intrinsic("sqrt"),
@@ -213,9 +222,19 @@ def _select(e, op):
     e.values[op.result] = e.b.select(*(e.get(v) for v in op.operands))
 
 
+@handles(AR.ExtFOp, AR.TruncFOp)
+def _float_cast(e, op):
+    src, dst = element_of(op.operand.type), element_of(op.result.type)
+    x = e.get(op.operand)
+    if src.name == "f16":
+        e.values[op.result] = half_to_float(e.b, x, scalar(op.result.type))
+    elif dst.name == "f16":
+        e.values[op.result] = float_to_half(e.b, x)
+    else:
+        e.values[op.result] = (e.b.fpext if isinstance(op, AR.ExtFOp) else e.b.fptrunc)(x, scalar(op.result.type))
+
+
 _CASTS = {
-    AR.ExtFOp: "fpext",
-    AR.TruncFOp: "fptrunc",
     AR.SIToFPOp: "sitofp",
     AR.UIToFPOp: "uitofp",
     AR.ExtSIOp: "sext",
@@ -311,6 +330,8 @@ _REDUCE = {
     "minimumf": ("fminimum", None),
     "maxsi": (None, "smax"),
     "minsi": (None, "smin"),
+    "maxui": (None, "umax"),
+    "minui": (None, "umin"),
     "and": (None, "and"),
     "or": (None, "or"),
 }

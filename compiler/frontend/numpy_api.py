@@ -191,12 +191,9 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
         and _is_constant(operands[1], 2)
     ):
         # numpy's power loop squares for a scalar exponent of 2, and np.square of bool is int8
-        raise DTypeError(
-            "np.power of a bool array by 2 computes in int8 (numpy squares it), which kiln "
-            "does not support; cast the array first (e.g. .astype(np.int32))",
-            user_location(),
-        )
-    if ufunc is np.power and out_dtypes[0].kind == "f" and _is_constant(operands[1], 0.5):
+        as_int8 = ops.cast(tracers[0], np.int8)
+        result, out_dtypes = ctx.emit(T.MulOp, [as_int8, as_int8]), (np.dtype(np.int8),)
+    elif ufunc is np.power and out_dtypes[0].kind == "f" and _is_constant(operands[1], 0.5):
         # numpy's float power loop takes the square root for a scalar exponent of 0.5:
         # (-0.0) ** 0.5 is -0.0 and (-inf) ** 0.5 NaN there, where pow gives 0.0 and inf.
         result = ctx.emit(T.SqrtOp, [tracers[0]])

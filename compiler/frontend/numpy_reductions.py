@@ -104,7 +104,7 @@ def _cumulative(name, ufunc, a, axis, dtype, nan_fill=None):
     if axis is None:
         x, axis = ops.reshape(x, (-1,)), 0
     if dtype is None:
-        dtype = np.int64 if x.dtype in (np.bool_, np.int32) else x.dtype  # as np.sum: small ints widen
+        dtype = ops.sum_dtype(x.dtype)
     x = ops.cast(x, ops.check_dtype(dtype, f"{name}(dtype=...)"))
     if x.dtype == np.bool_:
         raise ArgumentError(f"{name} in bool is a logical scan; use np.logical_or.accumulate", user_location())

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.dialects import tensor as T
-from kiln.errors import ArgumentError, DTypeError, UnsupportedError
+from kiln.dialects.arith import float_to_int
+from kiln.errors import ArgumentError, UnsupportedError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend.numpy_api import FUNCTION_RULES, UFUNC_RULES
 from kiln.frontend.tracing import user_location
@@ -41,9 +42,11 @@ def _reciprocal(ctx, operands):
     if x.dtype.kind == "f":
         return ctx.emit(T.DivOp, [_full(ctx, 1, x), x])
     # numpy computes 1 / x for integers through a float: 1 and -1 are themselves, other
-    # values truncate to 0, and 1 / 0 (infinity) converts to the type's minimum.
-    result = _select(ctx, _cmp(ctx, x, _full(ctx, 0, x), "eq"), _full(ctx, np.iinfo(x.dtype).min, x), _full(ctx, 0, x))
-    for unit in (1, -1):
+    # values truncate to 0, and 1 / 0 (infinity) converts as every cast does (int32's
+    # minimum, 0 in the narrower types: dialects.arith.float_to_int).
+    by_zero = float_to_int(np.inf, x.dtype)[()]
+    result = _select(ctx, _cmp(ctx, x, _full(ctx, 0, x), "eq"), _full(ctx, by_zero, x), _full(ctx, 0, x))
+    for unit in (1, -1) if x.dtype.kind == "i" else (1,):
         result = _select(ctx, _cmp(ctx, x, _full(ctx, unit, x), "eq"), x, result)
     return result
 
@@ -89,7 +92,8 @@ def _sign(ctx, operands):
     (x,) = operands
     zero = _full(ctx, 0, x)
     result = zero if x.dtype.kind != "f" else _select(ctx, _cmp(ctx, x, zero, "eq"), zero, x)
-    result = _select(ctx, _cmp(ctx, x, zero, "lt"), _full(ctx, -1, x), result)
+    if x.dtype.kind != "u":  # an unsigned value is never below 0
+        result = _select(ctx, _cmp(ctx, x, zero, "lt"), _full(ctx, -1, x), result)
     return _select(ctx, _cmp(ctx, x, zero, "gt"), _full(ctx, 1, x), result)
 
 
@@ -168,7 +172,8 @@ def _invert(ctx, operands):
     (x,) = operands
     if x.dtype == np.bool_:
         return ctx.emit(T.NotOp, [x])
-    return ctx.emit(T.BitwiseXorOp, [x, _full(ctx, -1, x)])
+    all_ones = np.array(-1).astype(x.dtype) if x.dtype.kind == "u" else -1  # uint8: 255
+    return ctx.emit(T.BitwiseXorOp, [x, _full(ctx, all_ones, x)])
 
 
 def _divmod(ctx, operands):
@@ -202,12 +207,8 @@ def _round(a, decimals=0, out=None):
     if isinstance(decimals, ops.Tracer) or not isinstance(decimals, (int, np.integer)):
         raise ArgumentError(f"np.round: decimals must be a Python int, got {decimals!r}", user_location())
     decimals = int(decimals)
-    if x.dtype == np.bool_:
-        raise DTypeError(
-            "np.round of a bool array computes in float16, which kiln does not support; "
-            "cast the array first (e.g. .astype(np.float32))",
-            user_location(),
-        )
+    if x.dtype == np.bool_:  # numpy rounds bools in float16
+        x = ops.astype(x, np.float16)
     if x.dtype.kind != "f" and decimals >= 0:
         return x
     factor = 1.0

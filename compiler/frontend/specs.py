@@ -43,7 +43,9 @@ class TensorSpec:
 
 
 class DTypeSpecBuilder:
-    """``kiln.f32`` itself: index it with a shape to get a TensorSpec."""
+    """``kiln.f32`` itself: index it with a shape to get a TensorSpec. One per dtype kiln
+    compiles: ``f16``, ``f32``, ``f64``, ``i8``, ``i16``, ``i32``, ``i64``, ``u8``, ``u16``,
+    ``u32``, ``u64`` and ``bool_``."""
 
     def __init__(self, dtype, name: str):
         self.dtype = np.dtype(dtype)
@@ -61,9 +63,16 @@ class DTypeSpecBuilder:
         return f"kiln.{self.name}"
 
 
+f16 = DTypeSpecBuilder(np.float16, "f16")
 f32 = DTypeSpecBuilder(np.float32, "f32")
 f64 = DTypeSpecBuilder(np.float64, "f64")
+i8 = DTypeSpecBuilder(np.int8, "i8")
+i16 = DTypeSpecBuilder(np.int16, "i16")
 i32 = DTypeSpecBuilder(np.int32, "i32")
 i64 = DTypeSpecBuilder(np.int64, "i64")
+u8 = DTypeSpecBuilder(np.uint8, "u8")
+u16 = DTypeSpecBuilder(np.uint16, "u16")
+u32 = DTypeSpecBuilder(np.uint32, "u32")
+u64 = DTypeSpecBuilder(np.uint64, "u64")
 bool_ = DTypeSpecBuilder(np.bool_, "bool_")
-_SPEC_NAMES = {b.dtype: b.name for b in (f32, f64, i32, i64, bool_)}
+_SPEC_NAMES = {b.dtype: b.name for b in (f16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, bool_)}

@@ -188,13 +188,25 @@ def reduction_axes(axis, ndim: int) -> tuple:
 _REDUCE_OPS = {"sum": T.ReduceSumOp, "max": T.ReduceMaxOp, "min": T.ReduceMinOp}
 
 
+def sum_dtype(dtype) -> np.dtype:
+    """The dtype np.sum, np.prod, np.cumsum and np.cumprod accumulate `dtype` in: bool and
+    integers narrower than the default integer widen to it (int64), unsigned ones to uint64
+    (numpy's ``add.reduce`` docs: "the default platform integer ... for small integers")."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_ or (dtype.kind == "i" and dtype.itemsize < 8):
+        return np.dtype(np.int64)
+    if dtype.kind == "u" and dtype.itemsize < 8:
+        return np.dtype(np.uint64)
+    return dtype
+
+
 def reduce(kind: str, x, axis=None, keepdims=False, dtype=None) -> Tracer:
     x = as_tracer(x)
     axes = reduction_axes(axis, x.ndim)
     if dtype is not None:
         x = cast(x, check_dtype(dtype, f"np.{kind}(dtype=...)"))
-    elif kind == "sum" and x.dtype in (np.bool_, np.int32):
-        x = cast(x, np.int64)  # numpy sums small integers in the default int
+    elif kind == "sum":
+        x = cast(x, sum_dtype(x.dtype))
     if kind != "sum" and any(x.shape[a] == 0 for a in axes):
         raise ShapeError(f"np.{kind} of an empty axis has no identity (shape {x.shape}, axis {axis})", user_location())
     return current_context().emit(_REDUCE_OPS[kind], [x], {"axes": axes, "keepdims": bool(keepdims)})
@@ -209,7 +221,7 @@ def prod(x, axis=None, keepdims=False, dtype=None) -> Tracer:
     x = as_tracer(x)
     axes = reduction_axes(axis, x.ndim)
     if dtype is None:
-        dtype = np.int64 if x.dtype in (np.bool_, np.int32) else x.dtype  # as numpy: small ints widen
+        dtype = sum_dtype(x.dtype)
     x = cast(x, check_dtype(dtype, "np.prod(dtype=...)"))
     kept = [a for a in range(x.ndim) if a not in axes]
     count = reduced_count(x, axes)

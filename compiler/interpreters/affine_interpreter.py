@@ -25,11 +25,13 @@ from kiln.dialects.diagnostics import KilnError
 from kiln.errors import OutOfBoundsError
 
 
-def run_affine(module, args) -> list:
+def run_affine(module, args, result_dtypes=None) -> list:
     """Run the module's function on numpy arrays (its inputs); returns the outputs.
 
     The function's arguments are its inputs followed by one buffer per result, as
-    in the native calling convention."""
+    in the native calling convention. The loop level's integers are signless: a uint8
+    result is an i8 buffer here, returned as int8 unless `result_dtypes` (the function's
+    numpy result dtypes) says how to read its bits."""
     function = module.body.ops[-1]
     globals_ = {op.sym_name: op.initial_value for op in module.body.ops if isinstance(op, MR.GlobalOp)}
     arguments = function.arguments
@@ -38,6 +40,8 @@ def run_affine(module, args) -> list:
     env.update(zip(arguments[len(args) :], outputs))
     with np.errstate(all="ignore"):  # compiled code does not warn on inf/nan; neither does its oracle
         _Runner(env, globals_).block(function.body.ops)
+    if result_dtypes is not None:
+        outputs = [out.view(dtype) for out, dtype in zip(outputs, result_dtypes)]
     return outputs
 
 
@@ -170,6 +174,19 @@ _FLOAT_COMPARE = {
     "oge": np.greater_equal,
     "une": np.not_equal,
 }
+
+
+def _unsigned(x) -> np.ndarray:
+    """A signless integer's bits read as unsigned (what arith's `u` ops see)."""
+    x = np.asarray(x)
+    return x.view(np.dtype(f"u{x.dtype.itemsize}"))
+
+
+def _on_unsigned(fn):
+    """`fn` computed on the unsigned reading of its operands, its result as their signless type."""
+    return lambda op, *xs: fn(*(_unsigned(x) for x in xs)).astype(np.asarray(xs[0]).dtype)
+
+
 _INT_COMPARE = {
     "eq": np.equal,
     "ne": np.not_equal,
@@ -177,10 +194,10 @@ _INT_COMPARE = {
     "sle": np.less_equal,
     "sgt": np.greater,
     "sge": np.greater_equal,
-    "ult": np.less,
-    "ule": np.less_equal,
-    "ugt": np.greater,
-    "uge": np.greater_equal,
+    "ult": lambda a, b: np.less(_unsigned(a), _unsigned(b)),
+    "ule": lambda a, b: np.less_equal(_unsigned(a), _unsigned(b)),
+    "ugt": lambda a, b: np.greater(_unsigned(a), _unsigned(b)),
+    "uge": lambda a, b: np.greater_equal(_unsigned(a), _unsigned(b)),
 }
 
 
@@ -201,6 +218,8 @@ _REDUCE = {
     "minimumf": lambda v: functools.reduce(_minimumf, v),
     "maxsi": np.max,
     "minsi": np.min,
+    "maxui": lambda v: _unsigned(v).max().astype(v.dtype),
+    "minui": lambda v: _unsigned(v).min().astype(v.dtype),
     "and": np.bitwise_and.reduce,
     "or": np.bitwise_or.reduce,
 }
@@ -234,8 +253,8 @@ _SCALAR = {
     AR.SIToFPOp: _cast,
     AR.ExtSIOp: _cast,
     AR.TruncIOp: _cast,
-    AR.UIToFPOp: lambda op, x: np.asarray(x).astype(np.uint64).astype(op.result.type.dtype),
-    AR.ExtUIOp: lambda op, x: np.asarray(x).astype(np.uint64).astype(op.result.type.dtype),
+    AR.UIToFPOp: lambda op, x: _unsigned(x).astype(op.result.type.dtype),
+    AR.ExtUIOp: lambda op, x: _unsigned(x).astype(op.result.type.dtype),
     AR.FPToSIOp: lambda op, x: AR.float_to_int(x, op.result.type.dtype),
     M.ExpOp: lambda op, x: np.exp(x),
     M.LogOp: lambda op, x: np.log(x),
@@ -251,6 +270,11 @@ _SCALAR = {
     AR.RemSIOp: lambda op, a, b: np.fmod(a, b),
     AR.ShLIOp: lambda op, a, b: np.left_shift(a, b),
     AR.ShRSIOp: lambda op, a, b: np.right_shift(a, b),
+    AR.DivUIOp: _on_unsigned(np.floor_divide),
+    AR.RemUIOp: _on_unsigned(np.remainder),
+    AR.ShRUIOp: _on_unsigned(np.right_shift),
+    AR.MaxUIOp: _on_unsigned(np.maximum),
+    AR.MinUIOp: _on_unsigned(np.minimum),
     AR.RemFOp: lambda op, a, b: np.fmod(a, b),
     V.BroadcastOp: lambda op, x: np.full(op.result.type.lanes, x, op.result.type.dtype),
     V.ReductionOp: lambda op, v, *acc: _REDUCE[op.kind](np.concatenate([v, np.asarray(acc, v.dtype).reshape(-1)])),

@@ -225,6 +225,7 @@ def bisect(fn, *args, rtol: float | None = None, progress=None) -> BisectReport:
     traced = pipeline.module("tensor")
     function = traced.body.ops[0]
     inputs = [np.asarray(a, dtype=arg.type.dtype) for a, arg in zip(lowered.arguments, function.arguments)]
+    result_dtypes = [t.dtype for t in function.function_type.results]
     reference = run_function(function, inputs)
     if rtol is None:
         rtol = 1e-4 if any(r.dtype == np.float32 for r in reference) else 1e-9
@@ -284,7 +285,7 @@ def bisect(fn, *args, rtol: float | None = None, progress=None) -> BisectReport:
     restore_buffer_names(affine.body.ops[-1], pipeline.schedule.steps)  # as a tuning record named them
     if not check(
         "lower-tensor-to-affine",
-        lambda: run_affine(affine, inputs),
+        lambda: run_affine(affine, inputs, result_dtypes),
         lambda: before,
         lambda: print_ir(affine, locations=False),
         interpreted=True,
@@ -297,7 +298,7 @@ def bisect(fn, *args, rtol: float | None = None, progress=None) -> BisectReport:
         label = f"schedule: {step[0]}({', '.join(map(str, step[1:]))})"
         if not check(
             label,
-            lambda m=affine: run_affine(m, inputs),
+            lambda m=affine: run_affine(m, inputs, result_dtypes),
             lambda b=before: b,
             lambda m=affine: print_ir(m, locations=False),
             interpreted=True,

@@ -31,7 +31,20 @@ from kiln.runtime import threads
 from kiln.transforms import value_and_grad
 from kiln.version import __version__
 
-C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "uint8_t"}
+C_TYPES = {
+    "float16": "uint16_t",  # IEEE 754 binary16 bits: C has no portable half type
+    "float32": "float",
+    "float64": "double",
+    "int8": "int8_t",
+    "int16": "int16_t",
+    "int32": "int32_t",
+    "int64": "int64_t",
+    "uint8": "uint8_t",
+    "uint16": "uint16_t",
+    "uint32": "uint32_t",
+    "uint64": "uint64_t",
+    "bool": "uint8_t",
+}
 
 
 def build_library(compiled, specs, out_dir: str, name: str | None = None, grad_argnums=None, progress=None) -> dict:

@@ -1,0 +1,94 @@
+"""Emulate float16 arithmetic in float32, as numpy computes it.
+
+numpy stores float16 but computes most of its float16 ufuncs in float32: each
+input is widened, the float32 operation runs, and the result is rounded back
+to float16 (numpy/_core/src/umath/loops*.c.src, ``npy_half_to_float`` and
+``npy_float_to_half`` around the float32 loop). Sums, means and matrix
+products of float16 accumulate in float32 too and round once at the end.
+This pass makes that explicit in the tensor IR, as upstream MLIR's
+``arith-emulate-unsupported-floats`` does for arith: every op that computes
+with float16 operands or a float16 result is rewritten to convert its float16
+operands to f32, compute in f32, and convert a float16 result back. Ops that
+only move elements (views, slices, concatenation, select, constants and the
+conversions themselves) keep float16, so float16 data is still stored and
+moved at half the bytes. After it no kernel computes in f16, and no code
+generator needs half-precision arithmetic: only conversions and loads/stores.
+
+Each op rounds its own result, as numpy rounds each ufunc's: fusion later puts
+the conversions in one kernel, and canonicalization never folds a rounding
+``f32 -> f16 -> f32`` pair away (only widenings are exact).
+
+Before::
+
+    %0 = kiln.add %x, %y : tensor<4xf16>
+    %1 = kiln.reduce_sum %0 {axes = array<i64: 0>, keepdims = false} : (tensor<4xf16>) -> tensor<f16>
+
+After::
+
+    %0 = kiln.convert %x : tensor<4xf16> to tensor<4xf32>
+    %1 = kiln.convert %y : tensor<4xf16> to tensor<4xf32>
+    %2 = kiln.add %0, %1 : tensor<4xf32>
+    %3 = kiln.convert %2 : tensor<4xf32> to tensor<4xf16>
+    %4 = kiln.convert %3 : tensor<4xf16> to tensor<4xf32>
+    %5 = kiln.reduce_sum %4 {axes = array<i64: 0>, keepdims = false} : (tensor<4xf32>) -> tensor<f32>
+    %6 = kiln.convert %5 : tensor<f32> to tensor<f16>
+"""
+
+from __future__ import annotations
+
+from kiln.dialects import func as F
+from kiln.dialects import tensor as T
+from kiln.dialects.types import TensorType, f16, f32
+
+from .registry import register_pass
+
+# Ops that move float16 elements without computing with them.
+_MOVES_ONLY = T.VIEW_OPS + (T.ConvertOp, T.ConstantOp, T.SelectOp, T.ConcatOp, T.InsertSliceOp)
+
+
+def _is_f16(value) -> bool:
+    return isinstance(value.type, TensorType) and value.type.element == f16
+
+
+def _convert(value, element, loc, before: list):
+    op = T.ConvertOp([value], None, [value.type.with_element(element)], loc=loc)
+    before.append(op)
+    return op.result
+
+
+def emulate_f16(block) -> int:
+    """Rewrite the ops of `block` that compute in float16 to compute in f32; returns how
+    many were rewritten."""
+    rewritten, ops = 0, []
+    for op in block.ops:
+        computes = isinstance(op, T.TensorOp) and not isinstance(op, _MOVES_ONLY)  # not func.return
+        if not computes or not any(_is_f16(v) for v in op.operands + op.results):
+            ops.append(op)
+            continue
+        for index, value in enumerate(op.operands):
+            if _is_f16(value):
+                op.set_operand(index, _convert(value, f32, op.loc, ops))
+        narrowed = []
+        for result in op.results:
+            if _is_f16(result):
+                result.type = result.type.with_element(f32)
+                narrowed.append(result)
+        ops.append(op)
+        for result in narrowed:
+            uses = list(result.uses)
+            back = _convert(result, f16, op.loc, ops)
+            for user, index in uses:
+                user.set_operand(index, back)
+        rewritten += 1
+    for op in ops:
+        op.parent = block
+    block.ops = ops
+    return rewritten
+
+
+@register_pass("emulate-unsupported-floats")
+def emulate_unsupported_floats(module):
+    for function in module.body.ops:
+        if isinstance(function, F.FuncOp):
+            emulate_f16(function.body)
+    return module
