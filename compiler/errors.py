@@ -15,7 +15,7 @@ import functools
 import os
 import types
 
-from kiln.dialects.diagnostics import DTypeError, KilnError, ParseError, ShapeError, VerificationError
+from kiln.dialects.diagnostics import DTypeError, KilnError, OutOfBoundsError, ParseError, ShapeError, VerificationError
 from kiln.passes.loop_transforms import ScheduleError
 from kiln.runtime.cuda import CudaUnavailable
 from kiln.runtime.library import LoadError
@@ -29,6 +29,7 @@ for _cls in (
     DTypeError,
     VerificationError,
     ParseError,
+    OutOfBoundsError,
     ScheduleError,
     LoadError,
     CudaUnavailable,
@@ -52,10 +53,6 @@ class UnsupportedError(KilnError, NotImplementedError):
 class UnsupportedAttributeError(UnsupportedError, AttributeError):
     """An ndarray attribute or method that traced arrays lack. Also an AttributeError, so
     hasattr() and getattr(x, name, default) still answer instead of raising."""
-
-
-class OutOfBoundsError(KilnError, IndexError):
-    """An integer index outside its axis."""
 
 
 class ArgumentError(KilnError, TypeError):

@@ -16,8 +16,8 @@ import numpy as np
 
 from kiln import debug as debug_mode
 from kiln.codegen.llvm_emitter import symbol_name
-from kiln.codegen.status import OUT_OF_BOUNDS, STATUS
-from kiln.errors import ArgumentError, KilnError
+from kiln.codegen.status import FAILED_CHECK, OUT_OF_BOUNDS, STATUS, check_sites
+from kiln.errors import ArgumentError, KilnError, OutOfBoundsError
 from kiln.frontend import pytree
 from kiln.interpreters.tensor_interpreter import run_function
 from kiln.runtime import threads
@@ -85,6 +85,8 @@ def call_signature(traced, pipeline, executable, debug: bool, leaves, out=None):
         try:
             results = executable.run(leaves, out_leaves)  # native: CPU or CUDA
         except OutOfBoundsStatus as exc:
+            if exc.status <= FAILED_CHECK:
+                raise failed_check_error(pipeline, exc.status) from None
             raise debug_mode.out_of_bounds_error(pipeline, exc.status) from None
         if debug:
             debug_mode.check_finite(traced.function, [np.asarray(leaf) for leaf in leaves])
@@ -140,14 +142,22 @@ def writable_in_place(target: np.ndarray, others) -> bool:
 
 
 class OutOfBoundsStatus(Exception):
-    """A debug build's bounds check fired; the caller turns it into an OutOfBoundsError."""
+    """An index check (kiln.check_index) or a debug build's bounds check fired; the caller,
+    which has the pipeline that names the site, turns it into an OutOfBoundsError."""
 
     def __init__(self, status: int):
         self.status = status
 
 
+def failed_check_error(pipeline, status: int) -> OutOfBoundsError:
+    """The error of the check whose failure the status FAILED_CHECK - k reports: its message
+    at the user's line of the indexing it guards."""
+    site = check_sites(pipeline.module("scheduled").body.ops[-1])[FAILED_CHECK - status]
+    return OutOfBoundsError(site.msg, site.loc)
+
+
 def status_error(status: int) -> Exception:
-    if status >= OUT_OF_BOUNDS:
+    if status >= OUT_OF_BOUNDS or status <= FAILED_CHECK:
         return OutOfBoundsStatus(status)
     if status == STATUS["out of memory"]:
         return MemoryError("kiln: the compiled function could not allocate its scratch memory")

@@ -44,3 +44,7 @@ class VerificationError(KilnError):
 
 class ParseError(KilnError):
     """Text that is not valid kiln IR."""
+
+
+class OutOfBoundsError(KilnError, IndexError):
+    """An integer index outside its axis (also raised by kiln.check_index's reference semantics)."""

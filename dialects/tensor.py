@@ -28,7 +28,7 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from .arith import float_to_int
-from .diagnostics import DTypeError, ShapeError
+from .diagnostics import DTypeError, OutOfBoundsError, ShapeError
 from .ir import Operation
 from .math import FLOAT_FUNCTIONS
 from .printer import format_attr_dict, format_dense
@@ -143,6 +143,41 @@ BitwiseOrOp = _elementwise("BitwiseOrOp", "kiln.bitwise_or", _BINARY, np.bitwise
 BitwiseXorOp = _elementwise("BitwiseXorOp", "kiln.bitwise_xor", _BINARY, np.bitwise_xor, INT)
 LeftShiftOp = _elementwise("LeftShiftOp", "kiln.left_shift", _BINARY, np.left_shift, INT)
 RightShiftOp = _elementwise("RightShiftOp", "kiln.right_shift", _BINARY, np.right_shift, INT)
+
+
+class CheckIndexOp(ElementwiseOp):
+    """``kiln.check_index``: its operand, an integer index into an axis of `size` (the
+    `axis`-th of the array indexed, as numpy's message names it), checked to lie in
+    [-size, size): every element outside is an OutOfBoundsError, raised when the function
+    runs (native code returns a status naming the check, which its caller raises)::
+
+        %1 = kiln.check_index %0 {size = 5, axis = 0} : tensor<4xi64>
+    """
+
+    name = "kiln.check_index"
+    operand_names = _UNARY
+    attribute_names = ("size", "axis")
+    allowed = INT
+
+    def result_type(self, operand):
+        for key in self.attribute_names:
+            value = self.attributes.get(key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise self.error(f"kiln.check_index attribute '{key}' must be an integer >= 0, got {value!r}")
+        return operand
+
+    @property
+    def message(self) -> str:
+        return f"index is out of bounds for axis {self.axis} with size {self.size}"
+
+    def evaluate(self, index):
+        bad = (index < -self.size) | (index >= self.size)
+        if bad.any():
+            first = int(np.asarray(index)[bad].flat[0])
+            raise OutOfBoundsError(
+                f"index {first} is out of bounds for axis {self.axis} with size {self.size}", self.loc
+            )
+        return index
 
 
 def _camel(name: str) -> str:

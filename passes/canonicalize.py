@@ -16,7 +16,8 @@
   tanh, sin, cos, pow: each target has its own approximation, within a few ulp
   of numpy's) and of sums, matmuls and convolutions (their order of additions
   is the schedule's) are left to the run time. An op whose evaluation raises (an
-  integer to a negative power) is left for the run time to report.
+  integer to a negative power, a kiln.check_index of an index out of range) is left
+  for the run time to report; one in range folds to its index.
 - Transpose of transpose, reshape of reshape and broadcast of broadcast become
   one op; reshapes, transposes, broadcasts, casts and slices that change nothing
   disappear.
@@ -154,11 +155,12 @@ def _folds_exactly(op) -> bool:
 
 
 def _evaluate(op, inputs):
-    """`op` on constant inputs, as an array; None where numpy raises (the run time reports it)."""
+    """`op` on constant inputs, as an array; None where numpy raises (the run time reports it:
+    an integer to a negative power, a kiln.check_index of an index out of range)."""
     try:
         with np.errstate(all="ignore"):
             return np.asarray(op.evaluate(*inputs))
-    except (ValueError, ArithmeticError):
+    except (ValueError, ArithmeticError, IndexError):
         return None
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
+from kiln.dialects import cf as CF
 from kiln.dialects import tensor as T
 from kiln.dialects.affine_expr import Const, Dim, ceildiv, dims_of
 
@@ -390,6 +391,10 @@ class _LevelBuilder:
     def op(self, op_class, *operands, result_type=None, **attributes):
         op = op_class(list(operands), attributes or None, None if result_type is None else [result_type])
         return self.level.insert(op).result
+
+    def check(self, condition, message: str, loc) -> None:
+        """A cf.assert at the user's `loc`: the run time reports `message` where `condition` is false."""
+        self.level.insert(CF.AssertOp([condition], {"msg": message}, loc=loc))
 
 
 def _position(level, chain) -> int:

@@ -225,6 +225,17 @@ def _shift(shift_op, past_width, unsigned_op=None):
     return rule
 
 
+def _check_index(b, op, t, x):
+    """The index itself, after a cf.assert that it lies in [-size, size) ([0, size) unsigned)."""
+    if t.is_unsigned:
+        inside = b.op(AR.CmpIOp, x, constant(b, op.size, t), predicate="ult")
+    else:
+        above = b.op(AR.CmpIOp, x, constant(b, -op.size, t), predicate="sge")
+        inside = b.op(AR.AndIOp, above, b.op(AR.CmpIOp, x, constant(b, op.size, t), predicate="slt"))
+    b.check(inside, op.message, op.loc)
+    return x
+
+
 def _sign_fill(b, t, x):
     if t.is_unsigned:
         return constant(b, 0, t)
@@ -283,6 +294,7 @@ SCALAR_RULES = {
     T.BitwiseXorOp: by_kind(None, AR.XOrIOp),
     T.LeftShiftOp: _shift(AR.ShLIOp, lambda b, t, x: constant(b, 0, t)),
     T.RightShiftOp: _shift(AR.ShRSIOp, _sign_fill, AR.ShRUIOp),
+    T.CheckIndexOp: _check_index,
 }
 SCALAR_RULES.update((tensor_op, by_kind(math_op, None)) for math_op, tensor_op in T.FLOAT_FUNCTION_OPS.items())
 

@@ -52,6 +52,7 @@ import numpy as np
 
 from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
+from kiln.dialects import cf as CF
 from kiln.dialects import math as M
 from kiln.dialects import vector as V
 from kiln.dialects.affine import loop_name
@@ -223,6 +224,10 @@ class _Widener:
             return self.emit(copy)
         if isinstance(op, M.IPowIOp):
             raise ScheduleError("cannot vectorize math.ipowi (integer powers)")
+        if isinstance(op, CF.AssertOp):  # every lane must hold
+            every = self.emit(V.ReductionOp([self.vector_of(op.condition)], {"kind": "and"})).result
+            self.emit(CF.AssertOp([every], dict(op.attributes), loc=op.loc))
+            return None
         operands = [self.vector_of(v) for v in op.operands]
         if isinstance(op, AR.SelectOp):
             operands[0] = self.vector_of(op.operands[0])

@@ -126,9 +126,9 @@ def ix_ints(*shape, low, high, dtype=np.int64):
 
 
 IX_MASK = _ix_rng.random((4, 5)) < 0.5
-# Cases whose index arrays are arguments: compiled code does not check their values, so where
-# numpy raises IndexError for one out of range, kiln clamps (gathers) or drops (writes) it, as
-# compiler/frontend/numpy_indexing.py says; test_indexing pins that behaviour.
+# Cases whose index arrays are arguments: compiled code checks their values when it runs, so
+# where numpy raises IndexError for one out of range, kiln raises OutOfBoundsError then (or
+# refuses while tracing, at a line numpy never reached); test_index_check pins that behaviour.
 IX_TRACED_INDEX_CASES = {
     "index_traced",
     "index_traced_int32_after_slice",

@@ -31,9 +31,10 @@ from kiln.codegen.cuda_prelude import (
     THREADS_PER_BLOCK,
     THREADS_PER_BLOCK_MAX,
 )
-from kiln.codegen.status import STATUS
+from kiln.codegen.status import STATUS, check_status
 from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
+from kiln.dialects import cf as CF
 from kiln.dialects import func as F
 from kiln.dialects import memref as MR
 from kiln.dialects.affine import BIND
@@ -348,6 +349,9 @@ class _FunctionEmitter:
             return
         if isinstance(op, AR.ConstantOp):
             self.names[op.result] = literal(op.value, op.result.type.name)
+            return
+        if isinstance(op, CF.AssertOp):  # a failed check records its status and the kernel goes on
+            self.line(f"if (!{self.expr(op.condition)}) kiln_status = {check_status(self.function, op)};")
             return
         value = EXPRESSIONS.get(type(op))
         if value is None:

@@ -12,8 +12,9 @@ import numpy as np
 from kiln.codegen.llvm_emitter import HANDLERS, I1, I32, FunctionEmitter, handles, scalar, suffix
 from kiln.codegen.llvm_half import float_to_half, half_to_float
 from kiln.codegen.llvm_math import expf, tanhf
-from kiln.codegen.status import STATUS
+from kiln.codegen.status import STATUS, check_status
 from kiln.dialects import arith as AR
+from kiln.dialects import cf as CF
 from kiln.dialects import math as M
 from kiln.dialects import vector as V
 from kiln.dialects.ir import BlockArgument
@@ -304,6 +305,13 @@ def _define_ipowi(module, t: ir.Type, name: str) -> ir.Function:
     b.position_at_end(done)
     b.ret(new_result)
     return fn
+
+
+@handles(CF.AssertOp)
+def _assert(e, op):
+    """A failed check records its status and the function goes on, as a failed ipowi does."""
+    with e.b.if_then(e.b.not_(e.get(op.condition)), likely=False):
+        e.b.store(ir.Constant(I32, check_status(e.func, op)), e.status)
 
 
 @handles(V.BroadcastOp)

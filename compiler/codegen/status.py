@@ -1,5 +1,19 @@
 """The status codes compiled functions return (0 is success), shared by every backend
 and by the code that calls them."""
 
+from kiln.dialects import cf as CF
+
 STATUS = {"out of memory": 1, "negative integer power": 2}
 OUT_OF_BOUNDS = 1000  # debug builds: status OUT_OF_BOUNDS + k means access_sites(...)[k] went out of bounds
+FAILED_CHECK = -1  # status FAILED_CHECK - k means check_sites(...)[k], a cf.assert, found its condition false
+
+
+def check_sites(function) -> list:
+    """Every cf.assert of a scheduled function, in a fixed order: the numbering its
+    FAILED_CHECK statuses use."""
+    return [op for op in function.walk() if isinstance(op, CF.AssertOp)]
+
+
+def check_status(function, site) -> int:
+    """The status that says `site`, a cf.assert of `function`, failed."""
+    return FAILED_CHECK - next(k for k, op in enumerate(check_sites(function)) if op is site)

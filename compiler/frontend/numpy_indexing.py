@@ -16,12 +16,16 @@ gather, add and assign, so a repeated index is added once; ``np.add.at`` accumul
 repeat. Aliasing follows numpy's views (frontend/views.py), and the caller's arrays are never
 written.
 
-Out-of-range indices: a constant one raises OutOfBoundsError while tracing, as numpy raises
-IndexError. A traced index's value is known only when the function runs, and the compiled
-code does not check it: negative indices wrap as numpy's do, then a gather (``x[idx]``,
-``np.take``, ``np.take_along_axis``) clamps the index into the axis (as JAX does, and
-``np.take(mode='clip')``) and an assignment or ``ufunc.at`` drops the write to a position
-outside the array.
+Out-of-range indices raise as numpy's do: a constant one raises OutOfBoundsError while
+tracing; a traced one (an argument, or computed in the function) passes through a
+``kiln.check_index`` at the user's line, and the compiled function raises OutOfBoundsError
+("index is out of bounds for axis 0 with size 5", at that line) when it runs with a value
+outside [-n, n). The check is always on: one comparison per index element beside an
+O(len(idx) * n) gather. Negative indices then count from the end. This holds for
+``x[idx]``, ``x[idx] = v``, ``x[idx] += v``, ``np.take`` (mode='raise'; 'wrap' and 'clip'
+bring the index into the axis first), ``np.take_along_axis``, ``np.put`` and ``ufunc.at``.
+Native code computes only what the results need: the check of a gather that no result uses
+(removed as dead code), or of one with no elements, does not run there.
 
 Example (x float32 (5, 3), i int64 (4,) traced)::
 
@@ -365,40 +369,36 @@ def _last_axis(x: Tracer, start, stop, step):
     return (0,) * (x.ndim - 1) + (a,), x.shape[:-1] + (b,), (1,) * (x.ndim - 1) + (s,)
 
 
-def _wrap(index, size: int, clamp: bool):
-    """A traced index with negative values counted from the end, as numpy's; `clamp` then
-    limits it to the axis (gathers), else out-of-range values stay outside it (scatters drop them)."""
+def _checked(index: Tracer, size: int, axis: int) -> Tracer:
+    """A traced index checked against its axis (axis `axis` of the array indexed, of `size`
+    elements) when the function runs, as numpy checks it: kiln.check_index raises
+    OutOfBoundsError for a value outside [-size, size) (for any value, while tracing, when
+    the axis is empty). Negative values then count from the end, so the result (int64, of
+    the index's shape) lies in 0..size-1."""
+    if size == 0 and index.size:
+        raise OutOfBoundsError(f"index is out of bounds for axis {axis} with size 0", user_location())
     index = ops.cast(index, np.int64) if index.dtype != np.int64 else index
-    index = np.where(np.less(index, 0), np.add(index, np.int64(size)), index)
-    if clamp:
-        index = np.minimum(np.maximum(index, np.int64(0)), np.int64(max(size - 1, 0)))
-    return index
+    index = current_context().emit(T.CheckIndexOp, [index], {"size": size, "axis": axis})
+    return np.where(np.less(index, 0), np.add(index, np.int64(size)), index)
 
 
-def _flat_index(arrays, sizes, clamp: bool):
-    """The index into the advanced axes flattened together (C order), broadcast to one shape;
-    constant if every array is. An out-of-range traced component makes it -1 when not
-    clamped, so that it matches no position."""
+def _flat_index(arrays, sizes, axes):
+    """The index into the advanced axes (`axes` of the array indexed, of `sizes` elements)
+    flattened together (C order), broadcast to one shape; constant if every array is."""
     shape = _broadcast_indices([np.shape(a) for a in arrays])
     if all(not isinstance(a, Tracer) for a in arrays):
         flat = np.zeros(shape, np.int64)
         for a, n in zip(arrays, sizes):
             flat = flat * n + np.broadcast_to(a, shape)
         return flat
-    flat, outside = None, None
-    for a, n in zip(arrays, sizes):
-        part = _wrap(a, n, clamp) if isinstance(a, Tracer) else np.broadcast_to(a, shape)
-        if isinstance(a, Tracer) and not clamp:
-            bad = np.logical_or(np.less(part, np.int64(0)), np.greater_equal(part, np.int64(n)))
-            outside = bad if outside is None else np.logical_or(outside, bad)
+    flat = None
+    for a, n, axis in zip(arrays, sizes, axes):
+        part = _checked(a, n, axis) if isinstance(a, Tracer) else np.broadcast_to(a, shape)
         flat = part if flat is None else np.add(np.multiply(flat, np.int64(n)), part)
-    flat = ops.broadcast_to(ops.lift(current_context(), flat, np.int64), shape)
-    if outside is not None:
-        flat = np.where(outside, np.int64(-1), flat)
-    return ops.strong(flat)
+    return ops.strong(ops.broadcast_to(ops.lift(current_context(), flat, np.int64), shape))
 
 
-def _advanced_parts(x: Tracer, key: _Key, clamp: bool):
+def _advanced_parts(x: Tracer, key: _Key):
     """For a key with index arrays: the basic part's result `region` (one axis per entry), the
     advanced axes moved last and merged (`merged`, shape R + (N,)), the flat index into them
     (shape B), and where numpy puts B among R in the result."""
@@ -410,7 +410,9 @@ def _advanced_parts(x: Tracer, key: _Key, clamp: bool):
     merged = ops.transpose(region, rest + advanced)
     sizes = [region.shape[k] for k in advanced]
     merged = ops.reshape(merged, merged.shape[: len(rest)] + (math.prod(sizes),))
-    flat = _flat_index([key.entries[k].index for k in advanced], sizes, clamp)
+    # an entry's axis in x, as numpy's messages count it: the entries before it, less the new axes (None)
+    axes = [sum(e is not None for e in key.entries[:k]) for k in advanced]
+    flat = _flat_index([key.entries[k].index for k in advanced], sizes, axes)
     adjacent = advanced == list(range(advanced[0], advanced[0] + len(advanced)))
     place = advanced[0] if adjacent else 0  # numpy: in place if adjacent, else first
     return where, region, merged, flat, place
@@ -446,7 +448,7 @@ def getitem(x: Tracer, key):
     if not key.advanced:
         result = basic_getitem(x, key.entries)
         return views.fresh(result) if element and result.ndim == 0 and result is not x else result
-    _, _, merged, flat, place = _advanced_parts(x, key, clamp=True)
+    _, _, merged, flat, place = _advanced_parts(x, key)
     gathered = gather_last(merged, flat)
     n_rest = merged.ndim - 1
     result = views.fresh(ops.transpose(gathered, _placed_axes(n_rest, gathered.ndim - n_rest, place)))
@@ -513,7 +515,7 @@ def updated(x: Tracer, key, value) -> Tracer:
     if not key.advanced:
         where, sliced, shape = _basic_plan(x, key.entries)
         return _insert(x, where, ops.reshape(_assigned_value(x.dtype, value, shape), sliced))
-    where, region, merged, flat, place = _advanced_parts(x, key, clamp=False)
+    where, region, merged, flat, place = _advanced_parts(x, key)
     n_rest, b_shape = merged.ndim - 1, np.shape(flat)
     order = _placed_axes(n_rest, len(b_shape), place)
     result_shape = tuple((merged.shape[:-1] + b_shape)[a] for a in order)
@@ -538,8 +540,8 @@ def _write_region(x, where, region, key, written):
 
 def _scatter_last(dest: Tracer, flat, source: Tracer) -> Tracer:
     """dest (shape R + (N,)) with dest[..., flat[l]] = source[..., l] for each l in turn (the
-    last write to a position wins, as numpy's assignment in practice); a traced flat index
-    outside 0..N-1 writes nothing."""
+    last write to a position wins, as numpy's assignment in practice); every flat index is
+    in 0..N-1 (a traced one was checked)."""
     n = dest.shape[-1]
     if not isinstance(flat, Tracer):
         found = _progression(flat)
@@ -699,8 +701,8 @@ def _traced(a) -> Tracer:
 def take(a, indices, axis=None, out=None, mode="raise"):
     """np.take: a gather along `axis` (of the flattened array when None); the result has shape
     a.shape[:axis] + indices.shape + a.shape[axis + 1:] and a's dtype. Costs as getitem's
-    gather. mode='raise' (numpy's default) treats a traced index as indexing does (clamped,
-    unchecked); a constant one out of range is an OutOfBoundsError.
+    gather. mode='raise' (numpy's default) treats an index as indexing does: out of range
+    it is an OutOfBoundsError, while tracing (a constant) or when the function runs (traced).
     np.take(x, [[0, 2]], axis=1) of a (4, 3) x is (4, 1, 2)."""
     if out is not None:
         raise UnsupportedError("np.take(..., out=...) is not supported; use the returned value", user_location())
@@ -742,7 +744,7 @@ def take_along_axis(arr, indices, axis=-1):
         fill = ops.lift(current_context(), _fill(arr.dtype), arr.dtype)
         return ops.moveaxis(ops.broadcast_to(fill, lead + (m,)), -1, axis)
     if isinstance(indices, Tracer):
-        index = _wrap(ops.moveaxis(indices, axis, -1), n, clamp=True)
+        index = _checked(ops.moveaxis(indices, axis, -1), n, axis)
     else:
         index = np.moveaxis(indices.astype(np.int64), axis, -1)
         bad = (index < -n) | (index >= n)
@@ -811,7 +813,7 @@ def ufunc_at(ufunc, inputs, kwargs):
         current = basic_getitem(a, parsed.entries)
         views.assign(a, updated(a, key, ops.cast(ufunc(ops.strong(current).copy(), b), a.dtype)))
         return None
-    where, region, merged, flat, place = _advanced_parts(a, parsed, clamp=False)
+    where, region, merged, flat, place = _advanced_parts(a, parsed)
     n_rest, b_shape = merged.ndim - 1, np.shape(flat)
     order = _placed_axes(n_rest, len(b_shape), place)
     result_shape = tuple((merged.shape[:-1] + b_shape)[k] for k in order)

@@ -16,6 +16,7 @@ import numpy as np
 
 from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
+from kiln.dialects import cf as CF
 from kiln.dialects import func as F
 from kiln.dialects import math as M
 from kiln.dialects import memref as MR
@@ -99,6 +100,9 @@ class _Runner:
             pass
         elif isinstance(op, AR.ConstantOp):
             env[op.result] = _typed(op.result.type, op.value)
+        elif isinstance(op, CF.AssertOp):
+            if not env[op.condition]:
+                raise OutOfBoundsError(op.msg, op.loc)
         else:
             evaluate = _SCALAR.get(type(op))
             if evaluate is None:

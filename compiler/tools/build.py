@@ -147,7 +147,8 @@ def _header(name, signatures, compiled) -> str:
         " * Arrays are row-major and contiguous; bool is one byte (0 or 1) per element.",
         " * Every function returns 0 on success, "
         f"{STATUS['out of memory']} if its scratch memory could not be allocated,",
-        f" * {STATUS['negative integer power']} for an integer raised to a negative integer power.",
+        f" * {STATUS['negative integer power']} for an integer raised to a negative integer power,",
+        " * and a negative status for an index array holding a value outside its axis.",
         " * Scratch memory is allocated by the library on each call: calls may run",
         " * at the same time from several threads. Outputs must not overlap inputs. */",
         f"#ifndef {guard}",
