@@ -188,6 +188,45 @@ def test_assigning_through_a_traced_mask_is_a_select():
     assert kiln.gradcheck(loss, x, rng.random(5) < 0.5, rng.standard_normal(3), argnums=(0, 2)).ok
 
 
+@pytest.mark.parametrize("target", ["cpu", "interpret", "cuda-emulate"])
+def test_a_traced_mask_mixed_with_ints_and_slices_assigns_as_numpy(target):
+    """y[mask, 0] = v, y[:, mask] op= v, y[..., mask, 1:3] = v: the other indices pick a region
+    and the mask selects in it; the values broadcast to one selected element."""
+
+    def f(y, m, m3, v):
+        y = y.copy()
+        y[m, 0] = 7.0
+        y[m, 1:3] += v
+        y[:, m3[:4]] *= -2
+        y[..., m3[1:]] = np.float32(0.5)
+        return y
+
+    def g(z, m):
+        z = z.copy()
+        z[:, m, 0] = -1
+        z[m[:2], ::2] -= 3
+        z[1, m, 1:] = 9
+        z[1, m, 0] += 4  # ints and the mask adjacent: numpy keeps the selection in place
+        return z
+
+    y = rng.standard_normal((5, 4)).astype(np.float32)[::-1]
+    m, m3 = np.array([True, False, True, True, False]), np.array([False, True, True, False, True])
+    same(f, y, m[::-1], m3, np.array([1.0, 2.0], np.float32), target=target)
+    same(g, np.arange(24).reshape(2, 3, 4), np.array([True, False, True]), target=target)
+
+
+def test_a_traced_mask_mixed_where_numpy_moves_the_selection_first_is_refused():
+    def f(z, m):
+        z = z.copy()
+        z[:, m, :, 0] = 1.0  # numpy puts the selected axis first, ahead of the slices
+        return z
+
+    with pytest.raises(kiln.UnsupportedError, match="mixed with other indices"):
+        kiln.compile(f)(np.zeros((2, 3, 4, 5)), np.array([True, False, True]))
+    with pytest.raises(kiln.UnsupportedError, match=r"np\.where\(mask, x, 0\)"):
+        kiln.compile(lambda y, m: y[m, 0])(np.zeros((3, 2)), np.array([True, False, True]))
+
+
 def test_a_traced_mask_with_one_value_per_selected_element_is_refused():
     def f(x, v):
         y = x.copy()

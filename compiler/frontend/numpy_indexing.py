@@ -441,6 +441,8 @@ def getitem(x: Tracer, key):
     indices are adjacent in the key and first otherwise; a constant boolean mask is its
     nonzero positions. A traced mask's result has a data-dependent size: UnsupportedError.
     An element picked by integers alone (x[1, 2], no '...') is a numpy scalar: a copy."""
+    if _split_masked(x, key) is not None:  # x[mask, 0] is data-sized, but x[mask, 0] += v is not
+        return MaskedSelection(x, key, user_location())
     original, key = key, parse_key(x, key)
     if key.mask is not None:
         return MaskedSelection(x, original, user_location())
@@ -493,8 +495,47 @@ def _assigned_value(dtype, value, shape, what="x[...] = v") -> Tracer:
     return ops.broadcast_to(value, tuple(shape))
 
 
+def _split_masked(x: Tracer, key):
+    """(region key, mask key) when `key` mixes one traced mask with ints and slices (`x[mask, 0]`,
+    `x[:, mask, 1:3]`, `x[0, mask]`) such that numpy's x[key] = v is x[region key][mask key] = v:
+    the ints pick the region and the mask selects in it. numpy places the selected axis where
+    the mask and the ints (all advanced indices) are when they are adjacent, and first when a
+    slice separates them; the region puts it after the slices before the mask, so a key where
+    the two differ is not split. None otherwise."""
+    raw = [_entry(k) for k in (key if isinstance(key, tuple) else (key,))]
+    masks = [i for i, k in enumerate(raw) if isinstance(k, Tracer) and k.dtype == np.bool_ and k.ndim]
+    if len(masks) != 1 or sum(k is Ellipsis for k in raw) > 1:
+        return None
+    at, mask = masks[0], raw[masks[0]]
+    consumed = mask.ndim + sum(1 for i, k in enumerate(raw) if i != at and k is not Ellipsis)
+    if consumed > x.ndim:
+        return None
+    if Ellipsis in [k for k in raw if not isinstance(k, Tracer)]:
+        where = next(i for i, k in enumerate(raw) if k is Ellipsis)
+        raw = raw[:where] + [slice(None)] * (x.ndim - consumed) + raw[where + 1 :]
+        at = next(i for i, k in enumerate(raw) if k is mask)
+    pre, post = raw[:at], raw[at + 1 :]
+    if not all(isinstance(k, (slice, int, np.integer)) and not isinstance(k, bool) for k in pre + post):
+        return None
+    if all(k == slice(None) for k in pre + post):
+        return None  # a mask with whole slices is the plain masked write
+    advanced = [i for i, k in enumerate(raw) if not isinstance(k, slice)]
+    adjacent = all(not isinstance(k, slice) for k in raw[advanced[0] : advanced[-1] + 1])
+    slices_before = sum(isinstance(k, slice) for k in pre)
+    if not adjacent and slices_before:
+        return None
+    return tuple(pre) + (slice(None),) * mask.ndim + tuple(post), (slice(None),) * slices_before + (mask,)
+
+
 def updated(x: Tracer, key, value) -> Tracer:
     """x with x[key] = value, as a new value (numpy's assignment, functionally)."""
+    split = _split_masked(x, key)
+    if split is not None:
+        region_key, mask_key = split
+        region = getitem(x, region_key)
+        if isinstance(value, MaskedSelection):  # x[mask, 0] += v: the updates read from x itself
+            value = value.moved_to(region, x, key)
+        return updated(x, region_key, updated(region, mask_key, value))
     if (
         isinstance(key, np.ndarray)
         and key.dtype == np.bool_
@@ -631,6 +672,15 @@ class MaskedSelection(Tracer):
     @property
     def shape(self):
         self.refuse()
+
+    def moved_to(self, region: Tracer, x: Tracer, key) -> "MaskedSelection":
+        """This selection of x[key] (a traced mask mixed with basic indices) as the selection of
+        `region`, the part of x those basic indices pick, by the mask alone."""
+        if x is not self.base or key is not self.key:
+            self.refuse()
+        moved = MaskedSelection(region, None, self.loc)
+        moved.updates = self.updates
+        return moved
 
     def written(self, x: Tracer, key: _Key) -> Tracer:
         """x with the recorded updates applied where the mask is true (x is the array indexed)."""
