@@ -1,5 +1,6 @@
-"""Indexing with arrays and masks (gathers), item assignment (scatters), np.take,
-np.take_along_axis and the ufunc method ``at``, composed from kiln's tensor ops.
+"""Indexing with arrays and masks (gathers) and item assignment (scatters), composed from
+kiln's tensor ops; numpy's indexing routines built on them (np.take, np.put, ufunc.at, ...)
+are in numpy_indexing_routines.
 
 kiln's loops read memory only at affine indices, so a gather by a traced index is a
 comparison with the axis' positions and a reduction: ``x[idx]`` along an axis of size n is
@@ -43,10 +44,10 @@ import math
 import numpy as np
 
 from kiln.dialects import tensor as T
-from kiln.errors import DTypeError, OutOfBoundsError, ShapeError, UnsupportedError
+from kiln.errors import OutOfBoundsError, ShapeError, UnsupportedError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend import views
-from kiln.frontend.numpy_api import FUNCTION_RULES, UFUNC_METHODS, VIEW_FUNCTIONS, write_out
+from kiln.frontend.numpy_api import VIEW_FUNCTIONS, write_out
 from kiln.frontend.tracing import NUMPY_PROTOCOL, Tracer, current_context, user_location
 
 # Constant indices up to this long gather by concatenating one-element slices.
@@ -101,7 +102,7 @@ def _entry(k):
             user_location(),
         )
     if isinstance(k, (list, tuple, np.ndarray, np.generic)):
-        if not _entry_free(k):
+        if not entry_free(k):
             raise UnsupportedError("an index list may not hold traced values; use np.stack of them", user_location())
         array = np.asarray(k)
         if array.size == 0 and array.dtype == np.float64 and not isinstance(k, np.ndarray):
@@ -117,7 +118,7 @@ def _entry(k):
     )
 
 
-def _check_index_dtype(index: Tracer) -> None:
+def check_index_dtype(index: Tracer) -> None:
     if index.dtype.kind not in "iub":
         raise OutOfBoundsError(
             f"arrays used as indices must be of integer (or boolean) type, got {index.dtype}", user_location()
@@ -132,7 +133,7 @@ def parse_key(x: Tracer, key, check: bool = True) -> _Key:
     raw = [_entry(k) for k in (key if isinstance(key, tuple) else (key,))]
     for k in raw:
         if isinstance(k, Tracer):
-            _check_index_dtype(k)
+            check_index_dtype(k)
     if sum(k is Ellipsis for k in raw) > 1:
         raise OutOfBoundsError("an index can only have a single ellipsis ('...')", user_location())
     consumed = sum(
@@ -202,7 +203,7 @@ def parse_key(x: Tracer, key, check: bool = True) -> _Key:
     return _Key(entries, mask)
 
 
-def _entry_free(values) -> bool:
+def entry_free(values) -> bool:
     """Whether a list holds no traced values (np.asarray can take it)."""
     return not any(isinstance(e, Tracer) for e in np.ravel(np.asarray(values, dtype=object)))
 
@@ -217,7 +218,7 @@ def _check_mask_shape(mask, shape, axis: int) -> None:
             )
 
 
-def _broadcast_indices(shapes) -> tuple:
+def broadcast_indices(shapes) -> tuple:
     """The shape index arrays broadcast to; numpy's IndexError where they do not."""
     try:
         return tuple(np.broadcast_shapes(*shapes))
@@ -311,7 +312,7 @@ def _progression(flat: np.ndarray):
     return None
 
 
-def _fill(dtype):
+def fill_value(dtype):
     """The value that loses every max: where a gather's comparison fails."""
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
@@ -321,7 +322,7 @@ def _fill(dtype):
     return np.array(np.iinfo(dtype).min, dtype)
 
 
-def _positions(n: int, ndim: int, axis: int) -> Tracer:
+def positions(n: int, ndim: int, axis: int) -> Tracer:
     """0, 1, ..., n-1 along `axis` of a rank-`ndim` array, size 1 elsewhere (as int64)."""
     shape = [1] * ndim
     shape[axis] = n
@@ -337,7 +338,7 @@ def gather_last(src: Tracer, index) -> Tracer:
     if n == 0 and np.size(index):
         raise OutOfBoundsError("cannot index into an axis of size 0", user_location())
     if n == 0 or np.size(index) == 0:
-        fill = ops.lift(current_context(), _fill(src.dtype), src.dtype)
+        fill = ops.lift(current_context(), fill_value(src.dtype), src.dtype)
         return ops.broadcast_to(fill, lead + np.shape(index))
     if not isinstance(index, Tracer):
         flat = index.reshape(-1)
@@ -355,9 +356,9 @@ def gather_last(src: Tracer, index) -> Tracer:
             return ops.reshape(ops.concatenate(pieces, -1), lead + index.shape)
         index = ops.lift(current_context(), index, np.int64)
     rank = len(lead) + index.ndim + 1
-    hit = np.equal(ops.reshape(index, index.shape + (1,)), _positions(n, index.ndim + 1, index.ndim))
+    hit = np.equal(ops.reshape(index, index.shape + (1,)), positions(n, index.ndim + 1, index.ndim))
     values = ops.reshape(src, lead + (1,) * index.ndim + (n,))
-    fill = ops.lift(current_context(), _fill(src.dtype), src.dtype)
+    fill = ops.lift(current_context(), fill_value(src.dtype), src.dtype)
     chosen = ops.where(ops.broadcast_to(hit, lead + index.shape + (n,)), values, fill)
     assert chosen.ndim == rank
     return current_context().emit(T.ReduceMaxOp, [chosen], {"axes": (rank - 1,), "keepdims": False})
@@ -369,7 +370,7 @@ def _last_axis(x: Tracer, start, stop, step):
     return (0,) * (x.ndim - 1) + (a,), x.shape[:-1] + (b,), (1,) * (x.ndim - 1) + (s,)
 
 
-def _checked(index: Tracer, size: int, axis: int) -> Tracer:
+def checked_index(index: Tracer, size: int, axis: int) -> Tracer:
     """A traced index checked against its axis (axis `axis` of the array indexed, of `size`
     elements) when the function runs, as numpy checks it: kiln.check_index raises
     OutOfBoundsError for a value outside [-size, size) (for any value, while tracing, when
@@ -385,7 +386,7 @@ def _checked(index: Tracer, size: int, axis: int) -> Tracer:
 def _flat_index(arrays, sizes, axes):
     """The index into the advanced axes (`axes` of the array indexed, of `sizes` elements)
     flattened together (C order), broadcast to one shape; constant if every array is."""
-    shape = _broadcast_indices([np.shape(a) for a in arrays])
+    shape = broadcast_indices([np.shape(a) for a in arrays])
     if all(not isinstance(a, Tracer) for a in arrays):
         flat = np.zeros(shape, np.int64)
         for a, n in zip(arrays, sizes):
@@ -393,12 +394,12 @@ def _flat_index(arrays, sizes, axes):
         return flat
     flat = None
     for a, n, axis in zip(arrays, sizes, axes):
-        part = _checked(a, n, axis) if isinstance(a, Tracer) else np.broadcast_to(a, shape)
+        part = checked_index(a, n, axis) if isinstance(a, Tracer) else np.broadcast_to(a, shape)
         flat = part if flat is None else np.add(np.multiply(flat, np.int64(n)), part)
     return ops.strong(ops.broadcast_to(ops.lift(current_context(), flat, np.int64), shape))
 
 
-def _advanced_parts(x: Tracer, key: _Key):
+def advanced_parts(x: Tracer, key: _Key):
     """For a key with index arrays: the basic part's result `region` (one axis per entry), the
     advanced axes moved last and merged (`merged`, shape R + (N,)), the flat index into them
     (shape B), and where numpy puts B among R in the result."""
@@ -423,13 +424,13 @@ def _indexed_shape(x: Tracer, key: _Key) -> tuple:
     region = _basic_plan(x, [slice(None) if isinstance(e, _Advanced) else e for e in key.entries])[2]
     advanced = key.advanced
     rest = tuple(d for k, d in enumerate(region) if k not in advanced)
-    broadcast = _broadcast_indices([np.shape(key.entries[k].index) for k in advanced])
+    broadcast = broadcast_indices([np.shape(key.entries[k].index) for k in advanced])
     adjacent = advanced == list(range(advanced[0], advanced[0] + len(advanced)))
     place = advanced[0] if adjacent else 0
-    return tuple((rest + broadcast)[a] for a in _placed_axes(len(rest), len(broadcast), place))
+    return tuple((rest + broadcast)[a] for a in placed_axes(len(rest), len(broadcast), place))
 
 
-def _placed_axes(n_rest: int, n_broadcast: int, place: int) -> list:
+def placed_axes(n_rest: int, n_broadcast: int, place: int) -> list:
     """The transpose taking R + B (gathered) to numpy's order of the result's axes."""
     rest, broadcast = list(range(n_rest)), list(range(n_rest, n_rest + n_broadcast))
     return rest[:place] + broadcast + rest[place:]
@@ -450,10 +451,10 @@ def getitem(x: Tracer, key):
     if not key.advanced:
         result = basic_getitem(x, key.entries)
         return views.fresh(result) if element and result.ndim == 0 and result is not x else result
-    _, _, merged, flat, place = _advanced_parts(x, key)
+    _, _, merged, flat, place = advanced_parts(x, key)
     gathered = gather_last(merged, flat)
     n_rest = merged.ndim - 1
-    result = views.fresh(ops.transpose(gathered, _placed_axes(n_rest, gathered.ndim - n_rest, place)))
+    result = views.fresh(ops.transpose(gathered, placed_axes(n_rest, gathered.ndim - n_rest, place)))
     scalars = [key.entries[k].index for k in key.advanced]
     if all(isinstance(i, Tracer) and i.ndim == 0 for i in scalars) and not (element and result.ndim == 0):
         # numpy reads a scalar index (np.int64, a Python int) as an int: the result is a view
@@ -468,11 +469,11 @@ def getitem(x: Tracer, key):
 
 
 # -- assignment -------------------------------------------------------------------------------------
-def _assigned_value(dtype, value, shape, what="x[...] = v") -> Tracer:
+def assigned_value(dtype, value, shape, what="x[...] = v") -> Tracer:
     """`value` as numpy writes it into an array of `dtype` at a place of `shape`: cast to the
     dtype (as numpy's assignment casts), leading axes of size 1 dropped, broadcast."""
     if isinstance(value, (list, tuple)):
-        value = np.asarray(value) if _entry_free(value) else np.stack(value)  # numpy makes an array of it
+        value = np.asarray(value) if entry_free(value) else np.stack(value)  # numpy makes an array of it
     value = ops.check_operand(value)
     dtype = np.dtype(dtype)
     ctx = current_context()
@@ -549,25 +550,25 @@ def updated(x: Tracer, key, value) -> Tracer:
     except OutOfBoundsError:
         unchecked = parse_key(x, key, check=False)
         if unchecked.advanced:  # numpy refuses a value that does not fit before an index out of range
-            _assigned_value(x.dtype, value, _indexed_shape(x, unchecked))
+            assigned_value(x.dtype, value, _indexed_shape(x, unchecked))
         raise
     if key.mask is not None:
         return _masked(x, key, value)
     if not key.advanced:
         where, sliced, shape = _basic_plan(x, key.entries)
-        return _insert(x, where, ops.reshape(_assigned_value(x.dtype, value, shape), sliced))
-    where, region, merged, flat, place = _advanced_parts(x, key)
+        return _insert(x, where, ops.reshape(assigned_value(x.dtype, value, shape), sliced))
+    where, region, merged, flat, place = advanced_parts(x, key)
     n_rest, b_shape = merged.ndim - 1, np.shape(flat)
-    order = _placed_axes(n_rest, len(b_shape), place)
+    order = placed_axes(n_rest, len(b_shape), place)
     result_shape = tuple((merged.shape[:-1] + b_shape)[a] for a in order)
-    source = _assigned_value(x.dtype, value, result_shape)
+    source = assigned_value(x.dtype, value, result_shape)
     source = ops.transpose(source, [int(a) for a in np.argsort(order)])  # back to R + B
     source = ops.reshape(source, merged.shape[:-1] + (int(np.prod(b_shape, dtype=np.int64)),))
     written = _scatter_last(merged, np.reshape(flat, (-1,)) if not isinstance(flat, Tracer) else flat, source)
-    return _write_region(x, where, region, key, written)
+    return write_region(x, where, region, key, written)
 
 
-def _write_region(x, where, region, key, written):
+def write_region(x, where, region, key, written):
     """x with the basic part of `key` (whose result was `region`) replaced by `written`, the
     region with its advanced axes moved last and merged."""
     advanced = key.advanced
@@ -598,7 +599,7 @@ def _scatter_last(dest: Tracer, flat, source: Tracer) -> Tracer:
     # owner[j]: the last l that writes position j, or -1
     length = flat.size
     flat = ops.reshape(flat, (length,))
-    hit = np.equal(ops.reshape(flat, (length, 1)), _positions(n, 2, 1))
+    hit = np.equal(ops.reshape(flat, (length, 1)), positions(n, 2, 1))
     order = ops.lift(current_context(), np.arange(length, dtype=np.int64).reshape(length, 1), np.int64)
     owner = ops.reduce("max", np.where(hit, order, np.int64(-1)), 0) if length else None
     if owner is None:
@@ -613,7 +614,7 @@ def _masked(x: Tracer, key: _Key, value) -> Tracer:
     at, mask = key.mask
     if isinstance(value, MaskedSelection):
         return value.written(x, key)
-    value = _assigned_value(x.dtype, _per_selected(x, key, value), x.shape[at + mask.ndim :])
+    value = assigned_value(x.dtype, _per_selected(x, key, value), x.shape[at + mask.ndim :])
     return ops.where(_spread_mask(x, key), ops.reshape(value, (1,) * (at + mask.ndim) + value.shape), x)
 
 
@@ -717,249 +718,8 @@ def in_place(ufunc, x, other):
     return write_out(ufunc, x, result)
 
 
-# -- np.take, np.take_along_axis -----------------------------------------------------------------------
-def _mode_index(indices, size: int, mode: str):
-    """Indices under np.take's mode: 'raise' as indexing, 'wrap' modulo the size, 'clip' into the
-    axis (negative ones to 0)."""
-    if mode not in ("raise", "wrap", "clip"):
-        raise ValueError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})")
-    if not isinstance(indices, Tracer):
-        indices = np.asarray(indices)
-        if indices.size == 0 and indices.dtype == np.float64:
-            indices = indices.astype(np.int64)
-    if indices.dtype.kind not in "iu":
-        raise OutOfBoundsError(f"np.take needs integer indices, got {indices.dtype}", user_location())
-    if mode == "raise" or np.size(indices) == 0:
-        return indices
-    if size == 0:
-        raise OutOfBoundsError("cannot do a non-empty take from an empty axes.", user_location())
-    if not isinstance(indices, Tracer):
-        return indices.astype(np.int64) % size if mode == "wrap" else np.clip(indices.astype(np.int64), 0, size - 1)
-    indices = ops.cast(indices, np.int64)
-    if mode == "wrap":
-        return np.remainder(indices, np.int64(size))
-    return np.minimum(np.maximum(indices, np.int64(0)), np.int64(size - 1))
-
-
-def _traced(a) -> Tracer:
-    """`a` as a traced array: a numpy array (a lookup table the function captures) becomes a constant."""
-    if isinstance(a, Tracer):
-        return a
-    return ops.lift(current_context(), ops.check_operand(a), np.asarray(a).dtype)
-
-
-def take(a, indices, axis=None, out=None, mode="raise"):
-    """np.take: a gather along `axis` (of the flattened array when None); the result has shape
-    a.shape[:axis] + indices.shape + a.shape[axis + 1:] and a's dtype. Costs as getitem's
-    gather. mode='raise' (numpy's default) treats an index as indexing does: out of range
-    it is an OutOfBoundsError, while tracing (a constant) or when the function runs (traced).
-    np.take(x, [[0, 2]], axis=1) of a (4, 3) x is (4, 1, 2)."""
-    if out is not None:
-        raise UnsupportedError("np.take(..., out=...) is not supported; use the returned value", user_location())
-    a = _traced(a)
-    if axis is None:
-        a, axis = ops.reshape(a, (-1,)), 0
-    axis = ops.normalize_axis(axis, a.ndim)
-    indices = _mode_index(indices, a.shape[axis], mode)
-    return getitem(a, (slice(None),) * axis + (indices,))
-
-
-def take_along_axis(arr, indices, axis=-1):
-    """np.take_along_axis: out[..., i, ...] = arr[..., indices[..., i, ...], ...] along `axis`,
-    the other axes of `indices` and `arr` broadcast together. Cost O(indices.shape[axis] *
-    arr.shape[axis]) per element of the other axes."""
-    arr = _traced(arr)
-    if not isinstance(indices, Tracer):
-        indices = np.asarray(indices)
-        if indices.dtype.kind not in "iu":
-            raise OutOfBoundsError("`indices` must be an integer array", user_location())
-    else:
-        _check_index_dtype(indices)
-        if indices.dtype == np.bool_:
-            raise OutOfBoundsError("`indices` must be an integer array", user_location())
-    if axis is None:
-        if np.ndim(indices) != 1:
-            raise ShapeError("when axis=None, `indices` must have a single dimension.", user_location())
-        arr, axis = ops.reshape(arr, (-1,)), 0
-    if np.ndim(indices) != arr.ndim:
-        raise ShapeError("`indices` and `arr` must have the same number of dimensions", user_location())
-    axis = ops.normalize_axis(axis, arr.ndim)
-    n = arr.shape[axis]
-    spread = _broadcast_indices([tuple(1 if k == axis else d for k, d in enumerate(arr.shape)), np.shape(indices)])
-    lead = tuple(d for k, d in enumerate(spread) if k != axis)
-    m = np.shape(indices)[axis]
-    if n == 0 and m and math.prod(lead):
-        raise OutOfBoundsError(f"index is out of bounds for axis {axis} with size 0", user_location())
-    if n == 0 or m == 0 or math.prod(lead) == 0:
-        fill = ops.lift(current_context(), _fill(arr.dtype), arr.dtype)
-        return ops.moveaxis(ops.broadcast_to(fill, lead + (m,)), -1, axis)
-    if isinstance(indices, Tracer):
-        index = _checked(ops.moveaxis(indices, axis, -1), n, axis)
-    else:
-        index = np.moveaxis(indices.astype(np.int64), axis, -1)
-        bad = (index < -n) | (index >= n)
-        if bad.any():
-            raise OutOfBoundsError(
-                f"index {int(index[bad].flat[0])} is out of bounds for axis {axis} with size {n}", user_location()
-            )
-        index = ops.lift(current_context(), np.where(index < 0, index + n, index), np.int64)
-    index = ops.broadcast_to(index, lead + (m,))
-    src = ops.broadcast_to(ops.moveaxis(arr, axis, -1), lead + (n,))
-    hit = np.equal(ops.reshape(index, lead + (m, 1)), _positions(n, len(lead) + 2, len(lead) + 1))
-    values = ops.reshape(src, lead + (1, n))
-    fill = ops.lift(current_context(), _fill(arr.dtype), arr.dtype)
-    chosen = ops.where(hit, values, fill)
-    picked = current_context().emit(T.ReduceMaxOp, [chosen], {"axes": (chosen.ndim - 1,), "keepdims": False})
-    return ops.moveaxis(picked, -1, axis)
-
-
-# -- ufunc.at: accumulating scatters ----------------------------------------------------------------
-# ufunc -> (how the values at one position combine, the value that changes nothing)
-_AT_COMBINE = {
-    np.add: ("sum", 0),
-    np.subtract: ("sum", 0),
-    np.multiply: ("prod", 1),
-    np.maximum: ("max", None),
-    np.minimum: ("min", None),
-}
-
-
-def ufunc_at(ufunc, inputs, kwargs):
-    """np.add.at(a, indices, b) and subtract, multiply, maximum, minimum: a[indices] op= b with
-    every repeated index applied (numpy's unbuffered update), written into the traced `a` in
-    place. Every value for a position is combined first (a sum for add and subtract, so a
-    float total may round differently from numpy's one-by-one additions), then applied once.
-    Cost O(len(indices) * size of the indexed axes) per element of the rest."""
-    name = f"np.{ufunc.__name__}.at"
-    if ufunc not in _AT_COMBINE:
-        raise UnsupportedError(
-            f"{name} is not supported by kiln (add, subtract, multiply, maximum and minimum are)", user_location()
-        )
-    if kwargs or len(inputs) != 3:
-        raise UnsupportedError(f"{name} takes (a, indices, b)", user_location())
-    a, key, b = inputs
-    if not isinstance(a, Tracer) or a.weak:
-        raise UnsupportedError(
-            f"{name} writes its first argument, which must be a traced array (a numpy array such as np.zeros(n) "
-            "cannot take traced values; make it with np.zeros_like(x, shape=...))",
-            user_location(),
-        )
-    parsed = parse_key(a, key if isinstance(key, tuple) else (key,))
-    if parsed.mask is not None:
-        raise UnsupportedError(f"{name} with a traced boolean mask: use np.where(mask, ..., a)", user_location())
-    ctx = current_context()
-    if isinstance(b, (list, tuple)):
-        b = np.asarray(b) if _entry_free(b) else np.stack(b)
-    b = ops.check_operand(b)
-    result_dtype = ufunc.resolve_dtypes((a.dtype, ops.promotion_key(b), None))[-1]
-    if not np.can_cast(result_dtype, a.dtype, "same_kind"):
-        raise DTypeError(
-            f"Cannot cast ufunc '{ufunc.__name__}' output from {result_dtype} to {a.dtype} with casting rule "
-            "'same_kind'",
-            user_location(),
-        )
-    if not parsed.advanced:
-        # basic indices name each element once: an ordinary in-place update
-        current = basic_getitem(a, parsed.entries)
-        views.assign(a, updated(a, key, ops.cast(ufunc(ops.strong(current).copy(), b), a.dtype)))
-        return None
-    where, region, merged, flat, place = _advanced_parts(a, parsed)
-    n_rest, b_shape = merged.ndim - 1, np.shape(flat)
-    order = _placed_axes(n_rest, len(b_shape), place)
-    result_shape = tuple((merged.shape[:-1] + b_shape)[k] for k in order)
-    work = np.dtype(result_dtype)
-    length = int(np.prod(b_shape, dtype=np.int64))
-    source = ops.lift(ctx, b, work) if not isinstance(b, Tracer) else ops.cast(b, work)
-    source = _assigned_value(work, source, result_shape, name)
-    if length == 0:
-        return None
-    source = ops.transpose(source, [int(k) for k in np.argsort(order)])
-    source = ops.reshape(source, merged.shape[:-1] + (length,))
-    flat = np.reshape(flat, (-1,)) if not isinstance(flat, Tracer) else ops.reshape(flat, (length,))
-    n = merged.shape[-1]
-    kind, neutral = _AT_COMBINE[ufunc]
-    if work == np.bool_ and kind in ("sum", "prod"):
-        kind = "max" if kind == "sum" else "min"  # numpy's add and multiply on bools are or and and
-    # hit[l, j]: value l goes to position j; values of R + (L, N) with the neutral where not
-    hit = np.equal(
-        ops.reshape(ops.lift(ctx, flat, np.int64) if not isinstance(flat, Tracer) else flat, (length, 1)),
-        _positions(n, 2, 1),
-    )
-    spread = ops.reshape(source, merged.shape[:-1] + (length, 1))
-    if kind in ("max", "min"):
-        neutral = _fill(work) if kind == "max" else _extreme_high(work)
-    spread = ops.where(hit, spread, ops.lift(ctx, np.asarray(neutral, work), work))
-    if kind == "sum":
-        total = ops.reduce("sum", spread, -2, dtype=work)
-    elif kind == "prod":
-        total = ops.prod(spread, -2, dtype=work)
-    else:
-        total = ops.reduce(kind, spread, -2)
-    touched = ops.reduce("max", hit, 0)
-    combined = ufunc(ops.cast(merged, work), total)
-    written = ops.where(touched, ops.cast(combined, a.dtype), merged)
-    views.assign(a, _write_region(a, where, region, parsed, written))
-    return None
-
-
-def _extreme_high(dtype):
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        return np.array(np.inf, dtype)
-    if dtype == np.bool_:
-        return np.array(True)
-    return np.array(np.iinfo(dtype).max, dtype)
-
-
-# -- np.put, np.putmask --------------------------------------------------------------------------------
-def _written_argument(name: str, a) -> Tracer:
-    if not isinstance(a, Tracer) or a.weak:
-        raise UnsupportedError(
-            f"{name} writes its first argument, which must be a traced array (a numpy array such as np.zeros(n) "
-            "cannot take traced values; make it with np.zeros_like(x, shape=...))",
-            user_location(),
-        )
-    return a
-
-
-def _cycled(name: str, values, count: int) -> Tracer:
-    """The values, flattened and repeated to `count` elements, as np.put and np.putmask use them."""
-    if isinstance(values, (list, tuple)):
-        values = np.asarray(values) if _entry_free(values) else np.stack(values)
-    values = ops.check_operand(values)
-    if not isinstance(values, Tracer):
-        values = ops.lift(current_context(), np.asarray(values), np.asarray(values).dtype)
-    values = ops.reshape(values, (-1,))
-    if values.size == 0:
-        raise UnsupportedError(f"{name} needs at least one value", user_location())
-    repeats = -(-count // values.size)
-    return ops.reshape(ops.repeat(ops.reshape(values, (1, -1)), repeats, 0), (-1,))[:count]
-
-
-def put(a, ind, v, mode="raise"):
-    """np.put(a, ind, v, mode): a.flat[ind] = v, with v repeated to the length of ind, written
-    into the traced `a` in place (the last of repeated indices wins). Costs as item assignment."""
-    a = _written_argument("np.put", a)
-    ind = _mode_index(ind, a.size, mode)
-    count = int(np.size(ind))
-    if count:
-        ind = ops.reshape(ind, (count,)) if isinstance(ind, Tracer) else np.reshape(ind, (count,))
-        flat = updated(ops.reshape(a.copy(), (-1,)), (ind,), _cycled("np.put", v, count))
-        views.assign(a, ops.reshape(flat, a.shape))
-
-
-def putmask(a, mask, values):
-    """np.putmask(a, mask, values): a.flat[n] = values[n % len(values)] where mask.flat[n],
-    written into the traced `a` in place: a select, so the mask may be traced."""
-    a = _written_argument("np.putmask", a)
-    if np.shape(mask) != a.shape:
-        raise ShapeError(f"np.putmask: the mask has shape {np.shape(mask)}, the array {a.shape}", user_location())
-    full = ops.reshape(_assigned_value(a.dtype, _cycled("np.putmask", values, a.size), (a.size,)), a.shape)
-    views.assign(a, ops.where(mask, full, a))
-
-
 NUMPY_PROTOCOL.update(getitem=getitem, setitem=setitem, in_place=in_place)
-UFUNC_METHODS.update(at=ufunc_at)
+
 # numpy's other functions that return views: composed of kiln's views (slices, reshapes,
 # transposes, broadcasts), so writes through their results reach the argument.
 VIEW_FUNCTIONS.update(
@@ -980,4 +740,3 @@ VIEW_FUNCTIONS.update(
         np.permute_dims,
     }
 )
-FUNCTION_RULES.update({np.take: take, np.take_along_axis: take_along_axis, np.put: put, np.putmask: putmask})
