@@ -14,10 +14,12 @@ import numpy as np
 
 from kiln.dialects import tensor as T
 from kiln.dialects.arith import float_to_int
-from kiln.errors import ArgumentError, UnsupportedError
+from kiln.dialects.types import tensor_type
+from kiln.errors import ArgumentError, ShapeError, UnsupportedError
 from kiln.frontend import traced_ops as ops
+from kiln.frontend import views
 from kiln.frontend.numpy_api import FUNCTION_RULES, UFUNC_RULES
-from kiln.frontend.tracing import user_location
+from kiln.frontend.tracing import NUMPY_PROTOCOL, current_context, user_location
 
 
 def _full(ctx, value, like):
@@ -245,6 +247,92 @@ def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     return result
 
 
+_UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+
+
+def bitcast(x, dtype):
+    """x's elements' bits read as `dtype` of the same itemsize (``kiln.bitcast``); bool reads
+    as 0 and 1 and is read back as nonzero, the only bytes a bool holds."""
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if np.bool_ in (x.dtype, dtype):
+        return ops.cast(x, dtype)
+    return current_context().emit(T.BitcastOp, [x], result_type=tensor_type(x.shape, dtype))
+
+
+def _split_bytes(x, dtype):
+    """Each element of x as len(x's itemsize / dtype's itemsize) elements of `dtype`, lowest
+    bytes first (numpy's little-endian view), along a new last axis."""
+    wide, narrow = _UINT[x.dtype.itemsize], _UINT[dtype.itemsize]
+    bits = bitcast(x, wide)
+    parts = [
+        bitcast(ops.cast(np.right_shift(bits, wide.type(8 * dtype.itemsize * k)), narrow), dtype)
+        for k in range(x.dtype.itemsize // dtype.itemsize)
+    ]
+    return ops.stack(parts, -1)
+
+
+def _join_bytes(x, dtype):
+    """Groups of len(dtype's itemsize / x's itemsize) elements along x's last axis joined into
+    one element of `dtype`, the first lowest."""
+    wide, narrow = _UINT[dtype.itemsize], _UINT[x.dtype.itemsize]
+    count = dtype.itemsize // x.dtype.itemsize
+    groups = ops.reshape(bitcast(x, narrow), x.shape[:-1] + (x.shape[-1] // count, count))
+    result = None
+    for k in range(count):
+        part = np.left_shift(ops.cast(groups[..., k], wide), wide.type(8 * x.dtype.itemsize * k))
+        result = part if result is None else np.bitwise_or(result, part)
+    return bitcast(result, dtype)
+
+
+def view(x, dtype=None, type=None):
+    """numpy's ``x.view(dtype)``: the same bytes read as `dtype`. Of the same itemsize the
+    shape is kept; otherwise the last axis (contiguous, as numpy requires) grows or shrinks
+    by the ratio of the itemsizes, bytes read little-endian. The result is a view: writing
+    it writes x, and x's writes show in it. ShapeError (a ValueError) with numpy's message
+    where numpy refuses (0-d arrays, a last axis not contiguous or not divisible)."""
+    if type is not None:
+        raise UnsupportedError("ndarray.view(type=...): a traced array has no ndarray subclasses", user_location())
+    if dtype is None:
+        dtype = x.dtype
+    dtype = ops.check_dtype(dtype, "ndarray.view")
+    size, old = dtype.itemsize, x.dtype.itemsize
+    if size != old:
+        if x.ndim == 0:
+            raise ShapeError(
+                "Changing the dtype of a 0d array is only supported if the itemsize is unchanged", user_location()
+            )
+        if size > old and (x.shape[-1] * old) % size:
+            raise ShapeError(
+                "When changing to a larger dtype, its size must be a divisor of the total size in bytes of the "
+                "last axis of the array.",
+                user_location(),
+            )
+        if x.shape[-1] != 1 and views.strides_of(x)[-1] != 1:
+            raise ShapeError(
+                "To change to a dtype of a different size, the last axis must be contiguous", user_location()
+            )
+
+    def forward(base):
+        if size == old:
+            return bitcast(base, dtype)
+        if size < old:
+            parts = _split_bytes(base, dtype)
+            return ops.reshape(parts, base.shape[:-1] + (base.shape[-1] * (old // size),))
+        return _join_bytes(base, dtype)
+
+    def backward(base, written):
+        return view(written, base.dtype)
+
+    result = ops.strong(forward(x))
+    if size == old:
+        return views.mark(result, x, forward, backward, views.strides_of(x))
+    if views.is_c_contiguous(x.shape, views.strides_of(x)):
+        return views.mark(result, x, forward, backward, views.c_strides(result.shape))
+    return result  # numpy's view of a strided array: its own array here, written back only through x
+
+
 UFUNC_RULES.update(
     {
         np.reciprocal: _reciprocal,
@@ -275,3 +363,4 @@ UFUNC_RULES.update(
     }
 )
 FUNCTION_RULES.update({np.round: _round, np.around: _round, np.nan_to_num: _nan_to_num})
+NUMPY_PROTOCOL.update(view=view)
