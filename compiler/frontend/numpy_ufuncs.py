@@ -333,6 +333,145 @@ def view(x, dtype=None, type=None):
     return result  # numpy's view of a strided array: its own array here, written back only through x
 
 
+def _float_format(dtype):
+    """(fraction bits, exponent bias, the unsigned dtype of its bits) of an IEEE float dtype."""
+    info = np.finfo(dtype)
+    return info.nmant, info.maxexp - 1, _UINT[dtype.itemsize]
+
+
+def _power_of_two(n, dtype):
+    """2.0**n in `dtype` for an integer n of a normal exponent (1 - bias <= n <= bias): a
+    constant for a Python int, else made from its bits (exact, where pow or exp2 need not be)."""
+    if isinstance(n, int):
+        return np.ldexp(dtype.type(1), n)
+    fraction_bits, bias, unsigned = _float_format(dtype)
+    field = np.left_shift(ops.cast(n + np.int64(bias), np.int64), np.int64(fraction_bits))
+    return bitcast(ops.cast(field, unsigned), dtype)
+
+
+def _smallest_subnormal(dtype):
+    return np.array(1, _UINT[dtype.itemsize]).view(dtype)[()]
+
+
+def _frexp(ctx, operands):
+    """numpy's frexp: x = mantissa * 2**exponent with 0.5 <= |mantissa| < 1 and an int32
+    exponent; 0, -0.0, infinities and NaN are their own mantissa with exponent 0. A
+    subnormal is first scaled into the normal range by an exact power of two."""
+    (x,) = operands
+    fraction_bits, bias, unsigned = _float_format(x.dtype)
+    exponent_mask = unsigned.type((1 << (8 * x.dtype.itemsize - 1 - fraction_bits)) - 1)
+    lift = fraction_bits + 2
+    subnormal = np.equal(
+        np.bitwise_and(np.right_shift(bitcast(x, unsigned), unsigned.type(fraction_bits)), exponent_mask),
+        unsigned.type(0),
+    )
+    y = np.where(subnormal, x * _power_of_two(lift, x.dtype), x)
+    bits = bitcast(y, unsigned)
+    field = np.bitwise_and(np.right_shift(bits, unsigned.type(fraction_bits)), exponent_mask)
+    exponent = ops.cast(field, np.int32) - np.int32(bias - 1) - np.where(subnormal, np.int32(lift), np.int32(0))
+    kept = np.bitwise_and(bits, np.invert(np.left_shift(exponent_mask, unsigned.type(fraction_bits))))
+    mantissa = bitcast(np.bitwise_or(kept, unsigned.type((bias - 1) << fraction_bits)), x.dtype)
+    special = np.logical_or(np.equal(x, x.dtype.type(0)), np.logical_not(np.isfinite(x)))
+    return np.where(special, x, mantissa), np.where(special, np.int32(0), exponent)
+
+
+def _ldexp(ctx, operands):
+    """x * 2**n rounded once, subnormal and overflowing results included. float16 and float32
+    are scaled exactly in float64 and rounded back once. float64 is C's scalbn (musl's): up to
+    two scalings by 2**1023, or by 2**-969 (where a rounded intermediate implies a result
+    below half the smallest subnormal: 0 either way), then one by 2**n made from its bits.
+    An exponent past +-4096 is clamped first: the result is then 0 or inf whatever x is."""
+    x, n = operands
+    n = ops.cast(np.clip(n, n.dtype.type(-4096), n.dtype.type(4096)), np.int64)
+    if x.dtype != np.float64:
+        # |n| <= 300 covers float32's whole range, 2**-149 to 2**128, and float64 holds every product
+        wide = ops.cast(x, np.float64) * _power_of_two(np.clip(n, np.int64(-300), np.int64(300)), np.dtype(np.float64))
+        return ops.cast(wide, x.dtype)
+    fraction_bits, bias, _ = _float_format(x.dtype)
+    low, high = 1 - bias, bias
+    down = low + fraction_bits + 1  # musl's 0x1p-1022 * 0x1p53
+    y = x
+    for _ in range(2):
+        up_step, down_step = np.greater(n, np.int64(high)), np.less(n, np.int64(low))
+        step = np.where(up_step, np.int64(high), np.where(down_step, np.int64(down), np.int64(0)))
+        y = y * _power_of_two(step, x.dtype)
+        n = n - step
+    return y * _power_of_two(np.clip(n, np.int64(low), np.int64(high)), x.dtype)
+
+
+def _step_away(x, toward_larger_magnitude):
+    """The float next to x (finite or infinite, not 0): its bits, read as a signed integer
+    with the sign apart, plus or minus one."""
+    signed = np.dtype(f"i{x.dtype.itemsize}")
+    bits = bitcast(x, signed)
+    one = signed.type(1)
+    return bitcast(np.where(toward_larger_magnitude, bits + one, bits - one), x.dtype)
+
+
+def _nextafter(ctx, operands):
+    """numpy's nextafter: the float after x toward y; y where they are equal (so -0.0 toward
+    0.0 is 0.0; float16's own loop, npy_half_nextafter, gives x there), the smallest
+    subnormal with y's sign from zero, NaN if either is NaN."""
+    x, y = operands
+    zero = x.dtype.type(0)
+    tiny = np.copysign(_smallest_subnormal(x.dtype), y)
+    result = np.where(np.equal(x, zero), tiny, _step_away(x, np.equal(np.greater(y, x), np.greater(x, zero))))
+    result = np.where(np.equal(x, y), x if x.dtype == np.float16 else y, result)
+    return np.where(np.logical_or(np.isnan(x), np.isnan(y)), x + y, result)
+
+
+def _spacing(ctx, operands):
+    """numpy's npy_spacing: the distance from x to the next float away from zero (negative for
+    negative x), the smallest subnormal at either zero, NaN for infinities and NaN. float16's
+    own loop (npy_half_spacing) steps toward +inf instead: spacing(-1.0) is +2**-11."""
+    (x,) = operands
+    if x.dtype == np.float16:
+        result = _nextafter(ctx, [x, _full(ctx, np.inf, x)]) - x
+        return np.where(np.isfinite(x), result, x.dtype.type(np.nan))
+    away = _step_away(x, np.bool_(True))
+    result = np.where(np.equal(x, x.dtype.type(0)), _smallest_subnormal(x.dtype), away - x)
+    return np.where(np.isfinite(x), result, x.dtype.type(np.nan))
+
+
+def _euclid_steps(bits: int) -> int:
+    """How many remainder steps Euclid's algorithm takes at most on values below 2**bits:
+    consecutive Fibonacci numbers are its worst case (Lamé)."""
+    small, large, steps = 1, 2, 1
+    while large < 2**bits:
+        small, large, steps = large, small + large, steps + 1
+    return steps + 1
+
+
+def _gcd_lcm(want_lcm):
+    """numpy's npy_gcd / npy_lcm: on the magnitudes (-MIN wraps to 2**(bits-1) read unsigned),
+    Euclid's algorithm unrolled to its worst case; gcd(0, 0) is 0, lcm is |a| // gcd * |b|
+    wrapped to the dtype (0 where either is 0)."""
+
+    def rule(ctx, operands):
+        a, b = operands
+        unsigned = _UINT[a.dtype.itemsize]
+        magnitudes = [
+            ops.cast(np.where(np.less(v, a.dtype.type(0)), np.negative(v), v) if a.dtype.kind == "i" else v, unsigned)
+            for v in (a, b)
+        ]
+        low, high = magnitudes
+        zero, one = unsigned.type(0), unsigned.type(1)
+        for _ in range(_euclid_steps(8 * a.dtype.itemsize)):
+            running = np.not_equal(low, zero)
+            low, high = (
+                np.where(running, np.remainder(high, np.where(running, low, one)), zero),
+                np.where(running, low, high),
+            )
+        if not want_lcm:
+            return ops.cast(high, a.dtype)
+        first, second = magnitudes
+        some = np.not_equal(high, zero)
+        result = np.where(some, np.floor_divide(first, np.where(some, high, one)) * second, zero)
+        return ops.cast(result, a.dtype)
+
+    return rule
+
+
 UFUNC_RULES.update(
     {
         np.reciprocal: _reciprocal,
@@ -360,6 +499,12 @@ UFUNC_RULES.update(
             _cmp(ctx, *operands, "ne") if operands[0].dtype == np.bool_ else ctx.emit(T.BitwiseXorOp, operands)
         ),
         np.invert: _invert,
+        np.frexp: _frexp,
+        np.ldexp: _ldexp,
+        np.nextafter: _nextafter,
+        np.spacing: _spacing,
+        np.gcd: _gcd_lcm(want_lcm=False),
+        np.lcm: _gcd_lcm(want_lcm=True),
     }
 )
 FUNCTION_RULES.update({np.round: _round, np.around: _round, np.nan_to_num: _nan_to_num})
