@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.errors import ArgumentError, ShapeError, UnsupportedError
+from kiln.errors import ArgumentError, OutOfBoundsError, ShapeError, UnsupportedError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend.numpy_api import FUNCTION_RULES, UFUNC_METHODS
 from kiln.frontend.tracing import current_context, user_location
@@ -61,6 +61,64 @@ def ufunc_reduce(ufunc, inputs, kwargs):
     if initial is not None:
         result = ufunc(result, initial)
     return ops.astype(result, dtype)
+
+
+def _reduceat_arguments(array, indices, axis=0, dtype=None):
+    return array, indices, axis, dtype
+
+
+def ufunc_reduceat(ufunc, inputs, kwargs):
+    """np.<ufunc>.reduceat(array, indices, axis=0, dtype=None) with `indices` known while
+    tracing (a 1-d list or array of ints): result k along `axis` is the reduction of
+    array[indices[k]:indices[k + 1]] (to the end for the last), or array[indices[k]] alone
+    where indices[k] >= indices[k + 1], numpy's rule. OutOfBoundsError (an IndexError) with
+    numpy's message for an index outside [0, n); traced indices are an UnsupportedError."""
+    name = f"np.{ufunc.__name__}.reduceat"
+    if ufunc not in _REDUCE_METHODS:
+        raise UnsupportedError(
+            f"{name} is not supported by kiln (it reduces with add, multiply, maximum, "
+            "minimum, logical_and and logical_or)",
+            user_location(),
+        )
+    kwargs = dict(kwargs)
+    if len(inputs) == 2:
+        kwargs.pop("indices", None)  # numpy passes indices= both among the inputs and as itself
+    try:
+        array, indices, axis, given = _reduceat_arguments(*inputs, **kwargs)
+    except TypeError as exc:
+        raise ArgumentError(f"{name} takes (array, indices, axis=0, dtype=None): {exc}", user_location()) from None
+    if isinstance(indices, ops.Tracer):
+        raise UnsupportedError(
+            f"{name} with traced indices is not supported: pass them as a constant list or array "
+            "(or compute the reductions with slices and np.add.reduce)",
+            user_location(),
+        )
+    x = ops.as_tracer(array)
+    if x.ndim == 0:
+        raise ArgumentError("cannot reduceat on a scalar", user_location())
+    starts = np.asarray(indices)
+    if starts.ndim != 1:
+        raise ShapeError(f"{name}: indices must be one-dimensional, got shape {starts.shape}", user_location())
+    starts = starts.astype(np.intp)
+    axis = ops.normalize_axis(0 if axis is None else axis, x.ndim)
+    length = x.shape[axis]
+    for start in starts:
+        if not 0 <= start < length:
+            raise OutOfBoundsError(
+                f"index {start} out-of-bounds in {ufunc.__name__}.reduceat [0, {length})", user_location()
+            )
+    try:
+        dtype = ufunc.reduceat(np.ones(1, x.dtype), [0], dtype=given).dtype
+    except (TypeError, ValueError) as exc:
+        raise ArgumentError(f"{name} of {x.dtype}: {exc}", user_location()) from None
+    parts = []
+    for k, start in enumerate(starts):
+        stop = starts[k + 1] if k + 1 < len(starts) else length
+        where = (slice(None),) * axis + (slice(int(start), int(max(stop, start + 1))),)
+        parts.append(ufunc.reduce(x[where], axis=axis, dtype=dtype, keepdims=True))
+    if not parts:
+        return ops.full_like(x, 0, dtype, x.shape[:axis] + (0,) + x.shape[axis + 1 :])
+    return ops.concatenate(parts, axis)
 
 
 # ufunc.accumulate on associative ufuncs: the scan's combine step is the ufunc itself.
@@ -260,7 +318,7 @@ def _nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where
     return result if dtype is None else ops.astype(result, dtype)
 
 
-UFUNC_METHODS.update(reduce=ufunc_reduce, accumulate=ufunc_accumulate)
+UFUNC_METHODS.update(reduce=ufunc_reduce, accumulate=ufunc_accumulate, reduceat=ufunc_reduceat)
 FUNCTION_RULES.update(
     {
         np.cumsum: _cumsum,
