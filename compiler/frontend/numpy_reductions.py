@@ -189,6 +189,36 @@ def _nancumprod(a, axis=None, dtype=None, out=None):
     return _cumulative("np.nancumprod", np.multiply, a, axis, dtype, nan_fill=1)
 
 
+def _cumulative_array_api(name, ufunc, identity, x, axis, dtype, out, include_initial):
+    """numpy 2's np.cumulative_sum / np.cumulative_prod (the array API's): like cumsum and
+    cumprod, but `axis` is required for more than one dimension (a 0-d array counts as 1-d),
+    and include_initial=True starts each scan with the identity, one longer along `axis`."""
+    _no_out(name, out)
+    x = ops.as_tracer(x)
+    if x.ndim == 0:
+        x = ops.reshape(x, (1,))
+    if axis is None:
+        if x.ndim > 1:
+            raise ShapeError(
+                "For arrays which have more than one dimension ``axis`` argument is required.", user_location()
+            )
+        axis = 0
+    axis = ops.normalize_axis(axis, x.ndim)
+    result = _cumulative(name, ufunc, x, axis, dtype)
+    if not include_initial:
+        return result
+    first = ops.full_like(result, identity, result.dtype, x.shape[:axis] + (1,) + x.shape[axis + 1 :])
+    return ops.concatenate([first, result], axis)
+
+
+def _cumulative_sum(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+    return _cumulative_array_api("np.cumulative_sum", np.add, 0, x, axis, dtype, out, include_initial)
+
+
+def _cumulative_prod(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+    return _cumulative_array_api("np.cumulative_prod", np.multiply, 1, x, axis, dtype, out, include_initial)
+
+
 def _no_out(name, out):
     if out is not None:
         raise UnsupportedError(
@@ -286,6 +316,30 @@ def _nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     return _nan_extreme("min", a, axis, out, keepdims, initial, where)
 
 
+def _nan_arg_extreme(kind, a, axis, out, keepdims):
+    """np.nanargmax / nanargmin as numpy computes them: NaN replaced by -inf (+inf), then
+    argmax (argmin), so a NaN ties with an infinity it precedes. numpy raises ValueError for a
+    slice of only NaN; a compiled function's values are known only when it runs, so such a
+    slice gives -1 there (int64, numpy's intp)."""
+    _no_out(f"np.nanarg{kind}", out)
+    x = ops.as_tracer(a)
+    if x.dtype.kind != "f":
+        return ops.arg_extreme(kind, x, axis, keepdims)
+    nan = np.not_equal(x, x)
+    filled = np.where(nan, np.asarray(-np.inf if kind == "max" else np.inf, x.dtype), x)
+    index = ops.arg_extreme(kind, filled, axis, keepdims)
+    all_nan = np.all(nan, axis=axis, keepdims=keepdims) if x.ndim else nan
+    return np.where(all_nan, np.int64(-1), index)
+
+
+def _nanargmax(a, axis=None, out=None, *, keepdims=False):
+    return _nan_arg_extreme("max", a, axis, out, keepdims)
+
+
+def _nanargmin(a, axis=None, out=None, *, keepdims=False):
+    return _nan_arg_extreme("min", a, axis, out, keepdims)
+
+
 def _nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     """np.nanmean: the mean of the elements that are not NaN (a slice of only NaN gives NaN)."""
     _no_out("np.nanmean", out)
@@ -335,5 +389,9 @@ FUNCTION_RULES.update(
         np.nanmean: _nanmean,
         np.nanvar: _nanvar,
         np.nanstd: _nanstd,
+        np.nanargmax: _nanargmax,
+        np.nanargmin: _nanargmin,
+        np.cumulative_sum: _cumulative_sum,
+        np.cumulative_prod: _cumulative_prod,
     }
 )
