@@ -355,8 +355,10 @@ def _smallest_subnormal(dtype):
 
 def _frexp(ctx, operands):
     """numpy's frexp: x = mantissa * 2**exponent with 0.5 <= |mantissa| < 1 and an int32
-    exponent; 0, -0.0, infinities and NaN are their own mantissa with exponent 0. A
-    subnormal is first scaled into the normal range by an exact power of two."""
+    exponent; 0, -0.0, infinities and NaN are their own mantissa with exponent 0. The
+    exponent is read from the bits (a subnormal first scaled into the normal range by an exact
+    power of two); the mantissa is x times 2**-exponent in two exact steps (2**1073 is past
+    float64's range), so its gradient is 2**-exponent."""
     (x,) = operands
     fraction_bits, bias, unsigned = _float_format(x.dtype)
     exponent_mask = unsigned.type((1 << (8 * x.dtype.itemsize - 1 - fraction_bits)) - 1)
@@ -369,10 +371,11 @@ def _frexp(ctx, operands):
     bits = bitcast(y, unsigned)
     field = np.bitwise_and(np.right_shift(bits, unsigned.type(fraction_bits)), exponent_mask)
     exponent = ops.cast(field, np.int32) - np.int32(bias - 1) - np.where(subnormal, np.int32(lift), np.int32(0))
-    kept = np.bitwise_and(bits, np.invert(np.left_shift(exponent_mask, unsigned.type(fraction_bits))))
-    mantissa = bitcast(np.bitwise_or(kept, unsigned.type((bias - 1) << fraction_bits)), x.dtype)
     special = np.logical_or(np.equal(x, x.dtype.type(0)), np.logical_not(np.isfinite(x)))
-    return np.where(special, x, mantissa), np.where(special, np.int32(0), exponent)
+    exponent = np.where(special, np.int32(0), exponent)
+    half = np.floor_divide(exponent, np.int32(2))
+    mantissa = x * _power_of_two(-half, x.dtype) * _power_of_two(half - exponent, x.dtype)
+    return np.where(special, x, mantissa), exponent
 
 
 def _ldexp(ctx, operands):
@@ -399,6 +402,12 @@ def _ldexp(ctx, operands):
     return y * _power_of_two(np.clip(n, np.int64(low), np.int64(high)), x.dtype)
 
 
+def _detached(x):
+    """x's value without its gradient: nextafter and spacing are step functions, whose
+    derivative is 0 wherever it exists (as floor's and rint's are in passes/autodiff)."""
+    return bitcast(bitcast(x, _UINT[x.dtype.itemsize]), x.dtype)
+
+
 def _step_away(x, toward_larger_magnitude):
     """The float next to x (finite or infinite, not 0): its bits, read as a signed integer
     with the sign apart, plus or minus one."""
@@ -412,7 +421,7 @@ def _nextafter(ctx, operands):
     """numpy's nextafter: the float after x toward y; y where they are equal (so -0.0 toward
     0.0 is 0.0; float16's own loop, npy_half_nextafter, gives x there), the smallest
     subnormal with y's sign from zero, NaN if either is NaN."""
-    x, y = operands
+    x, y = (_detached(v) for v in operands)
     zero = x.dtype.type(0)
     tiny = np.copysign(_smallest_subnormal(x.dtype), y)
     result = np.where(np.equal(x, zero), tiny, _step_away(x, np.equal(np.greater(y, x), np.greater(x, zero))))
@@ -424,7 +433,7 @@ def _spacing(ctx, operands):
     """numpy's npy_spacing: the distance from x to the next float away from zero (negative for
     negative x), the smallest subnormal at either zero, NaN for infinities and NaN. float16's
     own loop (npy_half_spacing) steps toward +inf instead: spacing(-1.0) is +2**-11."""
-    (x,) = operands
+    x = _detached(operands[0])
     if x.dtype == np.float16:
         result = _nextafter(ctx, [x, _full(ctx, np.inf, x)]) - x
         return np.where(np.isfinite(x), result, x.dtype.type(np.nan))
