@@ -355,7 +355,7 @@ def _smallest_subnormal(dtype):
 
 def _frexp(ctx, operands):
     """numpy's frexp: x = mantissa * 2**exponent with 0.5 <= |mantissa| < 1 and an int32
-    exponent; 0, -0.0, infinities and NaN are their own mantissa with exponent 0. The
+    exponent; 0, -0.0, infinities and (quieted) NaN are their own mantissa with exponent 0. The
     exponent is read from the bits (a subnormal first scaled into the normal range by an exact
     power of two); the mantissa is x times 2**-exponent in two exact steps (2**1073 is past
     float64's range), so its gradient is 2**-exponent."""
@@ -375,7 +375,8 @@ def _frexp(ctx, operands):
     exponent = np.where(special, np.int32(0), exponent)
     half = np.floor_divide(exponent, np.int32(2))
     mantissa = x * _power_of_two(-half, x.dtype) * _power_of_two(half - exponent, x.dtype)
-    return np.where(special, x, mantissa), exponent
+    # x + x: a NaN comes out quiet, as from C's frexp (float16's through float)
+    return np.where(np.isnan(x), x + x, np.where(special, x, mantissa)), exponent
 
 
 def _ldexp(ctx, operands):
@@ -420,26 +421,30 @@ def _step_away(x, toward_larger_magnitude):
 def _nextafter(ctx, operands):
     """numpy's nextafter: the float after x toward y; y where they are equal (so -0.0 toward
     0.0 is 0.0; float16's own loop, npy_half_nextafter, gives x there), the smallest
-    subnormal with y's sign from zero, NaN if either is NaN."""
+    subnormal with y's sign from zero, NaN if either is NaN (float16: numpy's one NaN)."""
     x, y = (_detached(v) for v in operands)
     zero = x.dtype.type(0)
     tiny = np.copysign(_smallest_subnormal(x.dtype), y)
     result = np.where(np.equal(x, zero), tiny, _step_away(x, np.equal(np.greater(y, x), np.greater(x, zero))))
     result = np.where(np.equal(x, y), x if x.dtype == np.float16 else y, result)
-    return np.where(np.logical_or(np.isnan(x), np.isnan(y)), x + y, result)
+    # C's nextafter gives x + y for a NaN (quiet, its payload kept); float16's loop its one NaN
+    either_nan = x + y if x.dtype != np.float16 else x.dtype.type(np.nan)
+    return np.where(np.logical_or(np.isnan(x), np.isnan(y)), either_nan, result)
 
 
 def _spacing(ctx, operands):
     """numpy's npy_spacing: the distance from x to the next float away from zero (negative for
-    negative x), the smallest subnormal at either zero, NaN for infinities and NaN. float16's
-    own loop (npy_half_spacing) steps toward +inf instead: spacing(-1.0) is +2**-11."""
+    negative x), the smallest subnormal at either zero, NaN for infinities, a NaN quieted.
+    float16's own loop (npy_half_spacing) steps toward +inf instead (spacing(-1.0) is
+    +2**-11) and gives its one NaN for infinities and NaN."""
     x = _detached(operands[0])
     if x.dtype == np.float16:
         result = _nextafter(ctx, [x, _full(ctx, np.inf, x)]) - x
         return np.where(np.isfinite(x), result, x.dtype.type(np.nan))
     away = _step_away(x, np.bool_(True))
     result = np.where(np.equal(x, x.dtype.type(0)), _smallest_subnormal(x.dtype), away - x)
-    return np.where(np.isfinite(x), result, x.dtype.type(np.nan))
+    result = np.where(np.isinf(x), x.dtype.type(np.nan), result)
+    return np.where(np.isnan(x), x + x, result)
 
 
 def _euclid_steps(bits: int) -> int:
