@@ -1182,6 +1182,8 @@ BITS_CASES: list = [
         "bits_gcd_uint8", np.gcd, (ints(11, dtype=np.uint8, low=0, high=255), ints(11, dtype=np.uint8, low=0, high=255))
     ),
     OpCase("bits_gcd_bool_int8", np.gcd, (bools(6), ints(6, dtype=np.int8))),
+    OpCase("bits_bitwise_count_extremes", np.bitwise_count, (INT_EXTREMES[::-1],)),
+    OpCase("bits_bitwise_count_uint64", np.bitwise_count, (ints(2, 3, dtype=np.uint64, low=0, high=2**62) * 3,)),
     # ufunc keywords dtype=, signature= (sig=) and casting=
     OpCase("bits_add_dtype_f64", lambda a, b: np.add(a, b, dtype=np.float64), (floats(3, 4), ints(4, dtype=np.int64))),
     OpCase("bits_sqrt_dtype_f64", lambda x: np.sqrt(x, dtype=np.float64), (positive(7, dtype=np.float32),)),

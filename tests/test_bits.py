@@ -221,6 +221,18 @@ def test_gcd_and_lcm_at_the_extremes_and_on_fibonacci_pairs(dtype, target):
     check(np.lcm, target, a, b)
 
 
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.int32, np.uint32, np.int64, np.uint64, np.bool_])
+def test_bitwise_count_counts_the_bits_of_the_magnitude(dtype, target):
+    if dtype is np.bool_:
+        x = np.array([True, False])
+    else:
+        info = np.iinfo(dtype)
+        rng = np.random.default_rng(3)
+        x = np.concatenate([np.array([0, 1, info.min, info.max], dtype), rng.integers(info.min, info.max, 300, dtype)])
+    check(np.bitwise_count, target, x)
+
+
 def test_gcd_refuses_floats_as_numpy_does():
     with pytest.raises(kiln.DTypeError, match="np.gcd"):
         kiln.compile(np.gcd)(np.ones(2), np.ones(2))

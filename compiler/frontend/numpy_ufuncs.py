@@ -447,6 +447,29 @@ def _spacing(ctx, operands):
     return np.where(np.isnan(x), x + x, result)
 
 
+def _magnitude_bits(x):
+    """|x| as the unsigned integer of x's width: -MIN wraps to 2**(bits-1), as numpy's C does."""
+    unsigned = _UINT[x.dtype.itemsize]
+    return ops.cast(np.where(np.less(x, x.dtype.type(0)), np.negative(x), x) if x.dtype.kind == "i" else x, unsigned)
+
+
+def _bitwise_count(ctx, operands):
+    """numpy 2's bitwise_count: the 1-bits of |x|, as uint8; the classic SWAR count (pairs,
+    nibbles, bytes, then the bytes summed by one wrapping multiplication)."""
+    v = _magnitude_bits(operands[0])
+    t, bits = v.dtype.type, 8 * v.dtype.itemsize
+
+    def pattern(byte):
+        return t(int.from_bytes(bytes([byte]) * v.dtype.itemsize, "little"))
+
+    v = v - np.bitwise_and(np.right_shift(v, t(1)), pattern(0x55))
+    v = np.bitwise_and(v, pattern(0x33)) + np.bitwise_and(np.right_shift(v, t(2)), pattern(0x33))
+    v = np.bitwise_and(v + np.right_shift(v, t(4)), pattern(0x0F))
+    if bits > 8:
+        v = np.right_shift(v * pattern(0x01), t(bits - 8))
+    return ops.cast(v, np.uint8)
+
+
 def _euclid_steps(bits: int) -> int:
     """How many remainder steps Euclid's algorithm takes at most on values below 2**bits:
     consecutive Fibonacci numbers are its worst case (Lamé)."""
@@ -464,10 +487,7 @@ def _gcd_lcm(want_lcm):
     def rule(ctx, operands):
         a, b = operands
         unsigned = _UINT[a.dtype.itemsize]
-        magnitudes = [
-            ops.cast(np.where(np.less(v, a.dtype.type(0)), np.negative(v), v) if a.dtype.kind == "i" else v, unsigned)
-            for v in (a, b)
-        ]
+        magnitudes = [_magnitude_bits(v) for v in (a, b)]
         low, high = magnitudes
         zero, one = unsigned.type(0), unsigned.type(1)
         for _ in range(_euclid_steps(8 * a.dtype.itemsize)):
@@ -519,6 +539,7 @@ UFUNC_RULES.update(
         np.spacing: _spacing,
         np.gcd: _gcd_lcm(want_lcm=False),
         np.lcm: _gcd_lcm(want_lcm=True),
+        np.bitwise_count: _bitwise_count,
     }
 )
 FUNCTION_RULES.update({np.round: _round, np.around: _round, np.nan_to_num: _nan_to_num})
