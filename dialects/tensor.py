@@ -238,7 +238,7 @@ class BitcastOp(TensorOp):
     element's bits read as the result's element type (same shape; bool takes no part, its
     bytes are not all values). ``x.view(np.int32)`` of ``x: f32[4]``::
 
-        %0 = kiln.bitcast %x : tensor<4xf32> to tensor<4xi32>
+        %0 = kiln.bitcast %x : (tensor<4xf32>) -> tensor<4xi32>
 
     is, one element at a time, ``arith.bitcast %a : f32 to i32``.
     """
