@@ -253,6 +253,19 @@ ExtUIOp = _cast("ExtUIOp", "arith.extui", _INTS, _INTS, True)
 TruncIOp = _cast("TruncIOp", "arith.trunci", _INTS, _INTS, False)
 
 
+class BitcastOp(_Cast):
+    """``arith.bitcast %a : f32 to i32``: the same bits read as a type of the same width."""
+
+    name = "arith.bitcast"
+    sources = targets = STORED_FLOATS + tuple(t for t in _INTS if t != i1)
+
+    def verify(self):
+        super().verify()
+        src, dst = element_of(self.operand.type), element_of(self.result.type)
+        if _bits(src) != _bits(dst):
+            raise self.error(f"{self.name} cannot convert {src} to {dst} (the widths differ)")
+
+
 def float_to_int(x, dtype) -> np.ndarray:
     """What a float-to-integer cast computes, in every target and in constant folding.
 

@@ -268,6 +268,33 @@ class ConvertOp(TensorOp):
         return x.astype(dtype)
 
 
+class BitcastOp(TensorOp):
+    """``kiln.bitcast``: numpy's ``x.view(dtype)`` for a dtype of the same itemsize: each
+    element's bits read as the result's element type (same shape; bool takes no part, its
+    bytes are not all values). ``x.view(np.int32)`` of ``x: f32[4]``::
+
+        %0 = kiln.bitcast %x : (tensor<4xf32>) -> tensor<4xi32>
+
+    is, one element at a time, ``arith.bitcast %a : f32 to i32``.
+    """
+
+    name = "kiln.bitcast"
+    operand_names = _UNARY
+
+    def verify(self):
+        super().verify()
+        src, dst = self.tensor_operand(0), self.result.type
+        if not isinstance(dst, TensorType) or dst.shape != src.shape:
+            raise self.error(f"kiln.bitcast must keep the shape: {src} -> {dst}", ShapeError)
+        self.check_element(src, NUMERIC)
+        self.check_element(dst, NUMERIC)
+        if src.dtype.itemsize != dst.dtype.itemsize:
+            raise self.error(f"kiln.bitcast must keep the bit width: {src.element} -> {dst.element}", DTypeError)
+
+    def evaluate(self, x):
+        return np.asarray(x).view(self.result.type.dtype)
+
+
 class ConstantOp(TensorOp):
     """``kiln.constant``: a dense array known at compile time."""
 
@@ -680,7 +707,7 @@ ELEMENTWISE_OPS = tuple(
     c
     for c in list(globals().values())
     if isinstance(c, type) and issubclass(c, ElementwiseOp) and c.__dict__.get("name")
-) + (SelectOp, ConvertOp)
+) + (SelectOp, ConvertOp, BitcastOp)
 REDUCTION_OPS = (ReduceSumOp, ReduceMaxOp, ReduceMinOp)
 VIEW_OPS = (BroadcastToOp, TransposeOp, ReshapeOp, SliceOp)
 

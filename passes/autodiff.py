@@ -253,6 +253,11 @@ def _select(b, op, g, needs):
     ]
 
 
+@vjp(T.BitcastOp)
+def _bitcast(b, op, g, needs):
+    return [None]  # bits, not a value: no gradient flows through, as through a comparison
+
+
 @vjp(T.ConvertOp)
 def _cast(b, op, g, needs):
     return [b.cast(g, op.operand.type.dtype)]

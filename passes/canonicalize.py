@@ -103,7 +103,7 @@ def simplify(op, b: TensorBuilder):
         if _is(op.rhs, 2):
             return b.mul(op.lhs, op.lhs)
     # layout ops that do nothing, or twice
-    if isinstance(op, (T.ReshapeOp, T.BroadcastToOp, T.ConvertOp)) and op.operand.type == result.type:
+    if isinstance(op, (T.ReshapeOp, T.BroadcastToOp, T.ConvertOp, T.BitcastOp)) and op.operand.type == result.type:
         return op.operand
     if isinstance(op, T.TransposeOp):
         inner = getattr(op.operand, "op", None)
@@ -120,7 +120,7 @@ def simplify(op, b: TensorBuilder):
     # constants
     if not _folds_exactly(op):
         return None
-    if isinstance(op, T.ElementwiseOp) or isinstance(op, (T.SelectOp, T.ConvertOp)):
+    if isinstance(op, T.ElementwiseOp) or isinstance(op, (T.SelectOp, T.ConvertOp, T.BitcastOp)):
         splats = [splat_value(v) for v in op.operands]
         if all(s is not None for s in splats) and not all(
             constant_value(v) is not None and constant_value(v).shape == result.type.shape for v in op.operands

@@ -43,7 +43,7 @@ from kiln.dialects.types import TensorType, f16, f32
 from .registry import register_pass
 
 # Ops that move float16 elements without computing with them.
-_MOVES_ONLY = T.VIEW_OPS + (T.ConvertOp, T.ConstantOp, T.SelectOp, T.ConcatOp, T.InsertSliceOp)
+_MOVES_ONLY = T.VIEW_OPS + (T.ConvertOp, T.BitcastOp, T.ConstantOp, T.SelectOp, T.ConcatOp, T.InsertSliceOp)
 
 
 def _is_f16(value) -> bool:

@@ -121,6 +121,12 @@ def _cast(b, op, t, x):
     return convert(b, x, t, op.result.type.element)
 
 
+def _bitcast(b, op, t, x):
+    """The loop level's integers are signless: int32 <-> uint32 is no op at all there."""
+    dst = op.result.type.element.signless
+    return x if t.signless == dst else b.op(AR.BitcastOp, x, result_type=dst)
+
+
 def _safe_divisor(b, t, d):
     """(d is 0 or -1, d with those replaced by 1): the divisors arith's integer division
     is undefined for (x / 0, and MIN / -1 overflows), and one it can take instead. An
@@ -286,6 +292,7 @@ SCALAR_RULES = {
     T.CmpOp: _cmp,
     T.SelectOp: _select,
     T.ConvertOp: _cast,
+    T.BitcastOp: _bitcast,
     T.FModOp: _division(lambda b, t, x, y: b.op(AR.RemFOp, x, y), _int_fmod),
     T.RemainderOp: _division(lambda b, t, x, y: _float_divmod(b, t, x, y)[1], _int_remainder),
     T.FloorDivideOp: _division(lambda b, t, x, y: _float_divmod(b, t, x, y)[0], _int_floor_divide),

@@ -1118,6 +1118,121 @@ CASES += NUMERIC_CASES
 
 # -- bit-level and integer ufuncs, ufunc keywords and methods: gcd, frexp, view, reduceat --
 # (cases are named "bits_..."; BITS_NO_GRADIENT lists those with no float input or output)
-BITS_CASES: list = []
-BITS_NO_GRADIENT: list = []
+# Floats whose bits numpy treats specially, in each width: signed zeros, infinities, NaN, the
+# smallest normal and subnormals, the largest finite value; results of bit-level functions are
+# compared as bits (viewed as integers), which also keeps them out of the gradient table.
+def _special_floats(dtype):
+    info = np.finfo(dtype)
+    values = [0.0, -0.0, 1.0, -0.75, 3.0, np.inf, -np.inf, np.nan, info.tiny, info.tiny / 4, -info.smallest_subnormal]
+    return np.array(values + [info.max, -info.max], dtype)
+
+
+BITS_F16, BITS_F32, BITS_F64 = (_special_floats(t) for t in (np.float16, np.float32, np.float64))
+BITS_EXPONENTS = np.array([0, 1, -1, 5, -20, 10000, -10000, 2**31 - 1, -(2**31), 300, -1100, 3, -30], np.int32)
+WITH_NAN = floats(5, 7)
+WITH_NAN[1, ::2] = np.nan
+WITH_NAN[3, :] = np.nan  # an all-NaN row: only along axis 0 here, where every column has a number
+WITH_NAN[3, 2] = 0.5
+_FIB_A = np.array([0, 0, 12, 2**31 - 1, -(2**31), 1, 1836311903, -(2**31), 7, -4], np.int32)
+_FIB_B = np.array([0, 5, -18, 2**31 - 2, 0, -(2**31), 1134903170, -(2**31), 7, 6], np.int32)
+
+BITS_CASES: list = [
+    # ndarray.view(dtype): the same bytes read as another dtype
+    OpCase("bits_view_f32_as_i32_reversed", lambda x: x[::-1].view(np.int32), (BITS_F32,)),
+    OpCase("bits_view_f16_as_u16", lambda x: x.view(np.uint16), (BITS_F16,)),
+    OpCase("bits_view_f64_sign_flip", lambda x: x.view(np.uint64) ^ np.uint64(2**63), (BITS_F64,)),
+    OpCase("bits_view_i64_as_f64", lambda x: x.view(np.float64) * 2, (ints(3, 4, dtype=np.int64) << 52,)),
+    OpCase("bits_view_i32_as_f32_strided", lambda x: x[:, ::2].view(np.float32), (ints(3, 7) << 23,)),
+    OpCase("bits_view_f32_as_u8_bytes", lambda x: x.view(np.uint8), (floats(3, 5),)),
+    OpCase("bits_view_u8_as_f32_join", lambda x: x.view(np.float32), (ints(2, 8, dtype=np.uint8, low=0, high=255),)),
+    OpCase("bits_view_f64_as_i16", lambda x: x.view(np.int16), (BITS_F64[:5],)),
+    # frexp, ldexp, nextafter, spacing: exact on every special value
+    OpCase("bits_frexp_mantissa", lambda x: np.frexp(x)[0], (floats(7, dtype=np.float64) * 100,)),
+    OpCase("bits_frexp_exponent_f32", lambda x: np.frexp(x)[1], (BITS_F32,)),
+    OpCase("bits_frexp_f64_bits", lambda x: np.frexp(x)[0].view(np.int64) + np.frexp(x)[1], (BITS_F64,)),
+    OpCase("bits_frexp_f16_bits", lambda x: np.frexp(x)[0].view(np.int16), (BITS_F16,)),
+    OpCase("bits_frexp_int", lambda x: np.frexp(x)[0] + np.frexp(x)[1], (INT_EXTREMES,)),
+    OpCase("bits_ldexp", lambda x, n: np.ldexp(x, n), (floats(2, 5), ints(5, low=-20, high=20))),
+    OpCase("bits_ldexp_f32_extremes", lambda x, n: np.ldexp(x, n).view(np.int32), (BITS_F32, BITS_EXPONENTS)),
+    OpCase(
+        "bits_ldexp_f64_extremes",
+        lambda x, n: np.ldexp(x, n).view(np.int64),
+        (BITS_F64, BITS_EXPONENTS.astype(np.int64) * 3),
+    ),
+    OpCase("bits_ldexp_f16_subnormal", lambda x, n: np.ldexp(x, n).view(np.uint16), (BITS_F16, BITS_EXPONENTS)),
+    OpCase("bits_nextafter_f32", lambda x, y: np.nextafter(x, y).view(np.int32), (BITS_F32, BITS_F32[::-1])),
+    OpCase(
+        "bits_nextafter_f64_broadcast",
+        lambda x, y: np.nextafter(x, y).view(np.int64),
+        (floats(3, 1, dtype=np.float64), BITS_F64),
+    ),
+    OpCase("bits_nextafter_f16", lambda x, y: np.nextafter(x, y).view(np.int16), (BITS_F16, BITS_F16[::-1])),
+    OpCase("bits_spacing_f32", lambda x: np.spacing(x).view(np.int32), (BITS_F32,)),
+    OpCase(
+        "bits_spacing_f64_f16",
+        lambda x, h: np.spacing(x).view(np.int64)[:5] + np.spacing(h).view(np.int16)[:5],
+        (BITS_F64, BITS_F16),
+    ),
+    # gcd and lcm: numpy's results for negative values, 0 and the minimum
+    OpCase("bits_gcd_extremes", np.gcd, (INT_EXTREMES, INT_DIVISORS)),
+    OpCase("bits_gcd_fibonacci_worst_case", np.gcd, (_FIB_A, _FIB_B)),
+    OpCase("bits_lcm_wraps", np.lcm, (_FIB_A, _FIB_B)),
+    OpCase("bits_lcm_int64_broadcast", np.lcm, (ints(3, 1, dtype=np.int64), ints(5, dtype=np.int64))),
+    OpCase(
+        "bits_gcd_uint8", np.gcd, (ints(11, dtype=np.uint8, low=0, high=255), ints(11, dtype=np.uint8, low=0, high=255))
+    ),
+    OpCase("bits_gcd_bool_int8", np.gcd, (bools(6), ints(6, dtype=np.int8))),
+    OpCase("bits_bitwise_count_extremes", np.bitwise_count, (INT_EXTREMES[::-1],)),
+    OpCase("bits_bitwise_count_uint64", np.bitwise_count, (ints(2, 3, dtype=np.uint64, low=0, high=2**62) * 3,)),
+    # ufunc keywords dtype=, signature= (sig=) and casting=
+    OpCase("bits_add_dtype_f64", lambda a, b: np.add(a, b, dtype=np.float64), (floats(3, 4), ints(4, dtype=np.int64))),
+    OpCase("bits_sqrt_dtype_f64", lambda x: np.sqrt(x, dtype=np.float64), (positive(7, dtype=np.float32),)),
+    OpCase(
+        "bits_multiply_dtype_int_unsafe",
+        lambda x: np.multiply(x, 3, dtype=np.int32, casting="unsafe"),
+        (floats(6) * 10,),
+    ),
+    OpCase("bits_divide_sig", lambda a, b: np.true_divide(a, b, sig="ff->f"), (ints(5), ints(5, low=1))),
+    OpCase("bits_modf_signature", lambda x: np.modf(x, signature=(None, "f8", "f8"))[0], (floats(5) * 3,)),
+    # ufunc.reduceat with constant indices
+    OpCase("bits_add_reduceat", lambda x: np.add.reduceat(x, [0, 3, 1, 6]), (floats(7, 4),)),
+    OpCase(
+        "bits_maximum_reduceat_axis1",
+        lambda x: np.maximum.reduceat(x[:, ::-1], [0, 5, 5, 10], axis=1),
+        (floats(3, 11),),
+    ),
+    OpCase("bits_multiply_reduceat_int", lambda x: np.multiply.reduceat(x, [2, 0, 4], axis=-1), (ints(2, 5),)),
+    OpCase("bits_minimum_reduceat_dtype", lambda x: np.minimum.reduceat(x, [1, 2], dtype=np.float64), (floats(4, 3),)),
+    OpCase("bits_logical_or_reduceat", lambda x: np.logical_or.reduceat(x, [0, 2, 3]), (bools(5, 2),)),
+    # nanargmax / nanargmin, cumulative_sum / cumulative_prod
+    OpCase("bits_nanargmax_axis0", lambda x: np.nanargmax(x, axis=0), (WITH_NAN,)),
+    OpCase("bits_nanargmin_flat_keepdims", lambda x: np.nanargmin(x, keepdims=True), (WITH_NAN[:, ::-1],)),
+    OpCase("bits_nanargmax_int", lambda x: np.nanargmax(x, axis=1), (ints(3, 5),)),
+    OpCase(
+        "bits_cumulative_sum_initial", lambda x: np.cumulative_sum(x, axis=1, include_initial=True), (floats(3, 5),)
+    ),
+    OpCase("bits_cumulative_prod_1d", lambda x: np.cumulative_prod(x[::-1]), (floats(7, dtype=np.float64),)),
+    OpCase(
+        "bits_cumulative_sum_int8_initial",
+        lambda x: np.cumulative_sum(x, include_initial=True),
+        (ints(9, dtype=np.int8),),
+    ),
+]
+BITS_NO_GRADIENT: list = [
+    c.name
+    for c in BITS_CASES
+    if c.name
+    not in (
+        "bits_frexp_mantissa",
+        "bits_ldexp",
+        "bits_add_dtype_f64",
+        "bits_sqrt_dtype_f64",
+        "bits_modf_signature",
+        "bits_add_reduceat",
+        "bits_maximum_reduceat_axis1",
+        "bits_minimum_reduceat_dtype",
+        "bits_cumulative_sum_initial",
+        "bits_cumulative_prod_1d",
+    )
+]
 CASES += BITS_CASES

@@ -92,6 +92,11 @@ def _float_cast(e, op):
     return f"({C_TYPES[target]})({x})"
 
 
+def _bitcast(e, op):
+    """The operand's bytes as the result's type (f16 is its bits, an unsigned short)."""
+    return f"kiln_bit_cast<{C_TYPES[op.result.type.name]}>({e.expr(op.operand)})"
+
+
 def _unsigned_binary(symbol):
     """An unsigned op on signless operands: done in the unsigned type of their width."""
 
@@ -183,6 +188,7 @@ EXPRESSIONS = {
     AR.ExtUIOp: _unsigned_cast,
     AR.TruncIOp: _cast,
     AR.FPToSIOp: _fptosi,
+    AR.BitcastOp: _bitcast,
     M.ExpOp: _call("expf", "exp"),
     M.LogOp: _call("logf", "log"),
     M.SqrtOp: _call("sqrtf", "sqrt"),

@@ -234,6 +234,13 @@ def _float_cast(e, op):
         e.values[op.result] = (e.b.fpext if isinstance(op, AR.ExtFOp) else e.b.fptrunc)(x, scalar(op.result.type))
 
 
+@handles(AR.BitcastOp)
+def _bitcast(e, op):
+    # f16 is an i16 of its bits in LLVM (see llvm_emitter): from or to f16 nothing changes
+    x, target = e.get(op.operand), scalar(op.result.type)
+    e.values[op.result] = x if x.type == target else e.b.bitcast(x, target)
+
+
 _CASTS = {
     AR.SIToFPOp: "sitofp",
     AR.UIToFPOp: "uitofp",

@@ -122,7 +122,8 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
         if where is not True:
             # numpy computes only where `where` holds; out keeps its elements elsewhere
             results = tuple(np.where(where, r, o) for r, o in zip(results, outs))
-        written = tuple(write_out(ufunc, o, r) for o, r in zip(outs, results))
+        casting = kwargs.get("casting", "same_kind")
+        written = tuple(write_out(ufunc, o, r, casting) for o, r in zip(outs, results))
         return written if isinstance(out, tuple) and len(written) > 1 else written[0]
     if method in UFUNC_METHODS:
         return UFUNC_METHODS[method](ufunc, inputs, kwargs)
@@ -135,12 +136,14 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
             user_location(),
         )
     kwargs.pop("where", None)
+    loop_keywords = {k: kwargs.pop(k) for k in ("dtype", "casting", "signature", "sig") if k in kwargs}
     if kwargs:
         raise UnsupportedError(f"{name}: keyword(s) {', '.join(sorted(kwargs))} are not supported", user_location())
     if method == "outer":
         # numpy makes arrays of both operands first, so Python scalars are strong here.
         a, b = (ops.strong(x) if isinstance(x, ops.Tracer) else np.asarray(ops.check_operand(x)) for x in inputs)
-        return apply_ufunc(ufunc, "__call__", (np.reshape(a, np.shape(a) + (1,) * np.ndim(b)), b), {})
+        return apply_ufunc(ufunc, "__call__", (np.reshape(a, np.shape(a) + (1,) * np.ndim(b)), b), loop_keywords)
+    signature, casting = _loop_request(name, ufunc, loop_keywords)
     if ufunc is np.matmul:
         return ops.matmul(*inputs)
     if ufunc not in UFUNC_RULES:
@@ -156,15 +159,19 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
         # Python scalars only: numpy computes in their default dtypes (int64, float64).
         keys = tuple(np.dtype(k) for k in keys)
     try:
-        loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout)
+        requested = {"casting": casting} if signature is None else {"casting": casting, "signature": signature}
+        loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout, **requested)
     except (TypeError, ValueError) as exc:
+        if loop_keywords:
+            raise DTypeError(f"{name}: {exc}", user_location()) from None
         listed = ", ".join(str(k.__name__ if isinstance(k, type) else k) for k in keys)
         raise DTypeError(f"{name} does not take ({listed}): {exc}", user_location()) from None
     in_dtypes, out_dtypes = loop[: ufunc.nin], loop[ufunc.nin :]
-    if ufunc in _TRUTH_UFUNCS:
+    if ufunc in _TRUTH_UFUNCS and signature is None:
         in_dtypes = (np.dtype(bool),) * ufunc.nin
     if (
         ufunc in _COMPARISONS
+        and signature is None
         and all(d.kind == "i" for d in in_dtypes)
         and any(isinstance(x, ops.Tracer) and x.weak for x in operands)
     ):
@@ -206,8 +213,32 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
     return results if ufunc.nout > 1 else results[0]
 
 
-def write_out(ufunc, out, result):
-    """numpy's out=: the result broadcast to out's shape and cast by the 'same_kind' rule is
+def _loop_request(name, ufunc, keywords):
+    """(signature, casting) for ``ufunc.resolve_dtypes`` from a ufunc call's ``dtype=``,
+    ``signature=`` (or its old name ``sig=``) and ``casting=``: numpy reads ``dtype=D`` as the
+    signature that fixes every output to D (np.add(a, b, dtype=np.float32) adds in float32)."""
+    casting = keywords.get("casting", "same_kind")
+    if casting not in ("no", "equiv", "safe", "same_kind", "unsafe"):
+        raise ArgumentError(
+            f"{name}: casting must be one of 'no', 'equiv', 'safe', 'same_kind', 'unsafe' (got {casting!r})",
+            user_location(),
+        )
+    given = [k for k in ("dtype", "signature", "sig") if keywords.get(k) is not None]
+    if len(given) > 1:
+        raise ArgumentError(f"{name}: cannot specify both 'signature' and 'dtype'", user_location())
+    if not given:
+        return None, casting
+    if given[0] == "dtype":
+        dtype = ops.check_dtype(keywords["dtype"], f"{name}(dtype=...)")
+        return (None,) * ufunc.nin + (dtype,) * ufunc.nout, casting
+    signature = keywords[given[0]]
+    if isinstance(signature, (tuple, list)):
+        signature = tuple(None if d is None else np.dtype(d) for d in signature)
+    return signature, casting
+
+
+def write_out(ufunc, out, result, casting="same_kind"):
+    """numpy's out=: the result broadcast to out's shape and cast by the `casting` rule is
     written into out in place (every alias and view of out sees it); out is returned."""
     if ops.broadcast_shapes(result.shape, out.shape) != out.shape:
         raise ShapeError(
@@ -215,10 +246,10 @@ def write_out(ufunc, out, result):
             f"{ops.broadcast_shapes(result.shape, out.shape)}",
             user_location(),
         )
-    if not np.can_cast(result.dtype, out.dtype, "same_kind"):
+    if not np.can_cast(result.dtype, out.dtype, casting):
         raise DTypeError(
             f"Cannot cast ufunc '{ufunc.__name__}' output from {result.dtype} to {out.dtype} with casting rule "
-            "'same_kind'",
+            f"'{casting}'",
             user_location(),
         )
     views.assign(out, ops.cast(ops.broadcast_to(ops.strong(result), out.shape), out.dtype))

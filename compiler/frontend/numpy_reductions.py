@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.errors import ArgumentError, ShapeError, UnsupportedError
+from kiln.errors import ArgumentError, OutOfBoundsError, ShapeError, UnsupportedError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend.numpy_api import FUNCTION_RULES, UFUNC_METHODS
 from kiln.frontend.tracing import current_context, user_location
@@ -61,6 +61,64 @@ def ufunc_reduce(ufunc, inputs, kwargs):
     if initial is not None:
         result = ufunc(result, initial)
     return ops.astype(result, dtype)
+
+
+def _reduceat_arguments(array, indices, axis=0, dtype=None):
+    return array, indices, axis, dtype
+
+
+def ufunc_reduceat(ufunc, inputs, kwargs):
+    """np.<ufunc>.reduceat(array, indices, axis=0, dtype=None) with `indices` known while
+    tracing (a 1-d list or array of ints): result k along `axis` is the reduction of
+    array[indices[k]:indices[k + 1]] (to the end for the last), or array[indices[k]] alone
+    where indices[k] >= indices[k + 1], numpy's rule. OutOfBoundsError (an IndexError) with
+    numpy's message for an index outside [0, n); traced indices are an UnsupportedError."""
+    name = f"np.{ufunc.__name__}.reduceat"
+    if ufunc not in _REDUCE_METHODS:
+        raise UnsupportedError(
+            f"{name} is not supported by kiln (it reduces with add, multiply, maximum, "
+            "minimum, logical_and and logical_or)",
+            user_location(),
+        )
+    kwargs = dict(kwargs)
+    if len(inputs) == 2:
+        kwargs.pop("indices", None)  # numpy passes indices= both among the inputs and as itself
+    try:
+        array, indices, axis, given = _reduceat_arguments(*inputs, **kwargs)
+    except TypeError as exc:
+        raise ArgumentError(f"{name} takes (array, indices, axis=0, dtype=None): {exc}", user_location()) from None
+    if isinstance(indices, ops.Tracer):
+        raise UnsupportedError(
+            f"{name} with traced indices is not supported: pass them as a constant list or array "
+            "(or compute the reductions with slices and np.add.reduce)",
+            user_location(),
+        )
+    x = ops.as_tracer(array)
+    if x.ndim == 0:
+        raise ArgumentError("cannot reduceat on a scalar", user_location())
+    starts = np.asarray(indices)
+    if starts.ndim != 1:
+        raise ShapeError(f"{name}: indices must be one-dimensional, got shape {starts.shape}", user_location())
+    starts = starts.astype(np.intp)
+    axis = ops.normalize_axis(0 if axis is None else axis, x.ndim)
+    length = x.shape[axis]
+    for start in starts:
+        if not 0 <= start < length:
+            raise OutOfBoundsError(
+                f"index {start} out-of-bounds in {ufunc.__name__}.reduceat [0, {length})", user_location()
+            )
+    try:
+        dtype = ufunc.reduceat(np.ones(1, x.dtype), [0], dtype=given).dtype
+    except (TypeError, ValueError) as exc:
+        raise ArgumentError(f"{name} of {x.dtype}: {exc}", user_location()) from None
+    parts = []
+    for k, start in enumerate(starts):
+        stop = starts[k + 1] if k + 1 < len(starts) else length
+        where = (slice(None),) * axis + (slice(int(start), int(max(stop, start + 1))),)
+        parts.append(ufunc.reduce(x[where], axis=axis, dtype=dtype, keepdims=True))
+    if not parts:
+        return ops.full_like(x, 0, dtype, x.shape[:axis] + (0,) + x.shape[axis + 1 :])
+    return ops.concatenate(parts, axis)
 
 
 # ufunc.accumulate on associative ufuncs: the scan's combine step is the ufunc itself.
@@ -129,6 +187,36 @@ def _nancumsum(a, axis=None, dtype=None, out=None):
 def _nancumprod(a, axis=None, dtype=None, out=None):
     _no_out("np.nancumprod", out)
     return _cumulative("np.nancumprod", np.multiply, a, axis, dtype, nan_fill=1)
+
+
+def _cumulative_array_api(name, ufunc, identity, x, axis, dtype, out, include_initial):
+    """numpy 2's np.cumulative_sum / np.cumulative_prod (the array API's): like cumsum and
+    cumprod, but `axis` is required for more than one dimension (a 0-d array counts as 1-d),
+    and include_initial=True starts each scan with the identity, one longer along `axis`."""
+    _no_out(name, out)
+    x = ops.as_tracer(x)
+    if x.ndim == 0:
+        x = ops.reshape(x, (1,))
+    if axis is None:
+        if x.ndim > 1:
+            raise ShapeError(
+                "For arrays which have more than one dimension ``axis`` argument is required.", user_location()
+            )
+        axis = 0
+    axis = ops.normalize_axis(axis, x.ndim)
+    result = _cumulative(name, ufunc, x, axis, dtype)
+    if not include_initial:
+        return result
+    first = ops.full_like(result, identity, result.dtype, x.shape[:axis] + (1,) + x.shape[axis + 1 :])
+    return ops.concatenate([first, result], axis)
+
+
+def _cumulative_sum(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+    return _cumulative_array_api("np.cumulative_sum", np.add, 0, x, axis, dtype, out, include_initial)
+
+
+def _cumulative_prod(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+    return _cumulative_array_api("np.cumulative_prod", np.multiply, 1, x, axis, dtype, out, include_initial)
 
 
 def _no_out(name, out):
@@ -228,6 +316,30 @@ def _nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
     return _nan_extreme("min", a, axis, out, keepdims, initial, where)
 
 
+def _nan_arg_extreme(kind, a, axis, out, keepdims):
+    """np.nanargmax / nanargmin as numpy computes them: NaN replaced by -inf (+inf), then
+    argmax (argmin), so a NaN ties with an infinity it precedes. numpy raises ValueError for a
+    slice of only NaN; a compiled function's values are known only when it runs, so such a
+    slice gives -1 there (int64, numpy's intp)."""
+    _no_out(f"np.nanarg{kind}", out)
+    x = ops.as_tracer(a)
+    if x.dtype.kind != "f":
+        return ops.arg_extreme(kind, x, axis, keepdims)
+    nan = np.not_equal(x, x)
+    filled = np.where(nan, np.asarray(-np.inf if kind == "max" else np.inf, x.dtype), x)
+    index = ops.arg_extreme(kind, filled, axis, keepdims)
+    all_nan = np.all(nan, axis=axis, keepdims=keepdims) if x.ndim else nan
+    return np.where(all_nan, np.int64(-1), index)
+
+
+def _nanargmax(a, axis=None, out=None, *, keepdims=False):
+    return _nan_arg_extreme("max", a, axis, out, keepdims)
+
+
+def _nanargmin(a, axis=None, out=None, *, keepdims=False):
+    return _nan_arg_extreme("min", a, axis, out, keepdims)
+
+
 def _nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     """np.nanmean: the mean of the elements that are not NaN (a slice of only NaN gives NaN)."""
     _no_out("np.nanmean", out)
@@ -260,7 +372,7 @@ def _nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where
     return result if dtype is None else ops.astype(result, dtype)
 
 
-UFUNC_METHODS.update(reduce=ufunc_reduce, accumulate=ufunc_accumulate)
+UFUNC_METHODS.update(reduce=ufunc_reduce, accumulate=ufunc_accumulate, reduceat=ufunc_reduceat)
 FUNCTION_RULES.update(
     {
         np.cumsum: _cumsum,
@@ -277,5 +389,9 @@ FUNCTION_RULES.update(
         np.nanmean: _nanmean,
         np.nanvar: _nanvar,
         np.nanstd: _nanstd,
+        np.nanargmax: _nanargmax,
+        np.nanargmin: _nanargmin,
+        np.cumulative_sum: _cumulative_sum,
+        np.cumulative_prod: _cumulative_prod,
     }
 )

@@ -14,10 +14,12 @@ import numpy as np
 
 from kiln.dialects import tensor as T
 from kiln.dialects.arith import float_to_int
-from kiln.errors import ArgumentError, UnsupportedError
+from kiln.dialects.types import tensor_type
+from kiln.errors import ArgumentError, ShapeError, UnsupportedError
 from kiln.frontend import traced_ops as ops
+from kiln.frontend import views
 from kiln.frontend.numpy_api import FUNCTION_RULES, UFUNC_RULES
-from kiln.frontend.tracing import user_location
+from kiln.frontend.tracing import NUMPY_PROTOCOL, current_context, user_location
 
 
 def _full(ctx, value, like):
@@ -245,6 +247,265 @@ def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     return result
 
 
+_UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+
+
+def bitcast(x, dtype):
+    """x's elements' bits read as `dtype` of the same itemsize (``kiln.bitcast``); bool reads
+    as 0 and 1 and is read back as nonzero, the only bytes a bool holds."""
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if np.bool_ in (x.dtype, dtype):
+        return ops.cast(x, dtype)
+    return current_context().emit(T.BitcastOp, [x], result_type=tensor_type(x.shape, dtype))
+
+
+def _split_bytes(x, dtype):
+    """Each element of x as len(x's itemsize / dtype's itemsize) elements of `dtype`, lowest
+    bytes first (numpy's little-endian view), along a new last axis."""
+    wide, narrow = _UINT[x.dtype.itemsize], _UINT[dtype.itemsize]
+    bits = bitcast(x, wide)
+    parts = [
+        bitcast(ops.cast(np.right_shift(bits, wide.type(8 * dtype.itemsize * k)), narrow), dtype)
+        for k in range(x.dtype.itemsize // dtype.itemsize)
+    ]
+    return ops.stack(parts, -1)
+
+
+def _join_bytes(x, dtype):
+    """Groups of len(dtype's itemsize / x's itemsize) elements along x's last axis joined into
+    one element of `dtype`, the first lowest."""
+    wide, narrow = _UINT[dtype.itemsize], _UINT[x.dtype.itemsize]
+    count = dtype.itemsize // x.dtype.itemsize
+    groups = ops.reshape(bitcast(x, narrow), x.shape[:-1] + (x.shape[-1] // count, count))
+    result = None
+    for k in range(count):
+        part = np.left_shift(ops.cast(groups[..., k], wide), wide.type(8 * x.dtype.itemsize * k))
+        result = part if result is None else np.bitwise_or(result, part)
+    return bitcast(result, dtype)
+
+
+def view(x, dtype=None, type=None):
+    """numpy's ``x.view(dtype)``: the same bytes read as `dtype`. Of the same itemsize the
+    shape is kept; otherwise the last axis (contiguous, as numpy requires) grows or shrinks
+    by the ratio of the itemsizes, bytes read little-endian. The result is a view: writing
+    it writes x, and x's writes show in it. ShapeError (a ValueError) with numpy's message
+    where numpy refuses (0-d arrays, a last axis not contiguous or not divisible)."""
+    if type is not None:
+        raise UnsupportedError("ndarray.view(type=...): a traced array has no ndarray subclasses", user_location())
+    if dtype is None:
+        dtype = x.dtype
+    dtype = ops.check_dtype(dtype, "ndarray.view")
+    size, old = dtype.itemsize, x.dtype.itemsize
+    if size != old:
+        if x.ndim == 0:
+            raise ShapeError(
+                "Changing the dtype of a 0d array is only supported if the itemsize is unchanged", user_location()
+            )
+        if size > old and (x.shape[-1] * old) % size:
+            raise ShapeError(
+                "When changing to a larger dtype, its size must be a divisor of the total size in bytes of the "
+                "last axis of the array.",
+                user_location(),
+            )
+        if x.shape[-1] != 1 and views.strides_of(x)[-1] != 1:
+            raise ShapeError(
+                "To change to a dtype of a different size, the last axis must be contiguous", user_location()
+            )
+
+    def forward(base):
+        if size == old:
+            return bitcast(base, dtype)
+        if size < old:
+            parts = _split_bytes(base, dtype)
+            return ops.reshape(parts, base.shape[:-1] + (base.shape[-1] * (old // size),))
+        return _join_bytes(base, dtype)
+
+    def backward(base, written):
+        return view(written, base.dtype)
+
+    result = ops.strong(forward(x))
+    if size == old:
+        return views.mark(result, x, forward, backward, views.strides_of(x))
+    if views.is_c_contiguous(x.shape, views.strides_of(x)):
+        return views.mark(result, x, forward, backward, views.c_strides(result.shape))
+    return result  # numpy's view of a strided array: its own array here, written back only through x
+
+
+def _float_format(dtype):
+    """(fraction bits, exponent bias, the unsigned dtype of its bits) of an IEEE float dtype."""
+    info = np.finfo(dtype)
+    return info.nmant, info.maxexp - 1, _UINT[dtype.itemsize]
+
+
+def _power_of_two(n, dtype):
+    """2.0**n in `dtype` for an integer n of a normal exponent (1 - bias <= n <= bias): a
+    constant for a Python int, else made from its bits (exact, where pow or exp2 need not be)."""
+    if isinstance(n, int):
+        return np.ldexp(dtype.type(1), n)
+    fraction_bits, bias, unsigned = _float_format(dtype)
+    field = np.left_shift(ops.cast(n + np.int64(bias), np.int64), np.int64(fraction_bits))
+    return bitcast(ops.cast(field, unsigned), dtype)
+
+
+def _smallest_subnormal(dtype):
+    return np.array(1, _UINT[dtype.itemsize]).view(dtype)[()]
+
+
+def _frexp(ctx, operands):
+    """numpy's frexp: x = mantissa * 2**exponent with 0.5 <= |mantissa| < 1 and an int32
+    exponent; 0, -0.0, infinities and (quieted) NaN are their own mantissa with exponent 0. The
+    exponent is read from the bits (a subnormal first scaled into the normal range by an exact
+    power of two); the mantissa is x times 2**-exponent in two exact steps (2**1073 is past
+    float64's range), so its gradient is 2**-exponent."""
+    (x,) = operands
+    fraction_bits, bias, unsigned = _float_format(x.dtype)
+    exponent_mask = unsigned.type((1 << (8 * x.dtype.itemsize - 1 - fraction_bits)) - 1)
+    lift = fraction_bits + 2
+    subnormal = np.equal(
+        np.bitwise_and(np.right_shift(bitcast(x, unsigned), unsigned.type(fraction_bits)), exponent_mask),
+        unsigned.type(0),
+    )
+    y = np.where(subnormal, x * _power_of_two(lift, x.dtype), x)
+    bits = bitcast(y, unsigned)
+    field = np.bitwise_and(np.right_shift(bits, unsigned.type(fraction_bits)), exponent_mask)
+    exponent = ops.cast(field, np.int32) - np.int32(bias - 1) - np.where(subnormal, np.int32(lift), np.int32(0))
+    special = np.logical_or(np.equal(x, x.dtype.type(0)), np.logical_not(np.isfinite(x)))
+    exponent = np.where(special, np.int32(0), exponent)
+    half = np.floor_divide(exponent, np.int32(2))
+    mantissa = x * _power_of_two(-half, x.dtype) * _power_of_two(half - exponent, x.dtype)
+    # x + x: a NaN comes out quiet, as from C's frexp (float16's through float)
+    return np.where(np.isnan(x), x + x, np.where(special, x, mantissa)), exponent
+
+
+def _ldexp(ctx, operands):
+    """x * 2**n rounded once, subnormal and overflowing results included. float16 and float32
+    are scaled exactly in float64 and rounded back once. float64 is C's scalbn (musl's): up to
+    two scalings by 2**1023, or by 2**-969 (where a rounded intermediate implies a result
+    below half the smallest subnormal: 0 either way), then one by 2**n made from its bits.
+    An exponent past +-4096 is clamped first: the result is then 0 or inf whatever x is."""
+    x, n = operands
+    n = ops.cast(np.clip(n, n.dtype.type(-4096), n.dtype.type(4096)), np.int64)
+    if x.dtype != np.float64:
+        # |n| <= 300 covers float32's whole range, 2**-149 to 2**128, and float64 holds every product
+        wide = ops.cast(x, np.float64) * _power_of_two(np.clip(n, np.int64(-300), np.int64(300)), np.dtype(np.float64))
+        return ops.cast(wide, x.dtype)
+    fraction_bits, bias, _ = _float_format(x.dtype)
+    low, high = 1 - bias, bias
+    down = low + fraction_bits + 1  # musl's 0x1p-1022 * 0x1p53
+    y = x
+    for _ in range(2):
+        up_step, down_step = np.greater(n, np.int64(high)), np.less(n, np.int64(low))
+        step = np.where(up_step, np.int64(high), np.where(down_step, np.int64(down), np.int64(0)))
+        y = y * _power_of_two(step, x.dtype)
+        n = n - step
+    return y * _power_of_two(np.clip(n, np.int64(low), np.int64(high)), x.dtype)
+
+
+def _detached(x):
+    """x's value without its gradient: nextafter and spacing are step functions, whose
+    derivative is 0 wherever it exists (as floor's and rint's are in passes/autodiff)."""
+    return bitcast(bitcast(x, _UINT[x.dtype.itemsize]), x.dtype)
+
+
+def _step_away(x, toward_larger_magnitude):
+    """The float next to x (finite or infinite, not 0): its bits, read as a signed integer
+    with the sign apart, plus or minus one."""
+    signed = np.dtype(f"i{x.dtype.itemsize}")
+    bits = bitcast(x, signed)
+    one = signed.type(1)
+    return bitcast(np.where(toward_larger_magnitude, bits + one, bits - one), x.dtype)
+
+
+def _nextafter(ctx, operands):
+    """numpy's nextafter: the float after x toward y; y where they are equal (so -0.0 toward
+    0.0 is 0.0; float16's own loop, npy_half_nextafter, gives x there), the smallest
+    subnormal with y's sign from zero, NaN if either is NaN (float16: numpy's one NaN)."""
+    x, y = (_detached(v) for v in operands)
+    zero = x.dtype.type(0)
+    tiny = np.copysign(_smallest_subnormal(x.dtype), y)
+    result = np.where(np.equal(x, zero), tiny, _step_away(x, np.equal(np.greater(y, x), np.greater(x, zero))))
+    result = np.where(np.equal(x, y), x if x.dtype == np.float16 else y, result)
+    # C's nextafter gives x + y for a NaN (quiet, its payload kept); float16's loop its one NaN
+    either_nan = x + y if x.dtype != np.float16 else x.dtype.type(np.nan)
+    return np.where(np.logical_or(np.isnan(x), np.isnan(y)), either_nan, result)
+
+
+def _spacing(ctx, operands):
+    """numpy's npy_spacing: the distance from x to the next float away from zero (negative for
+    negative x), the smallest subnormal at either zero, NaN for infinities, a NaN quieted.
+    float16's own loop (npy_half_spacing) steps toward +inf instead (spacing(-1.0) is
+    +2**-11) and gives its one NaN for infinities and NaN."""
+    x = _detached(operands[0])
+    if x.dtype == np.float16:
+        result = _nextafter(ctx, [x, _full(ctx, np.inf, x)]) - x
+        return np.where(np.isfinite(x), result, x.dtype.type(np.nan))
+    away = _step_away(x, np.bool_(True))
+    result = np.where(np.equal(x, x.dtype.type(0)), _smallest_subnormal(x.dtype), away - x)
+    result = np.where(np.isinf(x), x.dtype.type(np.nan), result)
+    return np.where(np.isnan(x), x + x, result)
+
+
+def _magnitude_bits(x):
+    """|x| as the unsigned integer of x's width: -MIN wraps to 2**(bits-1), as numpy's C does."""
+    unsigned = _UINT[x.dtype.itemsize]
+    return ops.cast(np.where(np.less(x, x.dtype.type(0)), np.negative(x), x) if x.dtype.kind == "i" else x, unsigned)
+
+
+def _bitwise_count(ctx, operands):
+    """numpy 2's bitwise_count: the 1-bits of |x|, as uint8; the classic SWAR count (pairs,
+    nibbles, bytes, then the bytes summed by one wrapping multiplication)."""
+    v = _magnitude_bits(operands[0])
+    t, bits = v.dtype.type, 8 * v.dtype.itemsize
+
+    def pattern(byte):
+        return t(int.from_bytes(bytes([byte]) * v.dtype.itemsize, "little"))
+
+    v = v - np.bitwise_and(np.right_shift(v, t(1)), pattern(0x55))
+    v = np.bitwise_and(v, pattern(0x33)) + np.bitwise_and(np.right_shift(v, t(2)), pattern(0x33))
+    v = np.bitwise_and(v + np.right_shift(v, t(4)), pattern(0x0F))
+    if bits > 8:
+        v = np.right_shift(v * pattern(0x01), t(bits - 8))
+    return ops.cast(v, np.uint8)
+
+
+def _euclid_steps(bits: int) -> int:
+    """How many remainder steps Euclid's algorithm takes at most on values below 2**bits:
+    consecutive Fibonacci numbers are its worst case (Lamé)."""
+    small, large, steps = 1, 2, 1
+    while large < 2**bits:
+        small, large, steps = large, small + large, steps + 1
+    return steps + 1
+
+
+def _gcd_lcm(want_lcm):
+    """numpy's npy_gcd / npy_lcm: on the magnitudes (-MIN wraps to 2**(bits-1) read unsigned),
+    Euclid's algorithm unrolled to its worst case; gcd(0, 0) is 0, lcm is |a| // gcd * |b|
+    wrapped to the dtype (0 where either is 0)."""
+
+    def rule(ctx, operands):
+        a, b = operands
+        unsigned = _UINT[a.dtype.itemsize]
+        magnitudes = [_magnitude_bits(v) for v in (a, b)]
+        low, high = magnitudes
+        zero, one = unsigned.type(0), unsigned.type(1)
+        for _ in range(_euclid_steps(8 * a.dtype.itemsize)):
+            running = np.not_equal(low, zero)
+            low, high = (
+                np.where(running, np.remainder(high, np.where(running, low, one)), zero),
+                np.where(running, low, high),
+            )
+        if not want_lcm:
+            return ops.cast(high, a.dtype)
+        first, second = magnitudes
+        some = np.not_equal(high, zero)
+        result = np.where(some, np.floor_divide(first, np.where(some, high, one)) * second, zero)
+        return ops.cast(result, a.dtype)
+
+    return rule
+
+
 UFUNC_RULES.update(
     {
         np.reciprocal: _reciprocal,
@@ -272,6 +533,14 @@ UFUNC_RULES.update(
             _cmp(ctx, *operands, "ne") if operands[0].dtype == np.bool_ else ctx.emit(T.BitwiseXorOp, operands)
         ),
         np.invert: _invert,
+        np.frexp: _frexp,
+        np.ldexp: _ldexp,
+        np.nextafter: _nextafter,
+        np.spacing: _spacing,
+        np.gcd: _gcd_lcm(want_lcm=False),
+        np.lcm: _gcd_lcm(want_lcm=True),
+        np.bitwise_count: _bitwise_count,
     }
 )
 FUNCTION_RULES.update({np.round: _round, np.around: _round, np.nan_to_num: _nan_to_num})
+NUMPY_PROTOCOL.update(view=view)

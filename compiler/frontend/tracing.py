@@ -399,6 +399,10 @@ class Tracer:
         result = NUMPY_PROTOCOL["astype"](self, dtype, casting)
         return result.copy() if result is self and copy else result  # numpy copies unless copy=False
 
+    def view(self, dtype=None, type=None):
+        """ndarray.view(dtype): the elements' bits read as `dtype` (numpy_ufuncs.view)."""
+        return NUMPY_PROTOCOL["view"](self, dtype, type)
+
     def fill(self, value):
         """numpy's x.fill(v): x[...] = v."""
         self[...] = value
@@ -480,7 +484,7 @@ _METHOD_HINTS = (
         "not have; build a new array instead (np.resize is np.tile and a slice, np.pad, np.concatenate)",
     ),
     (
-        ("base", "ctypes", "data", "flags", "strides", "flat", "view", "getfield", "device", "to_device"),
+        ("base", "ctypes", "data", "flags", "strides", "flat", "getfield", "device", "to_device"),
         ": a traced array has no memory of its own while the function is traced",
     ),
     (("tobytes", "tofile", "dump", "dumps"), ": its values are known only when the compiled function runs"),

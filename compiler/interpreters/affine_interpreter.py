@@ -256,6 +256,7 @@ _SCALAR = {
     AR.UIToFPOp: lambda op, x: _unsigned(x).astype(op.result.type.dtype),
     AR.ExtUIOp: lambda op, x: _unsigned(x).astype(op.result.type.dtype),
     AR.FPToSIOp: lambda op, x: AR.float_to_int(x, op.result.type.dtype),
+    AR.BitcastOp: lambda op, x: np.asarray(x, op.operand.type.dtype).view(op.result.type.dtype),
     M.ExpOp: lambda op, x: np.exp(x),
     M.LogOp: lambda op, x: np.log(x),
     M.SqrtOp: lambda op, x: np.sqrt(x),
