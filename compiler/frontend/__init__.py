@@ -5,7 +5,8 @@ Read in this order: ``specs`` (argument descriptions such as ``kiln.f32[64, 784]
 the per-thread trace state), ``traced_ops`` (one function per tensor op, with numpy's
 shape and dtype rules), ``numpy_api`` (numpy's ufuncs and functions mapped onto them, one rule table
 each), the modules that fill those tables (``numpy_ufuncs``, ``numpy_shapes``, ``numpy_linalg``,
-``numpy_reductions``, ``numpy_sorting``, ``numpy_indexing``, ``numpy_compare``),
+``numpy_reductions``, ``numpy_sorting``, ``numpy_indexing``, ``numpy_compare``, ``numpy_math``,
+``numpy_statistics``),
 ``trace`` (a Python function traced into IR), ``grad`` (reverse mode on the traced IR)
 and ``nn`` (the helpers numpy lacks).
 """
@@ -17,8 +18,10 @@ from kiln.frontend import (  # noqa: F401
     numpy_compare,
     numpy_indexing,
     numpy_linalg,
+    numpy_math,
     numpy_reductions,
     numpy_shapes,
     numpy_sorting,
+    numpy_statistics,
     numpy_ufuncs,
 )
