@@ -173,7 +173,7 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
             members = np.logical_and(np.greater_equal(column, edges[:-1]), upper)
     if weights is None:
         hist = np.sum(members, axis=0, dtype=np.int64)
-    elif weights.dtype.kind == "f":
+    elif weights.dtype.kind in "fb":  # numpy's bincount adds weights in float64 and casts the sums back
         hist = np.sum(np.where(members, weights.astype(np.float64)[:, None], 0.0), axis=0).astype(weights.dtype)
     else:  # integer weights add up exactly in their own type, wrapping as numpy's sums do
         hist = np.sum(np.where(members, weights[:, None], 0), axis=0, dtype=weights.dtype)
