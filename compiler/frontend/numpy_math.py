@@ -340,8 +340,8 @@ def _array_equiv(a1, a2):
 
 def _piecewise(x, condlist, funclist, *args, **kw):
     """np.piecewise: y = zeros_like(x), then for each condition in order y[cond] = func(x[cond])
-    (or the scalar func), later conditions winning; one condition more than there are
-    functions' worth is the "otherwise" case (no other condition holds). Each callable is
+    (or the scalar func), later conditions winning; a function more than there are conditions
+    is the "otherwise" case (where no condition holds). Each callable is
     called on the whole of x and its result selected where its condition holds: for an
     elementwise func, func(x)[cond] equals numpy's func(x[cond]) lane by lane, and selection
     keeps the shape static. Results cast to x's dtype as numpy's item assignment does. Raises

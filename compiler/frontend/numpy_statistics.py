@@ -64,9 +64,7 @@ def _outer_edges(name, a, range):
     and max (traced); equal edges widened by 0.5 each way."""
     if range is not None:
         if isinstance(range, Tracer) or any(isinstance(v, Tracer) for v in range):
-            _constant(
-                name, "range", range if isinstance(range, Tracer) else next(v for v in range if isinstance(v, Tracer))
-            )
+            raise ArgumentError(f"{name} needs a constant range: numpy checks its values", user_location())
         first, last = range
         if first > last:
             raise ShapeError(f"{name}: max must be larger than min in range parameter.", user_location())
@@ -153,8 +151,11 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
     another shape), ArgumentError for traced bins or range, UnsupportedError for bin rules
     picked by name ('auto', ...: their count depends on the data).
 
-    One difference in rounding: with an array of edges and float weights numpy sums the
-    weights cumulatively and subtracts, kiln sums each bin's weights directly."""
+    What numpy checks on the data itself cannot be checked while tracing: with range=None it
+    raises for NaN or infinite data (kiln's edges come out NaN and nothing is counted) and
+    for a data range too narrow for `bins` finite bins (kiln's edges repeat). And one
+    difference in rounding: with an array of edges and float weights numpy sums the weights
+    cumulatively and subtracts, kiln sums each bin's weights directly."""
     name = "np.histogram"
     a, weights = _ravel_and_check_weights(name, a, weights)
     edges, uniform = _bin_edges(name, a, bins, range)
