@@ -1111,8 +1111,123 @@ CASES += EDIT_CASES
 
 # -- numerical functions: interp, convolve, histogram, cov, ... ----------------------------
 # (cases are named "num_..."; NUMERIC_NO_GRADIENT lists those with no float input or output)
-NUMERIC_CASES: list = []
-NUMERIC_NO_GRADIENT: list = []
+_INTERP_XP = np.array([-2.0, -0.5, 0.25, 1.0, 2.5, 4.0, 6.0])
+_OFF_POINTS = np.array([-3.1, -1.7, -0.3, 0.4, 0.9, 1.3, 2.2, 3.1, 4.7, 5.5, 6.4, -2.6, 0.1])
+
+
+def _piecewise_three(x):
+    return np.piecewise(x, [x < -0.5, x > 0.8], [lambda v: -v, lambda v: v**2, 0.25])
+
+
+NUMERIC_CASES: list = [
+    OpCase("num_interp_traced_points", np.interp, (_OFF_POINTS, _INTERP_XP, floats(7))),
+    OpCase(
+        "num_interp_f32_reversed_left_right",
+        lambda x: np.interp(x, [-1.0, 0.5, 2.0], [3.0, -1.0, 2.0], left=-5.0, right=7.5),
+        (_OFF_POINTS.astype(np.float32)[::-1],),
+    ),
+    OpCase(
+        "num_interp_period",
+        lambda x, fp: np.interp(x, [350.0, 10.0, 95.0, 180.0, 271.0], fp, period=360),
+        (np.array([-190.0, 3.0, 47.0, 355.5, 721.0, 400.0, 130.0]), floats(5, dtype=np.float64)),
+    ),
+    OpCase("num_interp_int_x", lambda x: np.interp(x, [-5, 0, 3, 8], [1.0, -2.0, 4.0, 0.5]), (ints(2, 5),)),
+    OpCase("num_convolve_full", np.convolve, (floats(7), floats(3, dtype=np.float64))),
+    OpCase("num_convolve_same_longer_second", lambda a, v: np.convolve(a, v, "same"), (floats(3), floats(5))),
+    OpCase("num_convolve_valid_strided", lambda a, v: np.convolve(a, v, "valid"), (floats(13)[::-2], floats(2))),
+    OpCase("num_correlate_valid", np.correlate, (floats(11, dtype=np.float64), floats(4)[::-1])),
+    OpCase("num_correlate_same_swapped", lambda a, v: np.correlate(a, v, "same"), (floats(4), floats(7))),
+    OpCase("num_correlate_full_int", lambda a, v: np.correlate(a, v, mode=2), (ints(11), ints(4, dtype=np.int64))),
+    OpCase(
+        "num_convolve_uint8_wraps",
+        np.convolve,
+        (ints(5, dtype=np.uint8, low=0, high=250), ints(3, dtype=np.uint8, low=0, high=250)),
+    ),
+    OpCase("num_correlate_bool", lambda a, v: np.correlate(a, v, "full"), (bools(5), bools(2))),
+    OpCase("num_trapezoid", np.trapezoid, (floats(5, 7),)),
+    OpCase(
+        "num_trapezoid_x_axis0", lambda y, x: np.trapezoid(y, x, axis=0), (floats(7, 3, dtype=np.float64), floats(7))
+    ),
+    OpCase("num_trapezoid_int_dx", lambda y: np.trapezoid(y, dx=0.5, axis=0), (ints(5, 2),)),
+    OpCase("num_polyval_traced", np.polyval, (floats(4, dtype=np.float64), floats(2, 5))),
+    OpCase("num_polyval_constant_p", lambda x: np.polyval([0.5, -1.0, 0.0, 2.0], x), (floats(3, 1)[::-1],)),
+    OpCase("num_polyval_int", lambda x: np.polyval(np.array([2, -1, 3]), x), (ints(6, dtype=np.int64),)),
+    OpCase("num_sinc", np.sinc, (np.array([0.0, -0.75, 0.5, 1.25, -2.2, 3.3, 0.1]),)),
+    OpCase("num_sinc_f32", np.sinc, (floats(3, 5),)),
+    OpCase("num_sinc_int", np.sinc, (ints(7),)),
+    OpCase("num_i0", np.i0, (np.array([-9.5, -3.0, 0.5, 2.0, 7.5, 8.5, 10.5, -0.25]),)),
+    OpCase("num_i0_f32", np.i0, (floats(2, 7) * 5,)),
+    OpCase("num_i0_int", np.i0, (ints(5),)),
+    OpCase("num_unwrap", np.unwrap, (np.cumsum(floats(3, 11, dtype=np.float64) * 2.5, axis=1),)),
+    OpCase(
+        "num_unwrap_axis0_discont_f32",
+        lambda p: np.unwrap(p, discont=4.0, axis=0, period=5.0),
+        (np.cumsum(floats(7, 2) * 2.0, axis=0),),
+    ),
+    OpCase("num_unwrap_int_period", lambda p: np.unwrap(p, period=8), (ints(11),)),
+    OpCase("num_angle", np.angle, (floats(13, dtype=np.float64) + 0.5,)),
+    OpCase("num_angle_int_deg", lambda z: np.angle(z, deg=True), (ints(7),)),
+    OpCase("num_lexsort", lambda a, b: np.lexsort((a, b)), (floats(13), ints(13, low=0, high=3))),
+    OpCase(
+        "num_lexsort_three_uint8",
+        lambda a, b, c: np.lexsort((a, b, c)),
+        tuple(ints(11, dtype=np.uint8, low=0, high=2) for _ in range(3)),
+    ),
+    OpCase("num_lexsort_axis0_bool", lambda a, b: np.lexsort((a, b), axis=0), (bools(5, 3), bools(5, 3))),
+    OpCase("num_array_equal", lambda a: np.array_equal(a, np.abs(a)), (ints(3, 4, low=0, high=5),)),
+    OpCase("num_array_equal_nan", lambda a, b: np.array_equal(a, b, equal_nan=True), (floats(5), floats(5))),
+    OpCase(
+        "num_array_equiv", lambda a, b: np.array_equiv(a, b), (ints(1, 4, low=0, high=2), ints(3, 4, low=0, high=2))
+    ),
+    OpCase("num_piecewise", _piecewise_three, (np.array([-2.0, -0.9, 0.1, 0.3, 1.5, 2.5, -1.3]),)),
+    OpCase(
+        "num_piecewise_otherwise_f32",
+        lambda x: np.piecewise(x, [x > 0.2], [np.sin, lambda v: v * 3]),
+        (floats(3, 5),),
+    ),
+    OpCase("num_piecewise_int", lambda x: np.piecewise(x, [x < 0, x > 5], [lambda v: v * 1.5, 7]), (ints(13),)),
+    OpCase("num_histogram_counts", lambda a: np.histogram(a)[0], (floats(13, dtype=np.float64),)),
+    OpCase("num_histogram_range_f32", lambda a: np.histogram(a, 5, range=(-1, 1.5))[0], (floats(4, 7),)),
+    OpCase("num_histogram_int_edges", lambda a: np.histogram(a, [-20, -3, 0, 4, 19])[0], (ints(11),)),
+    OpCase(
+        "num_histogram_weights",
+        lambda a, w: np.histogram(a, 4, range=(-3.0, 3.0), weights=w)[0],
+        (np.array([-2.9, -1.1, 0.3, 0.4, 1.6, 2.2, -0.7]), floats(7)),
+    ),
+    OpCase("num_histogram_density", lambda a: np.histogram(a, 3, range=(-2, 2), density=True)[0], (floats(11),)),
+    OpCase("num_histogram_edges_traced", lambda a: np.histogram(a, 6)[1], (floats(13),)),
+    OpCase("num_histogram_bin_edges_int", lambda a: np.histogram_bin_edges(a, 4), (ints(7),)),
+    OpCase("num_cov", np.cov, (floats(3, 7, dtype=np.float64),)),
+    OpCase("num_cov_columns_f32", lambda m: np.cov(m, rowvar=False), (floats(7, 2),)),
+    OpCase("num_cov_y_bias", lambda m, y: np.cov(m, y, bias=True), (floats(5, dtype=np.float64), floats(5))),
+    OpCase("num_cov_int_ddof", lambda m: np.cov(m, ddof=0), (ints(2, 6),)),
+    OpCase("num_corrcoef", np.corrcoef, (floats(4, 6, dtype=np.float64),)),
+    OpCase("num_corrcoef_columns_y", lambda x, y: np.corrcoef(x, y, rowvar=False), (floats(5, 2), floats(5))),
+]
+NUMERIC_NO_GRADIENT: list = [
+    "num_interp_int_x",
+    "num_correlate_full_int",
+    "num_convolve_uint8_wraps",
+    "num_correlate_bool",
+    "num_trapezoid_int_dx",
+    "num_polyval_int",
+    "num_sinc_int",
+    "num_i0_int",
+    "num_unwrap_int_period",
+    "num_angle_int_deg",
+    "num_lexsort",
+    "num_lexsort_three_uint8",
+    "num_lexsort_axis0_bool",
+    "num_array_equal",
+    "num_array_equal_nan",
+    "num_array_equiv",
+    "num_piecewise_int",
+    "num_histogram_counts",
+    "num_histogram_range_f32",
+    "num_histogram_int_edges",
+    "num_histogram_bin_edges_int",
+    "num_cov_int_ddof",
+]
 CASES += NUMERIC_CASES
 
 

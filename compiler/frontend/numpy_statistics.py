@@ -1,0 +1,303 @@
+"""numpy's "Statistics" section beyond the reductions: histogram, histogram_bin_edges, cov and
+corrcoef, each as numpy/lib/_histograms_impl.py and _function_base_impl.py compute it.
+
+A histogram with a number of bins has that many bins whatever the data, so its shape is
+static even when the edges come from the data's minimum and maximum (range=None): the edges
+are then traced values. Counting compares every value with every bin: O(len(a) * bins) work.
+Bins picked by a rule from the data ('auto', 'fd', ...) change the number of bins with the
+data and are refused.
+"""
+
+from __future__ import annotations
+
+import operator
+import warnings
+
+import numpy as np
+
+from kiln.errors import ArgumentError, ShapeError, UnsupportedError
+from kiln.frontend import traced_ops as ops
+from kiln.frontend.numpy_api import FUNCTION_RULES
+from kiln.frontend.tracing import Tracer, current_context, user_location
+
+
+def _traced(ctx, x, dtype=None):
+    x = x if isinstance(x, Tracer) else np.asarray(ops.check_operand(x) if np.ndim(x) == 0 else x)
+    return ops.lift(ctx, x, x.dtype if dtype is None else dtype)
+
+
+def _constant(name, what, x):
+    if isinstance(x, Tracer):
+        raise ArgumentError(f"{name} needs a constant {what}: numpy checks its values", user_location())
+    return x
+
+
+# -- histogram -----------------------------------------------------------------------------------
+def _ravel_and_check_weights(name, a, weights):
+    """numpy's _ravel_and_check_weights: bool data counted as uint8 (with numpy's warning),
+    weights of a's shape, both flattened."""
+    ctx = current_context()
+    a = _traced(ctx, a)
+    if a.dtype == np.bool_:
+        warnings.warn(f"Converting input from {a.dtype} to {np.uint8} for compatibility.", RuntimeWarning, stacklevel=3)
+        a = ops.astype(a, np.uint8)
+    if weights is not None:
+        weights = _traced(ctx, weights)
+        if weights.shape != a.shape:
+            raise ShapeError(f"{name}: weights should have the same shape as a.", user_location())
+        weights = ops.reshape(weights, (-1,))
+    return ops.reshape(a, (-1,)), weights
+
+
+def _unsigned_subtract(a, b):
+    """numpy's _unsigned_subtract on constants: integers subtract in their unsigned type, so
+    the width of a range that spans the type's limits does not overflow."""
+    dtype = np.result_type(a, b)
+    if dtype.kind == "i":
+        unsigned = np.dtype(dtype.str.replace("i", "u"))
+        return np.subtract(np.asarray(a, dtype), np.asarray(b, dtype), casting="unsafe", dtype=unsigned)
+    return np.subtract(a, b, dtype=dtype)
+
+
+def _outer_edges(name, a, range):
+    """numpy's _get_outer_edges: `range` (checked), (0, 1) for no data, else the data's min
+    and max (traced); equal edges widened by 0.5 each way."""
+    if range is not None:
+        if isinstance(range, Tracer) or any(isinstance(v, Tracer) for v in range):
+            raise ArgumentError(f"{name} needs a constant range: numpy checks its values", user_location())
+        first, last = range
+        if first > last:
+            raise ShapeError(f"{name}: max must be larger than min in range parameter.", user_location())
+        if not (np.isfinite(first) and np.isfinite(last)):
+            raise ShapeError(f"{name}: supplied range of [{first}, {last}] is not finite", user_location())
+    elif a.size == 0:
+        first, last = 0, 1
+    else:
+        # numpy raises for a non-finite minimum or maximum; a traced one cannot be tested
+        # while tracing, and the edges (and counts) then come out NaN.
+        first, last = np.min(a), np.max(a)
+        same = np.equal(first, last)
+        return np.where(same, first - 0.5, first), np.where(same, last + 0.5, last)
+    if first == last:
+        first, last = first - 0.5, last + 0.5
+    return first, last
+
+
+def _bin_edges(name, a, bins, range):
+    """(edges, (first, last, count) for equal bins else None), numpy's _get_bin_edges."""
+    if isinstance(bins, str):
+        raise UnsupportedError(
+            f"{name}(bins={bins!r}) picks the number of bins from the data, so the result's size depends on "
+            "the data; pass a number of bins or an array of edges",
+            user_location(),
+        )
+    bins = _constant(name, "bins", bins)
+    if np.ndim(bins) == 0:
+        try:
+            count = operator.index(bins)
+        except TypeError:
+            raise ArgumentError(f"{name}: `bins` must be an integer, a string, or an array", user_location()) from None
+        if count < 1:
+            raise ShapeError(f"{name}: `bins` must be positive, when an integer", user_location())
+        first, last = _outer_edges(name, a, range)
+        samples = [ops.promotion_sample(v) if isinstance(v, Tracer) else v for v in (first, last)]
+        dtype = np.result_type(*samples, a.dtype)
+        if np.issubdtype(dtype, np.integer):
+            dtype = np.result_type(dtype, float)
+        edges = np.linspace(first, last, count + 1, endpoint=True, dtype=dtype)
+        if not isinstance(edges, Tracer) and np.any(edges[:-1] >= edges[1:]):
+            raise ShapeError(
+                f"{name}: Too many bins for data range. Cannot create {count} finite-sized bins.", user_location()
+            )
+        return edges, (first, last, count)
+    if np.ndim(bins) != 1:
+        raise ShapeError(f"{name}: `bins` must be 1d, when an array", user_location())
+    edges = np.asarray(bins)
+    if np.any(edges[:-1] > edges[1:]):
+        raise ShapeError(f"{name}: `bins` must increase monotonically, when an array", user_location())
+    return edges, None
+
+
+def _equal_bin_index(a, edges, first, last, count):
+    """numpy's fast path for equal bins: the index from (a - first) / width * count, moved by
+    one where rounding put a value on the wrong side of an edge; the last bin is closed."""
+    ctx = current_context()
+    edges = edges if isinstance(edges, Tracer) else ops.lift(ctx, edges, edges.dtype)
+    keep = np.logical_and(np.greater_equal(a, first), np.less_equal(a, last))
+    values = ops.astype(a, edges.dtype)
+    if isinstance(first, Tracer) or isinstance(last, Tracer):
+        width = last - first
+    else:
+        width = _unsigned_subtract(last, first)
+    scaled = (values - first) / width * count
+    # lanes outside the range are dropped by `keep`; the clip only keeps their gathers in bounds
+    index = np.clip(np.nan_to_num(scaled, nan=0.0), 0, count).astype(np.int64)
+    index = np.where(np.equal(index, count), count - 1, index)
+    index = index - np.less(values, np.take(edges, index))
+    up = np.logical_and(np.greater_equal(values, np.take(edges, index + 1)), np.not_equal(index, count - 1))
+    return index + up, keep
+
+
+def _histogram(a, bins=10, range=None, density=None, weights=None):
+    """np.histogram -> (hist, bin_edges), flattening `a`.
+
+    bins: a number of equal bins over `range` (default the data's min to max, then traced
+    edges) or a constant increasing array of edges. Bins are half-open [e_k, e_k+1) except the
+    last, which is closed; values outside the edges and NaN are not counted. hist is int64
+    counts, or sums of `weights` (a's shape) in the weights' dtype (numpy adds them up in
+    float64 and casts); with density=True, float64 counts / bin width / total. Edges are float
+    (a's float dtype, else float64) for a number of bins, the given array otherwise. Raises
+    ShapeError for numpy's ValueErrors (bad range, bins < 1, non-monotonic edges, weights of
+    another shape), ArgumentError for traced bins or range, UnsupportedError for bin rules
+    picked by name ('auto', ...: their count depends on the data).
+
+    What numpy checks on the data itself cannot be checked while tracing: with range=None it
+    raises for NaN or infinite data (kiln's edges come out NaN and nothing is counted) and
+    for a data range too narrow for `bins` finite bins (kiln's edges repeat). And one
+    difference in rounding: with an array of edges and float weights numpy sums the weights
+    cumulatively and subtracts, kiln sums each bin's weights directly."""
+    name = "np.histogram"
+    a, weights = _ravel_and_check_weights(name, a, weights)
+    edges, uniform = _bin_edges(name, a, bins, range)
+    ctx = current_context()
+    if uniform is not None:
+        first, last, count = uniform
+        index, keep = _equal_bin_index(a, edges, first, last, count)
+        members = np.logical_and(np.equal(index[:, None], np.arange(count)), keep[:, None])
+    else:
+        count = max(edges.shape[0] - 1, 0)
+        if count == 0:
+            members = ops.full_like(a, False, np.bool_, shape=(a.shape[0], 0))
+        else:
+            column = a[:, None]
+            upper = ops.concatenate([np.less(column, edges[1:-1]), np.less_equal(column, edges[-1:])], axis=1)
+            members = np.logical_and(np.greater_equal(column, edges[:-1]), upper)
+    if weights is None:
+        hist = np.sum(members, axis=0, dtype=np.int64)
+    elif weights.dtype.kind in "fb":  # numpy's bincount adds weights in float64 and casts the sums back
+        hist = np.sum(np.where(members, weights.astype(np.float64)[:, None], 0.0), axis=0).astype(weights.dtype)
+    else:  # integer weights add up exactly in their own type, wrapping as numpy's sums do
+        hist = np.sum(np.where(members, weights[:, None], 0), axis=0, dtype=weights.dtype)
+    edges = edges if isinstance(edges, Tracer) else ops.lift(ctx, edges, edges.dtype)
+    if density:
+        widths = np.diff(edges).astype(np.float64)
+        return hist / widths / np.sum(hist), edges
+    return hist, edges
+
+
+def _histogram_bin_edges(a, bins=10, range=None, weights=None):
+    """np.histogram_bin_edges: the edges np.histogram uses (see there), count + 1 of them for
+    a number of bins (traced when range=None and `a` is not empty), the array itself otherwise."""
+    name = "np.histogram_bin_edges"
+    a, _ = _ravel_and_check_weights(name, a, weights)
+    edges, _ = _bin_edges(name, a, bins, range)
+    return edges if isinstance(edges, Tracer) else ops.lift(current_context(), edges, edges.dtype)
+
+
+# -- cov and corrcoef ----------------------------------------------------------------------------
+def _rows(x, dtype):
+    """np.array(x, ndmin=2, dtype=dtype)."""
+    return ops.reshape(ops.cast(x, dtype), (1, -1) if x.ndim < 2 else x.shape)
+
+
+def _weights(name, weights, samples, integer):
+    weights = np.asarray(_constant("np.cov", name, weights), dtype=float)
+    if integer and not np.all(weights == np.around(weights)):
+        raise ArgumentError("np.cov: fweights must be integer", user_location())
+    if weights.ndim > 1:
+        raise ShapeError(f"np.cov: cannot handle multidimensional {name}", user_location())
+    if weights.shape[0] != samples:
+        raise ShapeError(f"np.cov: incompatible numbers of samples and {name}", user_location())
+    if np.any(weights < 0):
+        raise ShapeError(f"np.cov: {name} cannot be negative", user_location())
+    return weights
+
+
+def _cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):
+    """np.cov: the (variables, variables) covariance matrix, squeezed (one variable gives a 0-d
+    result), float64 unless dtype= says otherwise (float32 input gives float64, as numpy).
+    Variables are rows (rowvar=True) or columns; y adds variables; normalization N - ddof
+    (ddof default 1, 0 with bias=True), with constant fweights (integer frequencies) and
+    aweights as numpy weighs them. N - ddof <= 0 warns and divides by 0 as numpy does.
+    Raises ShapeError for more than 2 dimensions, a non-integer ddof, weights of the wrong
+    length or sign; ArgumentError for traced or non-integer fweights."""
+    if ddof is not None and ddof != int(ddof):
+        raise ShapeError("np.cov: ddof must be integer", user_location())
+    ctx = current_context()
+    m = _traced(ctx, m)
+    y = None if y is None else _traced(ctx, y)
+    if m.ndim > 2:
+        raise ShapeError("np.cov: m has more than 2 dimensions", user_location())
+    if y is not None and y.ndim > 2:
+        raise ShapeError("np.cov: y has more than 2 dimensions", user_location())
+    if dtype is None:
+        dtype = np.result_type(m.dtype, *([] if y is None else [y.dtype]), np.float64)
+    dtype = ops.check_dtype(dtype, "np.cov(dtype=...)")
+    x = _rows(m, dtype)
+    if not rowvar and m.ndim != 1:
+        x = ops.transpose(x)
+    if x.shape[0] == 0:
+        return ops.lift(ctx, np.array([]).reshape(0, 0), np.float64)
+    if y is not None:
+        rows = _rows(y, dtype)
+        if not rowvar and rows.shape[0] != 1:
+            rows = ops.transpose(rows)
+        if rows.shape[1] != x.shape[1]:
+            raise ShapeError(
+                f"np.cov: all the input array dimensions except for the concatenation axis must match exactly, "
+                f"but along dimension 1, the array at index 0 has size {x.shape[1]} and the array at index 1 "
+                f"has size {rows.shape[1]}",
+                user_location(),
+            )
+        x = ops.concatenate([x, rows], axis=0)
+    if ddof is None:
+        ddof = 1 if bias == 0 else 0
+    samples = x.shape[1]
+    w = None if fweights is None else _weights("fweights", fweights, samples, True)
+    if aweights is not None:
+        aweights = _weights("aweights", aweights, samples, False)
+        w = aweights if w is None else w * aweights
+    if w is None:
+        average, fact = np.mean(x, axis=1), samples - ddof
+    else:
+        average, w_sum = np.average(x, axis=1, weights=w), w.sum()
+        if ddof == 0:
+            fact = w_sum
+        elif aweights is None:
+            fact = w_sum - ddof
+        else:
+            fact = w_sum - ddof * np.sum(w * aweights) / w_sum
+    if fact <= 0:
+        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=3)
+        fact = 0.0
+    x = (x - average[:, None]).astype(dtype)
+    weighted = x if w is None else x * w
+    c = np.dot(x, ops.transpose(weighted))
+    with np.errstate(divide="ignore"):
+        scale = np.true_divide(1, fact)
+    return np.squeeze((c * scale).astype(c.dtype))
+
+
+def _corrcoef(x, y=None, rowvar=True, *, dtype=None):
+    """np.corrcoef: cov(x, y) divided by the outer product of its diagonal's square roots and
+    clipped to [-1, 1] as numpy does; a single variable gives c / c (1.0, or NaN for zero or
+    non-finite variance). Shapes, dtypes and errors as np.cov."""
+    c = _cov(x, y, rowvar, dtype=dtype)
+    if c.ndim == 0:
+        return c / c
+    if c.size == 0:
+        return c
+    stddev = np.sqrt(np.diagonal(c))
+    c = c / stddev[:, None]
+    c = c / stddev[None, :]
+    return np.clip(c, -1, 1)
+
+
+FUNCTION_RULES.update(
+    {
+        np.histogram: _histogram,
+        np.histogram_bin_edges: _histogram_bin_edges,
+        np.cov: _cov,
+        np.corrcoef: _corrcoef,
+    }
+)
