@@ -5,7 +5,7 @@ Read in this order: ``specs`` (argument descriptions such as ``kiln.f32[64, 784]
 the per-thread trace state), ``traced_ops`` (one function per tensor op, with numpy's
 shape and dtype rules), ``numpy_api`` (numpy's ufuncs and functions mapped onto them, one rule table
 each), the modules that fill those tables (``numpy_ufuncs``, ``numpy_shapes``, ``numpy_linalg``,
-``numpy_reductions``, ``numpy_sorting``, ``numpy_indexing``, ``numpy_compare``),
+``numpy_reductions``, ``numpy_sorting``, ``numpy_indexing``, ``numpy_compare``, ``numpy_editing``),
 ``trace`` (a Python function traced into IR), ``grad`` (reverse mode on the traced IR)
 and ``nn`` (the helpers numpy lacks).
 """
@@ -15,6 +15,7 @@ and ``nn`` (the helpers numpy lacks).
 from kiln.frontend import (  # noqa: F401
     numpy_api,
     numpy_compare,
+    numpy_editing,
     numpy_indexing,
     numpy_linalg,
     numpy_reductions,
