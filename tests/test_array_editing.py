@@ -240,6 +240,12 @@ def test_integer_mean_and_median_round_half_to_even():
     check(lambda a: np.pad(a, (5, 3), "linear_ramp", end_values=(-7, 9)), np.array([2, 3], np.int32))
 
 
+def test_bool_statistics_are_cast_not_rounded():
+    mask = np.array([[True, False, False], [False, False, False]])
+    for mode in ("mean", "median", "maximum", "minimum", "linear_ramp"):
+        check(lambda b: np.pad(b, 1, mode), mask)  # a mean of 1/3 is True, as numpy's bool cast
+
+
 def test_statistics_see_nan_as_numpy():
     check(lambda x: np.pad(x, 2, "maximum"), SPECIALS)
     check(lambda x: np.pad(x, 1, "mean", stat_length=3), SPECIALS[3:])

@@ -415,7 +415,7 @@ def vander(x, N=None, increasing=False):
 # -- pad's ramp and statistic modes ----------------------------------------------------------------
 def _rounded(stat: Tracer, dtype) -> Tracer:
     """numpy's _round_if_needed: a statistic rounded half to even before it is cast to an integer dtype."""
-    return ops.cast(np.round(stat) if np.dtype(dtype).kind in "iub" and stat.dtype.kind == "f" else stat, dtype)
+    return ops.cast(np.round(stat) if np.dtype(dtype).kind in "iu" and stat.dtype.kind == "f" else stat, dtype)
 
 
 _STATISTICS = {"maximum": np.max, "minimum": np.min, "mean": np.mean, "median": np.median}
