@@ -7,6 +7,8 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kiln
 
@@ -72,6 +74,55 @@ DELETES = {
 @pytest.mark.parametrize("name", DELETES)
 def test_delete_matches_numpy(name):
     check(DELETES[name], x35)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(0, 6),
+    st.lists(st.integers(-7, 7), max_size=4),
+    st.sampled_from([None, 0, 1, -1]),
+    st.booleans(),
+)
+def test_insert_and_delete_match_numpy_on_random_positions(n, positions, axis, as_int):
+    x = np.arange(3 * n, dtype=np.int64).reshape(3, n) - 4
+    obj = positions[0] if as_int and positions else positions
+
+    def edit(a):
+        return np.delete(np.insert(a, obj, -100, axis=axis), obj, axis=axis)
+
+    for fn in (
+        lambda a: np.insert(a, obj, a.reshape(-1)[:1] * 7, axis=axis),
+        lambda a: np.delete(a, obj, axis=axis),
+        edit,
+    ):
+        try:
+            want = fn(x)
+        except IndexError:
+            with pytest.raises(IndexError):
+                kiln.compile(fn, target="interpret")(x)
+            continue
+        except ValueError:
+            with pytest.raises(ValueError):
+                kiln.compile(fn, target="interpret")(x)
+            continue
+        assert_same(kiln.compile(fn, target="interpret")(x), want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(["maximum", "minimum", "mean", "median", "linear_ramp"]),
+    st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), min_size=2, max_size=2),
+    st.lists(st.tuples(st.integers(1, 6), st.integers(1, 6)), min_size=2, max_size=2),
+    st.sampled_from([np.float64, np.int32]),
+)
+def test_pad_statistics_match_numpy_on_random_widths(mode, widths, lengths, dtype):
+    x = (np.arange(20).reshape(4, 5) * 7 % 11 - 5).astype(dtype)
+    keywords = {"end_values": lengths} if mode == "linear_ramp" else {"stat_length": lengths}
+
+    def fn(a):
+        return np.pad(a, widths, mode, **keywords)
+
+    check(fn, x)
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -75,12 +75,25 @@ def append(arr, values, axis=None):
     return ops.concatenate([arr, values], _constant(axis, "np.append's axis"))
 
 
+def _numpy_line(edit, n: int, *args) -> np.ndarray:
+    """numpy's own `edit` (np.insert, np.delete) of the positions 0..n-1 of one axis: which old
+    element (or new value, numbered from n) lands where, with numpy's bookkeeping of repeated,
+    negative and wrapping positions and its errors (IndexError, ValueError) as kiln's."""
+    try:
+        return edit(np.arange(n), *args)
+    except IndexError as exc:
+        raise OutOfBoundsError(str(exc), user_location()) from None
+    except ValueError as exc:
+        raise ShapeError(str(exc), user_location()) from None
+
+
 def insert(arr, obj, values, axis=None):
     """np.insert: `values` (cast to arr's dtype, broadcast to the inserted block) placed before
     the static positions `obj` (an int, a slice, a 1-d list/array of ints or a boolean mask)
     along `axis` (the flattened array when None); one position inserts all the values it is
     given there, as numpy does. Out-of-range positions are an OutOfBoundsError, as numpy's
-    IndexError. A static gather of concatenate((arr, values))."""
+    IndexError. A static gather of concatenate((arr, values)), in the order numpy's own
+    np.insert puts the positions 0..n-1 of the axis."""
     arr = as_array(arr)
     arr, axis = _flat_axis(arr, axis)
     n = arr.shape[axis]
@@ -96,64 +109,32 @@ def insert(arr, obj, values, axis=None):
             raise ShapeError("index array argument obj to insert must be one dimensional or scalar", user_location())
     values = ops.astype(as_array(values), arr.dtype)
     values = ops.reshape(values, (1,) * (arr.ndim - values.ndim) + values.shape)
+    count = indices.size
     if indices.size == 1:
         # numpy inserts one position's block whole: as many values along `axis` as it has there
         index = int(indices.reshape(-1)[0])
         if not -n <= index <= n:
             raise OutOfBoundsError(f"index {obj} is out of bounds for axis {axis} with size {n}", user_location())
-        index += n if index < 0 else 0
         if indices.ndim == 0:  # a scalar position: numpy moves the values' first axis to `axis`
             values = ops.moveaxis(values, 0, axis)
-        positions = np.full(values.shape[axis], index, dtype=np.intp)
-    else:
-        positions = indices.reshape(-1).astype(np.intp)
-        bad = (positions < -n) | (positions > n)
-        if bad.any():
-            raise OutOfBoundsError(
-                f"index {int(positions[bad][0])} is out of bounds for axis {axis} with size {n}", user_location()
-            )
-        positions = np.where(positions < 0, positions + n, positions)
-    count = len(positions)
+        count = values.shape[axis]
+    source = _numpy_line(np.insert, n, indices, n + np.arange(count))
     block = ops.broadcast_to(values, arr.shape[:axis] + (count,) + arr.shape[axis + 1 :])
-    # numpy's order: new values by their stable-sorted positions, each before the old element there
-    order = np.argsort(positions, kind="stable")
-    placed = np.empty(count, dtype=np.intp)
-    placed[order] = positions[order] + np.arange(count)
-    source = np.empty(n + count, dtype=np.intp)
-    keep = np.ones(n + count, dtype=bool)
-    keep[placed] = False
-    source[keep] = np.arange(n)
-    source[placed] = n + np.arange(count)
     return take_static(ops.concatenate([arr, block], axis), source, axis)
 
 
 def delete(arr, obj, axis=None):
     """np.delete: `arr` without the static positions `obj` (an int, a slice, a list of ints or
-    a boolean mask as long as the axis) along `axis` (the flattened array when None)."""
+    a boolean mask as long as the axis) along `axis` (the flattened array when None): the
+    positions numpy's own np.delete keeps of 0..n-1, gathered."""
     arr = as_array(arr)
     arr, axis = _flat_axis(arr, axis)
     n = arr.shape[axis]
-    keep = np.ones(n, dtype=bool)
-    if isinstance(obj, slice):
-        keep[obj] = False
-    else:
-        indices = _index_array(obj, "np.delete")
-        if indices.dtype == np.bool_:
-            if indices.shape != (n,):
-                raise ShapeError(
-                    f"boolean array argument obj to delete must be one dimensional and match the axis length of {n}",
-                    user_location(),
-                )
-            keep = ~indices
-        else:
-            bad = (indices < -n) | (indices >= n)
-            if bad.any():
-                raise OutOfBoundsError(
-                    f"index {int(indices[bad].reshape(-1)[0])} is out of bounds for axis {axis} with size {n}",
-                    user_location(),
-                )
-            keep[indices.reshape(-1)] = False
-    return take_static(arr, np.flatnonzero(keep), axis)
+    if not isinstance(obj, slice):
+        obj = _index_array(obj, "np.delete") if not isinstance(obj, np.ndarray) else obj
+        if np.ndim(obj) == 0 and obj.dtype.kind in "iu" and not -n <= int(obj) < n:
+            raise OutOfBoundsError(f"index {int(obj)} is out of bounds for axis {axis} with size {n}", user_location())
+    return take_static(arr, _numpy_line(np.delete, n, obj), axis)
 
 
 def resize(a, new_shape):
