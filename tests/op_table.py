@@ -8,6 +8,7 @@ compiled and gradient tests later.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -1104,8 +1105,220 @@ BINARY_DTYPE_OPS = {
 
 # -- array editing and creation: append, insert, delete, pad modes, ... ------------------
 # (cases are named "edit_..."; EDIT_NO_GRADIENT lists those with no float input or output)
-EDIT_CASES: list = []
-EDIT_NO_GRADIENT: list = []
+_edit_rng = np.random.default_rng(20261201)  # its own stream, so the sections after keep their inputs
+
+
+def ed_floats(*shape, dtype=np.float64):
+    return _edit_rng.standard_normal(shape).astype(dtype)
+
+
+def ed_ints(*shape, dtype=np.int32, low=-9, high=9):
+    return _edit_rng.integers(low, high, shape).astype(dtype)
+
+
+def ed_distinct(*shape, dtype=np.float64):
+    """Values a unit apart, shuffled: no ties for maximum, minimum or median to kink at."""
+    return (_edit_rng.permutation(math.prod(shape)).reshape(shape) * 0.5 - 3).astype(dtype)
+
+
+def _edit_put_along(x, v):
+    y = x * 1
+    np.put_along_axis(y, np.array([[4], [0], [2]]), v, axis=1)
+    return y
+
+
+def _edit_put_along_sorted(x, v):
+    y = x * 1
+    np.put_along_axis(y, np.argsort(x, axis=1)[:, :2], v, axis=1)  # traced indices, always in range
+    return y
+
+
+def _edit_put_along_flat(x, v):
+    y = x + 0
+    np.put_along_axis(y, np.array([4, 0, 4]), v, axis=None)
+    return y
+
+
+def _edit_put_along_view(x, v):
+    y = x * 1
+    np.put_along_axis(y.T, np.array([[2], [0], [1]]), v, axis=0)  # written through the view into y
+    return y
+
+
+def _edit_fill_diagonal(x, v):
+    y = x * 1
+    np.fill_diagonal(y, v)
+    return y
+
+
+def _edit_fill_diagonal_wrap(x):
+    y = x - 1
+    np.fill_diagonal(y, [7, -3], wrap=True)
+    return y
+
+
+def _edit_fill_diagonal_3d(x, v):
+    y = x + 0
+    np.fill_diagonal(y[::-1], v)
+    return y
+
+
+def _edit_place(x, v):
+    y = x * 1
+    np.place(y, np.array([[True, False, True], [False, False, True]]), v)
+    return y
+
+
+def _edit_place_traced(x, v):
+    y = x * 1
+    np.place(y, x > 0, np.append(v, np.float32(0.5)))  # never empty, whatever size v is given
+    return y
+
+
+def _edit_place_ints(a):
+    b = a * 1
+    np.place(b, b % 3 == 0, [100, -1, 7])
+    return b
+
+
+EDIT_CASES: list = [
+    OpCase("edit_append_flat", lambda a, b: np.append(a, b), (ed_floats(2, 3, dtype=np.float32), ed_floats(5))),
+    OpCase("edit_append_axis", lambda a, b: np.append(a, b, axis=1), (ed_floats(3, 2), ed_floats(3, 5)[:, ::-2])),
+    OpCase("edit_append_int_scalar", lambda a: np.append(a, 7), (ed_ints(1, dtype=np.uint8, low=0),)),
+    OpCase("edit_append_bool", lambda a, b: np.append(a, b, axis=0), (bools(2, 3), ed_ints(1, 3, dtype=np.int64))),
+    OpCase("edit_insert_scalar", lambda a, v: np.insert(a, 2, v), (ed_floats(7, dtype=np.float32), ed_floats(1))),
+    OpCase("edit_insert_axis", lambda a, v: np.insert(a, -1, v, axis=1), (ed_floats(3, 5), ed_floats(3))),
+    OpCase("edit_insert_list", lambda a, v: np.insert(a, [1, 1, 4, 0], v, axis=0), (ed_floats(5, 2), ed_floats(4, 1))),
+    OpCase(
+        "edit_insert_slice", lambda a: np.insert(a[::-1], slice(None, None, 2), -5.5), (ed_floats(5, dtype=np.float32),)
+    ),
+    OpCase(
+        "edit_insert_int",
+        lambda a: np.insert(a, np.array([3, -1]), [100, 200], axis=1),
+        (ed_ints(2, 3, dtype=np.int64),),
+    ),
+    OpCase("edit_insert_cast", lambda a, v: np.insert(a, 1, v), (ed_ints(3), ed_floats(2))),
+    OpCase("edit_delete_int", lambda a: np.delete(a, -2, axis=1), (ed_floats(3, 4, dtype=np.float32),)),
+    OpCase("edit_delete_slice", lambda a: np.delete(a, slice(1, None, 3)), (ed_floats(2, 5)[:, ::-1],)),
+    OpCase("edit_delete_list", lambda a: np.delete(a, [0, 4, 4, -1], axis=0), (ed_floats(7, 2),)),
+    OpCase(
+        "edit_delete_mask",
+        lambda a: np.delete(a, np.array([True, False, False, True, False]), 1),
+        (ed_ints(2, 5, dtype=np.uint8, low=0),),
+    ),
+    OpCase("edit_resize_grow", lambda a: np.resize(a, (3, 5)), (ed_floats(2, 2, dtype=np.float32),)),
+    OpCase("edit_resize_shrink", lambda a: np.resize(a.T, 5), (ed_floats(3, 4),)),
+    OpCase("edit_resize_int", lambda a: np.resize(a, (2, 1, 7)), (ed_ints(3, dtype=np.int64),)),
+    OpCase(
+        "edit_block_2d",
+        lambda a, b, c, d: np.block([[a, b], [c, d]]),
+        (ed_floats(2, 2), ed_floats(2, 3), ed_floats(1, 2), ed_floats(1, 3)),
+    ),
+    OpCase("edit_block_mixed", lambda a, b: np.block([[a], [b]]), (ed_floats(3, dtype=np.float32), ed_ints(2, 3))),
+    OpCase(
+        "edit_block_flat",
+        lambda a, b: np.block([a, 1.5, b]),
+        (ed_floats(2, dtype=np.float32), ed_floats(3, dtype=np.float32)),
+    ),
+    OpCase("edit_block_3d", lambda a, b: np.block([[[a]], [[b]]]), (ed_floats(2, 3), ed_floats(2, 3))),
+    OpCase("edit_put_along_axis", _edit_put_along, (ed_floats(3, 5), ed_floats(3, 1))),
+    OpCase(
+        "edit_put_along_traced",
+        _edit_put_along_sorted,
+        (ed_floats(2, 5, dtype=np.float32), ed_floats(2, 2, dtype=np.float32)),
+    ),
+    OpCase("edit_put_along_flat", _edit_put_along_flat, (ed_ints(2, 3), ed_ints(3, dtype=np.int64))),
+    OpCase("edit_put_along_view", _edit_put_along_view, (ed_floats(3, 3), ed_floats(1, 3))),
+    OpCase("edit_fill_diagonal", _edit_fill_diagonal, (ed_floats(3, 4, dtype=np.float32), ed_floats(1))),
+    OpCase("edit_fill_diagonal_wrap", _edit_fill_diagonal_wrap, (ed_ints(7, 2, dtype=np.int64),)),
+    OpCase("edit_fill_diagonal_3d", _edit_fill_diagonal_3d, (ed_floats(3, 3, 3), ed_floats(2))),
+    OpCase("edit_place", _edit_place, (ed_floats(2, 3), ed_floats(2))),
+    OpCase(
+        "edit_place_traced", _edit_place_traced, (ed_floats(3, 5, dtype=np.float32), ed_floats(2, dtype=np.float32))
+    ),
+    OpCase("edit_place_ints", _edit_place_ints, (ed_ints(4, 3, dtype=np.int64),)),
+    OpCase(
+        "edit_choose",
+        lambda a, b, c: np.choose(np.array([[0, 1, 2], [2, 1, 0]]), [a, b, c]),
+        (ed_floats(2, 3), ed_floats(3), ed_floats(2, 1)),
+    ),
+    OpCase(
+        "edit_choose_wrap",
+        lambda i, b: np.choose(i, [b, -b, 2.5], mode="wrap"),
+        (ed_ints(4, 3, low=-7, high=7), ed_floats(3, dtype=np.float32)),
+    ),
+    OpCase(
+        "edit_choose_clip",
+        lambda i, c: np.choose(i, c, mode="clip"),
+        (ed_ints(5, low=-3, high=6, dtype=np.int64), ed_ints(3, 5, dtype=np.uint8, low=0, high=200)),
+    ),
+    OpCase("edit_ediff1d", lambda a: np.ediff1d(a), (ed_floats(3, 4, dtype=np.float32),)),
+    OpCase(
+        "edit_ediff1d_ends",
+        lambda a, b: np.ediff1d(a[::-1], to_end=b, to_begin=[-2.5, 0.0]),
+        (ed_floats(5), ed_floats(2, 2)),
+    ),
+    OpCase("edit_ediff1d_int8", lambda a: np.ediff1d(a, to_begin=7), (ed_ints(6, dtype=np.int8, low=-100, high=100),)),
+    OpCase("edit_vander", lambda x: np.vander(x), (ed_floats(4),)),
+    OpCase("edit_vander_f32", lambda x: np.vander(x, 5, increasing=True), (ed_floats(3, dtype=np.float32),)),
+    OpCase("edit_vander_int", lambda x: np.vander(x, N=4), (ed_ints(5, dtype=np.int32),)),
+    OpCase("edit_vander_bool", lambda x: np.vander(x, 3, True), (bools(3),)),
+    OpCase(
+        "edit_pad_linear_ramp",
+        lambda a: np.pad(a, ((2, 1), (0, 3)), mode="linear_ramp", end_values=((1, -2), (0.5, 4))),
+        (ed_floats(3, 2),),
+    ),
+    OpCase("edit_pad_linear_ramp_int", lambda a: np.pad(a, 3, "linear_ramp"), (ed_ints(2, 3, dtype=np.int64),)),
+    OpCase(
+        "edit_pad_linear_ramp_f32",
+        lambda a: np.pad(a, (4, 2), "linear_ramp", end_values=(-1.5, 3)),
+        (ed_floats(5, dtype=np.float32),),
+    ),
+    OpCase("edit_pad_maximum", lambda a: np.pad(a, ((1, 2), (2, 0)), mode="maximum"), (ed_distinct(3, 4),)),
+    OpCase(
+        "edit_pad_minimum",
+        lambda a: np.pad(a, 2, mode="minimum", stat_length=((1, 2), (3, 1))),
+        (ed_distinct(4, 5, dtype=np.float32),),
+    ),
+    OpCase("edit_pad_mean", lambda a: np.pad(a, (3, 1), mode="mean", stat_length=2), (ed_floats(2, 5),)),
+    OpCase("edit_pad_mean_int", lambda a: np.pad(a, ((1, 1), (2, 3)), mode="mean"), (ed_ints(3, 4),)),
+    OpCase("edit_pad_median", lambda a: np.pad(a, (1, 2), mode="median", stat_length=3), (ed_distinct(7),)),
+    OpCase("edit_pad_median_int", lambda a: np.pad(a, 1, mode="median"), (ed_ints(2, 4, dtype=np.int64),)),
+    OpCase("edit_apply_along_axis", lambda a: np.apply_along_axis(np.sum, 1, a), (ed_floats(3, 4, 2),)),
+    OpCase(
+        "edit_apply_along_axis_array",
+        lambda a: np.apply_along_axis(lambda v: v[::-1] * v[0], 0, a),
+        (ed_floats(3, 2, dtype=np.float32),),
+    ),
+    OpCase(
+        "edit_apply_along_axis_2d",
+        lambda a: np.apply_along_axis(lambda v, k: np.outer(v, v[:k]), -1, a, 2),
+        (ed_floats(2, 3),),
+    ),
+    OpCase(
+        "edit_apply_over_axes", lambda a: np.apply_over_axes(np.sum, a, [0, 2]), (ed_floats(2, 3, 4, dtype=np.float32),)
+    ),
+    OpCase("edit_apply_over_axes_int", lambda a: np.apply_over_axes(np.max, a, -1), (ed_ints(3, 5),)),
+]
+EDIT_NO_GRADIENT: list = [
+    "edit_append_int_scalar",
+    "edit_append_bool",
+    "edit_insert_int",
+    "edit_insert_cast",
+    "edit_delete_mask",
+    "edit_resize_int",
+    "edit_put_along_flat",
+    "edit_fill_diagonal_wrap",
+    "edit_place_ints",
+    "edit_choose_clip",
+    "edit_ediff1d_int8",
+    "edit_vander_int",
+    "edit_vander_bool",
+    "edit_pad_linear_ramp_int",
+    "edit_pad_mean_int",
+    "edit_pad_median_int",
+    "edit_apply_over_axes_int",
+]
 CASES += EDIT_CASES
 
 

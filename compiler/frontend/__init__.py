@@ -6,7 +6,7 @@ the per-thread trace state), ``traced_ops`` (one function per tensor op, with nu
 shape and dtype rules), ``numpy_api`` (numpy's ufuncs and functions mapped onto them, one rule table
 each), the modules that fill those tables (``numpy_ufuncs``, ``numpy_shapes``, ``numpy_linalg``,
 ``numpy_reductions``, ``numpy_sorting``, ``numpy_indexing``, ``numpy_indexing_routines``,
-``numpy_compare``, ``numpy_math``, ``numpy_statistics``),
+``numpy_compare``, ``numpy_math``, ``numpy_statistics``, ``numpy_editing``),
 ``trace`` (a Python function traced into IR), ``grad`` (reverse mode on the traced IR)
 and ``nn`` (the helpers numpy lacks).
 """
@@ -16,6 +16,7 @@ and ``nn`` (the helpers numpy lacks).
 from kiln.frontend import (  # noqa: F401
     numpy_api,
     numpy_compare,
+    numpy_editing,
     numpy_indexing,
     numpy_indexing_routines,
     numpy_linalg,

@@ -207,7 +207,7 @@ def repeat(a, repeats, axis=None):
 
 
 # -- pad -------------------------------------------------------------------------------------
-def _as_pairs(x, ndim: int, as_index: bool, what: str) -> list:
+def pad_pairs(x, ndim: int, as_index: bool, what: str) -> list:
     """numpy's pad arguments as one (before, after) pair per axis: one value, one pair, or a
     pair per axis."""
     if isinstance(x, Tracer):
@@ -277,31 +277,26 @@ _PAD_KEYWORDS = {
     "symmetric": ("reflect_type",),
     "empty": (),
 }
-_PAD_UNSUPPORTED = ("linear_ramp", "maximum", "mean", "median", "minimum")
 
 
 def pad(array, pad_width, mode="constant", **kwargs):
-    """np.pad with modes constant, edge, reflect, symmetric, wrap and empty (as zeros): axis
-    by axis, each padding the array as the previous axes left it, as numpy does."""
+    """np.pad's copying modes constant, edge, reflect, symmetric, wrap and empty (as zeros): axis
+    by axis, each padding the array as the previous axes left it, as numpy does. np.pad itself
+    is numpy_editing.pad, which adds the ramp and statistic modes."""
     x = as_array(array)
     if callable(mode):
         raise UnsupportedError("np.pad with a function as the mode is not supported", user_location())
-    if mode in _PAD_UNSUPPORTED:
-        raise UnsupportedError(
-            f"np.pad mode {mode!r} is not supported; it supports {', '.join(map(repr, _PAD_KEYWORDS))}",
-            user_location(),
-        )
     if mode not in _PAD_KEYWORDS:
         raise ArgumentError(f"np.pad: mode {mode!r} is not supported by numpy", user_location())
     extra = sorted(set(kwargs) - set(_PAD_KEYWORDS[mode]))
     if extra:
         raise ArgumentError(f"np.pad: keyword(s) {', '.join(extra)} do not apply to mode {mode!r}", user_location())
-    widths = _as_pairs(pad_width, x.ndim, True, "np.pad's pad_width")
+    widths = pad_pairs(pad_width, x.ndim, True, "np.pad's pad_width")
     method = kwargs.get("reflect_type", "even")
     if method not in ("even", "odd"):
         raise ArgumentError(f"np.pad: reflect_type must be 'even' or 'odd', got {method!r}", user_location())
     if mode in ("constant", "empty"):
-        values = _as_pairs(kwargs.get("constant_values", 0), x.ndim, False, "np.pad's constant_values")
+        values = pad_pairs(kwargs.get("constant_values", 0), x.ndim, False, "np.pad's constant_values")
         for axis, ((before, after), (low, high)) in enumerate(zip(widths, values)):
             if before or after:
                 x = ops.concatenate([_fill(x, axis, before, low), x, _fill(x, axis, after, high)], axis)
@@ -621,7 +616,6 @@ FUNCTION_RULES.update(
         np.roll: roll,
         np.tile: tile,
         np.repeat: repeat,
-        np.pad: pad,
         np.triu: triu,
         np.tril: tril,
         np.diff: diff,
