@@ -19,7 +19,8 @@ from kiln.frontend import numpy_shapes as shapes
 from kiln.frontend import traced_ops as ops
 from kiln.frontend import views
 from kiln.frontend.numpy_api import FUNCTION_RULES
-from kiln.frontend.numpy_indexing import put, updated
+from kiln.frontend.numpy_indexing import updated
+from kiln.frontend.numpy_indexing_routines import put
 from kiln.frontend.numpy_shapes import along, as_array, take_static
 from kiln.frontend.tracing import Tracer, current_context, user_location
 
@@ -234,7 +235,7 @@ def put_along_axis(arr, indices, values, axis):
     into the traced `arr` and its views as item assignment is; `values` broadcasts to the
     indices' shape (broadcast with arr's other axes). With axis=None numpy writes through
     arr.flat, which is a view only of a C-contiguous array (otherwise its read-only copy is a
-    ShapeError, numpy's ValueError). `indices` may be traced (out of range: clamped, unchecked)."""
+    ShapeError, numpy's ValueError). `indices` may be traced (checked against the axis when the function runs)."""
     arr = _written("np.put_along_axis", arr)
     if not isinstance(indices, Tracer):
         indices = np.asarray(indices)
