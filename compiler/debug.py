@@ -20,6 +20,7 @@ from kiln.codegen.llvm_emitter import access_sites
 from kiln.codegen.status import OUT_OF_BOUNDS
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
+from kiln.dialects import tensor as T
 from kiln.errors import NonFiniteError, OutOfBoundsError
 
 
@@ -54,7 +55,8 @@ def out_of_bounds_error(pipeline, status: int) -> OutOfBoundsError:
 
 def check_finite(function, inputs) -> None:
     """Run the traced function op by op (the reference interpreter's semantics); raise at
-    the first op that makes NaN/inf from finite operands. Constants may hold inf."""
+    the first op that makes NaN/inf from finite operands. Constants may hold inf, and a
+    bitcast (x.view(dtype)) may read any bits as NaN or inf: it computes nothing."""
     env = {value: np.asarray(arg) for value, arg in zip(function.arguments, inputs)}
     with np.errstate(all="ignore"):
         for op in function.body.ops:
@@ -65,6 +67,7 @@ def check_finite(function, inputs) -> None:
             env[op.result] = result
             if (
                 operands
+                and not isinstance(op, T.BitcastOp)
                 and result.dtype.kind == "f"
                 and not np.all(np.isfinite(result))
                 and all(a.dtype.kind != "f" or np.all(np.isfinite(a)) for a in operands)
