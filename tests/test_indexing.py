@@ -548,3 +548,13 @@ def test_copyto_and_like_with_shape_make_traced_arrays_to_assign_into():
     same(f, np.array([1.5, -2.0, 3.0]), np.array([-1.0, 5.0, 6.0]))
     with pytest.raises(kiln.DTypeError, match="according to the rule 'same_kind'"):
         kiln.compile(lambda x: np.copyto(np.zeros_like(x, dtype=np.int32), x))(np.ones(2))
+
+
+def test_put_and_putmask_of_no_values_write_nothing_as_numpy():
+    def f(x):
+        y = x * 1
+        np.put(y, [0, 1], np.zeros(0))
+        np.putmask(y, y > 0, [])
+        return y
+
+    same(f, np.array([1.5, -2.0, 3.0]))

@@ -268,7 +268,7 @@ def put(a, ind, v, mode="raise"):
     a = _written_argument("np.put", a)
     ind = _mode_index(ind, a.size, mode)
     count = int(np.size(ind))
-    if count:
+    if count and np.size(v):  # numpy writes nothing when there are no values
         ind = ops.reshape(ind, (count,)) if isinstance(ind, Tracer) else np.reshape(ind, (count,))
         flat = updated(ops.reshape(a.copy(), (-1,)), (ind,), _cycled("np.put", v, count))
         views.assign(a, ops.reshape(flat, a.shape))
@@ -280,6 +280,8 @@ def putmask(a, mask, values):
     a = _written_argument("np.putmask", a)
     if np.shape(mask) != a.shape:
         raise ShapeError(f"np.putmask: the mask has shape {np.shape(mask)}, the array {a.shape}", user_location())
+    if np.size(values) == 0:  # numpy writes nothing when there are no values
+        return
     full = ops.reshape(assigned_value(a.dtype, _cycled("np.putmask", values, a.size), (a.size,)), a.shape)
     views.assign(a, ops.where(mask, full, a))
 
