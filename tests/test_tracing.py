@@ -391,11 +391,12 @@ def test_every_numpy_function_and_ufunc_works_or_raises_a_kiln_error():
             continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            want = np.asarray(use(x))
+            want = use(x)
         if fn is np.empty_like:  # numpy leaves its values unspecified; kiln's are zeros
             want = np.zeros_like(want)
-        assert np.asarray(got).dtype == want.dtype, name
-        np.testing.assert_allclose(got, want, rtol=1e-6, err_msg=name)
+        for g, w in zip(got, want) if isinstance(want, tuple) else [(got, want)]:  # histogram: (hist, edges)
+            assert np.asarray(g).dtype == np.asarray(w).dtype, name
+            np.testing.assert_allclose(g, w, rtol=1e-6, err_msg=name)
 
 
 def test_every_ufunc_method_works_or_raises_a_kiln_error():

@@ -193,11 +193,13 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
     tracers = [ops.broadcast_to(t, shape) for t in tracers]
     if (
         ufunc is np.power
+        and operator
         and isinstance(operands[0], ops.Tracer)
         and operands[0].dtype == np.bool_
-        and _is_constant(operands[1], 2)
+        and type(operands[1]) is int
+        and operands[1] == 2
     ):
-        # numpy's power loop squares for a scalar exponent of 2, and np.square of bool is int8
+        # ndarray ** 2 (a Python int) is numpy's np.square, and the square of bool is int8
         as_int8 = ops.cast(tracers[0], np.int8)
         result, out_dtypes = ctx.emit(T.MulOp, [as_int8, as_int8]), (np.dtype(np.int8),)
     elif ufunc is np.power and out_dtypes[0].kind == "f" and _is_constant(operands[1], 0.5):

@@ -333,7 +333,7 @@ def choose(a, choices, out=None, mode="raise"):
     a = as_array(a)
     if not np.can_cast(a.dtype, np.intp, "safe"):
         raise DTypeError(
-            f"Cannot cast array data from {a.dtype} to int64 according to the rule 'safe'", user_location()
+            f"np.choose: Cannot cast array data from {a.dtype} to int64 according to the rule 'safe'", user_location()
         )
     if not choices:
         raise ShapeError("0-length sequence.", user_location())

@@ -15,7 +15,7 @@ import numpy as np
 from kiln.dialects import tensor as T
 from kiln.dialects.arith import float_to_int
 from kiln.dialects.types import tensor_type
-from kiln.errors import ArgumentError, ShapeError, UnsupportedError
+from kiln.errors import ArgumentError, DTypeError, ShapeError, UnsupportedError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend import views
 from kiln.frontend.numpy_api import FUNCTION_RULES, UFUNC_RULES
@@ -209,7 +209,14 @@ def _round(a, decimals=0, out=None):
     if isinstance(decimals, ops.Tracer) or not isinstance(decimals, (int, np.integer)):
         raise ArgumentError(f"np.round: decimals must be a Python int, got {decimals!r}", user_location())
     decimals = int(decimals)
-    if x.dtype == np.bool_:  # numpy rounds bools in float16
+    if x.dtype == np.bool_:  # numpy rounds bools in float16, and only to whole numbers
+        if decimals:
+            raise DTypeError(
+                f"np.round of a bool array to {decimals} decimals: Cannot cast ufunc "
+                f"'{'multiply' if decimals > 0 else 'divide'}' output from dtype('float64') to dtype('bool') "
+                "with casting rule 'same_kind'",
+                user_location(),
+            )
         x = ops.astype(x, np.float16)
     if x.dtype.kind != "f" and decimals >= 0:
         return x
