@@ -20,7 +20,7 @@ from kiln.frontend import traced_ops as ops
 from kiln.frontend import views
 from kiln.frontend.numpy_api import FUNCTION_RULES
 from kiln.frontend.numpy_indexing import updated
-from kiln.frontend.numpy_indexing_routines import put
+from kiln.frontend.numpy_indexing_routines import put, written_argument
 from kiln.frontend.numpy_shapes import along, as_array, take_static
 from kiln.frontend.tracing import Tracer, current_context, user_location
 
@@ -37,16 +37,6 @@ def _constant(value, what: str):
             user_location(),
         )
     return value
-
-
-def _written(name: str, a) -> Tracer:
-    if not isinstance(a, Tracer) or a.weak:
-        raise UnsupportedError(
-            f"{name} writes its first argument, which must be a traced array (a numpy array such as np.zeros(n) "
-            "cannot take traced values; make it with np.zeros_like(x, shape=...))",
-            user_location(),
-        )
-    return a
 
 
 def _flat_axis(arr: Tracer, axis):
@@ -236,7 +226,7 @@ def put_along_axis(arr, indices, values, axis):
     indices' shape (broadcast with arr's other axes). With axis=None numpy writes through
     arr.flat, which is a view only of a C-contiguous array (otherwise its read-only copy is a
     ShapeError, numpy's ValueError). `indices` may be traced (checked against the axis when the function runs)."""
-    arr = _written("np.put_along_axis", arr)
+    arr = written_argument("np.put_along_axis", arr)
     if not isinstance(indices, Tracer):
         indices = np.asarray(indices)
     if indices.dtype.kind not in "iu":
@@ -267,7 +257,7 @@ def fill_diagonal(a, val, wrap=False):
     """np.fill_diagonal: a's main diagonal (a.flat[::a.shape[1] + 1] for 2-d, every axis equal
     beyond) set to `val`, cycled as numpy's flat assignment does, in place. With wrap=True a tall
     2-d array's diagonal restarts below every square block."""
-    a = _written("np.fill_diagonal", a)
+    a = written_argument("np.fill_diagonal", a)
     if a.ndim < 2:
         raise ShapeError("array must be at least 2-d", user_location())
     if a.ndim == 2:
@@ -286,7 +276,7 @@ def place(arr, mask, vals):
     """np.place: the positions where `mask` (arr's size) is True take `vals` cycled in order,
     in place. A traced mask is a select: a True at flat position k takes
     vals[(the Trues before k) % len(vals)], a cumsum then a gather."""
-    arr = _written("np.place", arr)
+    arr = written_argument("np.place", arr)
     if np.size(mask) != arr.size:
         raise ShapeError("place: mask and data must be the same size", user_location())
     # numpy converts a list or scalar to arr's dtype, but casts an array only by the 'safe' rule

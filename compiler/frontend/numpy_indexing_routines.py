@@ -238,7 +238,8 @@ def _extreme_high(dtype):
 
 
 # -- np.put, np.putmask --------------------------------------------------------------------------------
-def _written_argument(name: str, a) -> Tracer:
+def written_argument(name: str, a) -> Tracer:
+    """`a`, the array numpy function `name` writes in place, which must be a traced array."""
     if not isinstance(a, Tracer) or a.weak:
         raise UnsupportedError(
             f"{name} writes its first argument, which must be a traced array (a numpy array such as np.zeros(n) "
@@ -265,7 +266,7 @@ def _cycled(name: str, values, count: int) -> Tracer:
 def put(a, ind, v, mode="raise"):
     """np.put(a, ind, v, mode): a.flat[ind] = v, with v repeated to the length of ind, written
     into the traced `a` in place (the last of repeated indices wins). Costs as item assignment."""
-    a = _written_argument("np.put", a)
+    a = written_argument("np.put", a)
     ind = _mode_index(ind, a.size, mode)
     count = int(np.size(ind))
     if count and np.size(v):  # numpy writes nothing when there are no values
@@ -277,7 +278,7 @@ def put(a, ind, v, mode="raise"):
 def putmask(a, mask, values):
     """np.putmask(a, mask, values): a.flat[n] = values[n % len(values)] where mask.flat[n],
     written into the traced `a` in place: a select, so the mask may be traced."""
-    a = _written_argument("np.putmask", a)
+    a = written_argument("np.putmask", a)
     if np.shape(mask) != a.shape:
         raise ShapeError(f"np.putmask: the mask has shape {np.shape(mask)}, the array {a.shape}", user_location())
     if np.size(values) == 0:  # numpy writes nothing when there are no values
