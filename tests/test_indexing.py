@@ -558,3 +558,24 @@ def test_put_and_putmask_of_no_values_write_nothing_as_numpy():
         return y
 
     same(f, np.array([1.5, -2.0, 3.0]))
+
+
+def test_a_python_scalar_under_a_traced_mask_stays_weak_as_numpy_casts_it():
+    m = np.array([True, False, True])
+
+    def add(y, m):
+        y = y.copy()
+        y[m] += 5  # uint8 + a Python int stays uint8
+        y[m] *= 2
+        return y
+
+    same(add, np.array([1, 2, 250], np.uint8), m)
+    for value, error in ((300, OverflowError), (np.nan, ValueError)):
+
+        def put(y, m, value=value):
+            y = y.copy()
+            y[m] = value  # numpy refuses a value int8 cannot hold
+            return y
+
+        with pytest.raises(error):
+            kiln.compile(put)(np.zeros(3, np.int8), m)

@@ -621,6 +621,8 @@ def _masked(x: Tracer, key: _Key, value) -> Tracer:
 def _per_selected(x: Tracer, key: _Key, value):
     """`value` without leading axes of size 1, after checking that it is one value for every
     selected position (of the shape of the axes after the mask's)."""
+    if isinstance(value, (bool, int, float)):  # a Python scalar stays weak, as numpy casts it
+        return value
     at, mask = key.mask
     trailing = x.shape[at + mask.ndim :]
     shape = np.shape(value)
