@@ -411,3 +411,11 @@ def test_kiln_errors_are_numpys_exception_classes():
         kiln.compile(lambda x: np.block([[x], x]), target="interpret")(x35)
     with pytest.raises(TypeError):
         kiln.compile(lambda x: np.ediff1d(x.astype(np.uint8), to_begin=-1), target="interpret")(x35)
+
+
+def test_insert_refuses_a_value_the_dtype_cannot_hold_as_numpy():
+    x = np.arange(5, dtype=np.int8)
+    with pytest.raises(OverflowError):
+        kiln.compile(lambda x: np.insert(x, 0, 300))(x)
+    with pytest.raises(ValueError):
+        kiln.compile(lambda x: np.insert(x, 0, np.nan))(x)

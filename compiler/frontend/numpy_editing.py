@@ -98,6 +98,8 @@ def insert(arr, obj, values, axis=None):
             indices = np.flatnonzero(indices)
         elif indices.ndim > 1:
             raise ShapeError("index array argument obj to insert must be one dimensional or scalar", user_location())
+    if not isinstance(values, Tracer):  # numpy's np.array(values, dtype=arr.dtype): 300 in int8 raises
+        values = np.array(values, dtype=arr.dtype)
     values = ops.astype(as_array(values), arr.dtype)
     values = ops.reshape(values, (1,) * (arr.ndim - values.ndim) + values.shape)
     count = indices.size
