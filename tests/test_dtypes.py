@@ -153,3 +153,11 @@ def test_specs_name_every_dtype():
         assert spec[2, 3].dtype == dtype and repr(spec[2, 3]).startswith(repr(spec))
     text = kiln.compile(lambda x: x // 3).lower(kiln.u16[5]).text("affine")
     assert "memref<5xi16>" in text and "arith.divui" in text
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_uint64_compares_with_int64_exactly_as_numpy(target):
+    """numpy 2 compares uint64 with int64 exactly (no float64 rounding): 2**63 > -1."""
+    a = np.array([2**63, 0, 5, 2**64 - 1, 2**63 - 1], np.uint64)
+    b = np.array([-1, 0, 7, 2**63 - 1, -(2**63)], np.int64)
+    check(lambda a, b: (a < b, a <= b, a == b, a != b, b > a, b >= a, a > b[0]), target, a, b)

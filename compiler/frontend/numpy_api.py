@@ -32,6 +32,31 @@ def _op(op_class, bool_op=None, **attributes):
     return rule
 
 
+# What a comparison says when its signed operand is negative and the other is unsigned (uint64
+# against int64, which numpy 2 compares exactly): (signed on the left, signed on the right).
+_NEGATIVE_SIGNED = {"eq": (False, False), "ne": (True, True), "lt": (True, False), "le": (True, False),
+                    "gt": (False, True), "ge": (False, True)}  # fmt: skip
+
+
+def _compare(predicate):
+    """kiln.cmp; uint64 against int64 (numpy's mixed loops) compares the int64 as uint64 where
+    it is not negative, and by its sign where it is."""
+
+    def rule(ctx, operands):
+        a, b = operands
+        if a.dtype == b.dtype:
+            return ctx.emit(T.CmpOp, operands, {"predicate": predicate})
+        signed = 0 if a.dtype.kind == "i" else 1
+        as_unsigned = [ops.astype(x, np.uint64) for x in operands]
+        zero = ops.broadcast_to(ops.lift(ctx, np.array(0, np.int64), np.int64), a.shape)
+        negative = ctx.emit(T.CmpOp, [operands[signed], zero], {"predicate": "lt"})
+        exact = ctx.emit(T.CmpOp, as_unsigned, {"predicate": predicate})
+        answer = ops.broadcast_to(ops.lift(ctx, np.array(_NEGATIVE_SIGNED[predicate][signed]), np.bool_), a.shape)
+        return ops.where(negative, answer, exact)
+
+    return rule
+
+
 def _identity_on_bool(op_class):
     def rule(ctx, operands):
         return operands[0] if operands[0].dtype == np.bool_ else ctx.emit(op_class, operands)
@@ -68,12 +93,12 @@ UFUNC_RULES = {
     np.remainder: _op(T.RemainderOp),
     np.fmod: _op(T.FModOp),
     np.floor_divide: _op(T.FloorDivideOp),
-    np.equal: _op(T.CmpOp, predicate="eq"),
-    np.not_equal: _op(T.CmpOp, predicate="ne"),
-    np.less: _op(T.CmpOp, predicate="lt"),
-    np.less_equal: _op(T.CmpOp, predicate="le"),
-    np.greater: _op(T.CmpOp, predicate="gt"),
-    np.greater_equal: _op(T.CmpOp, predicate="ge"),
+    np.equal: _compare("eq"),
+    np.not_equal: _compare("ne"),
+    np.less: _compare("lt"),
+    np.less_equal: _compare("le"),
+    np.greater: _compare("gt"),
+    np.greater_equal: _compare("ge"),
     np.logical_and: _op(T.AndOp),
     np.logical_or: _op(T.OrOp),
     np.logical_xor: _op(T.CmpOp, predicate="ne"),
