@@ -96,3 +96,12 @@ __all__ = [
     "bisect",
     "BisectReport",
 ]
+
+
+def __getattr__(name):
+    # kiln.onnx (the ONNX front end) is imported on first use: `import kiln` stays light.
+    if name == "onnx":
+        import importlib
+
+        return importlib.import_module("kiln.onnx")
+    raise AttributeError(f"module 'kiln' has no attribute {name!r}")

@@ -37,7 +37,10 @@ def _skipped_dirs() -> tuple:
 
 
 def user_location() -> Location | None:
-    """The innermost stack frame outside kiln and numpy: the user's line."""
+    """The innermost stack frame outside kiln and numpy: the user's line; or, while a front
+    end that has no Python source (the ONNX importer) says where it is, that place."""
+    if _STACK.location is not None:
+        return _STACK.location
     skipped = _skipped_dirs()
     frame = sys._getframe(1)
     while frame is not None:
@@ -68,9 +71,21 @@ class _TraceStack(threading.local):
 
     def __init__(self):
         self.active = []
+        self.location = None  # set by source_location()
 
 
 _STACK = _TraceStack()
+
+
+@contextlib.contextmanager
+def source_location(location: Location | None):
+    """Record ops (and raise errors) at `location` instead of the Python line that makes them:
+    the ONNX importer says which node of the model it is importing."""
+    saved, _STACK.location = _STACK.location, location
+    try:
+        yield
+    finally:
+        _STACK.location = saved
 
 
 def is_tracing() -> bool:

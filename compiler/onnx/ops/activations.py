@@ -1,0 +1,3 @@
+"""ONNX activations handlers."""
+
+from __future__ import annotations

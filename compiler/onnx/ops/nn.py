@@ -1,0 +1,3 @@
+"""ONNX nn handlers."""
+
+from __future__ import annotations

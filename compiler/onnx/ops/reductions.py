@@ -1,0 +1,3 @@
+"""ONNX reductions handlers."""
+
+from __future__ import annotations

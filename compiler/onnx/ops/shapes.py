@@ -1,0 +1,3 @@
+"""ONNX shapes handlers."""
+
+from __future__ import annotations
