@@ -198,3 +198,17 @@ def test_the_docstring_examples_print_what_they_show():
     for test in tests:
         runner.run(test)
     assert runner.failures == 0
+
+
+def test_opsets_before_7_are_raised_to_7_by_onnx_version_converter():
+    # Opset 6's Add broadcasts B by attribute (broadcast=1); the converter makes it numpy's.
+    def legacy_add(b_shape, **attributes):
+        node = helper.make_node("Add", ["a", "b"], ["y"], broadcast=1, **attributes)
+        return make_model([node], [tensor("a", [2, 3, 4]), tensor("b", b_shape)], [tensor("y", [2, 3, 4])], opset=6)
+
+    a, b = RNG.random((2, 3, 4)).astype(np.float32), RNG.random(4).astype(np.float32)
+    (got,) = kiln.onnx.load(legacy_add([4]))(a, b)
+    np.testing.assert_allclose(got, a + b, rtol=1e-6)
+    # Broadcasting from a middle axis has no numpy equivalent the converter knows: refused, clearly.
+    with pytest.raises(kiln.UnsupportedError, match="opset 6; kiln imports opset 7 and later"):
+        kiln.onnx.load(legacy_add([3], axis=1))
