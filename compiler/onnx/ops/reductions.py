@@ -122,10 +122,24 @@ def _l2(data, axes, keepdims):
     return np.sqrt(squares)
 
 
+def _in_float64(reduce):
+    """`reduce` computed in float64 for integer data (opsets before 28 allow integers in the
+    log reductions; the result is truncated back to the integer type, as ReduceL2's)."""
+
+    def wrapped(data, axes, keepdims):
+        if data.dtype.kind in "iu":
+            return reduce(data.astype(np.float64), axes, keepdims).astype(data.dtype)
+        return reduce(data, axes, keepdims)
+
+    return wrapped
+
+
+@_in_float64
 def _log_sum(data, axes, keepdims):
     return np.log(_sum(data, axes, keepdims))
 
 
+@_in_float64
 def _log_sum_exp(data, axes, keepdims):
     # exp of (x - max) cannot overflow; an infinite max is left out of the shift so that
     # inf - inf does not make a NaN (the sum is then inf or 0 and the log gives +-inf).
@@ -148,7 +162,7 @@ def _nan(dtype):
 
 
 def _minus_inf(dtype):
-    return -np.inf
+    return np.iinfo(dtype).min if np.dtype(dtype).kind in "iu" else -np.inf
 
 
 def _one(dtype):
