@@ -227,7 +227,8 @@ def _scan(numpy_function, identity):
             x = np.flip(x, axis)
         if node.attr("exclusive", 0):
             head = np.full(x.shape[:axis] + (1,) + x.shape[axis + 1 :], identity, dtype=x.dtype)
-            body = numpy_function(np.take(x, np.arange(x.shape[axis] - 1), axis=axis), axis=axis, dtype=x.dtype)
+            all_but_last = (slice(None),) * axis + (slice(0, x.shape[axis] - 1),)
+            body = numpy_function(x[all_but_last], axis=axis, dtype=x.dtype)
             result = np.concatenate([head, body], axis=axis)
         else:
             result = numpy_function(x, axis=axis, dtype=x.dtype)
