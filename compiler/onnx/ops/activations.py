@@ -11,9 +11,6 @@ import numpy as np
 from kiln.onnx.ops.elementwise import erf
 from kiln.onnx.registry import constant, is_traced, op
 
-# Opsets before 6 carried ``consumed_inputs``, an in-place hint with no effect on values.
-_LEGACY = ("consumed_inputs",)
-
 
 def _scalar(x, value):
     """The attribute `value` as a 0-d array of `x`'s dtype, so it does not promote `x`."""
@@ -30,32 +27,42 @@ def _sigmoid(x):
     return one / (one + np.exp(-x))
 
 
-@op("Relu", attributes=_LEGACY)
+@op("Relu")
 def relu(node, x):
     return _same(x, np.maximum(x, _scalar(x, 0)))
 
 
-@op("LeakyRelu", attributes=("alpha",) + _LEGACY)
+@op("LeakyRelu", attributes=("alpha",))
 def leaky_relu(node, x):
     alpha = _scalar(x, node.attr("alpha", 0.01))
     return _same(x, np.where(x >= 0, x, x * alpha))
 
 
-@op("PRelu", attributes=_LEGACY)
+@op("PRelu", since=7)
 def prelu(node, x, slope):
-    if node.opset < 7 and slope.ndim == 1 and slope.shape[0] > 1 and x.ndim >= 2 and slope.shape[0] == x.shape[1]:
-        # Before opset 7 a slope of more than one value has one per channel (axis 1), not numpy's trailing axis.
+    if slope.ndim == 1 and slope.shape[0] > 1 and not _broadcasts_to(slope.shape, x.shape) and x.ndim >= 2:
+        # A per-channel slope of shape [C] (opset 6's form, which onnx's version converter keeps)
+        # does not broadcast against [N, C, ...]; like the reference, it applies at the channel axis.
+        if slope.shape[0] != x.shape[1]:
+            raise node.error(f"slope of shape {tuple(slope.shape)} does not broadcast to X of shape {tuple(x.shape)}")
         slope = np.reshape(slope, (slope.shape[0],) + (1,) * (x.ndim - 2))
     return _same(x, np.where(x >= 0, x, x * slope))
 
 
-@op("Elu", attributes=("alpha",) + _LEGACY)
+def _broadcasts_to(shape, target) -> bool:
+    """Whether `shape` broadcasts to `target` (ONNX's unidirectional broadcasting)."""
+    if len(shape) > len(target):
+        return False
+    return all(d in (1, t) for d, t in zip(shape[::-1], target[::-1]))
+
+
+@op("Elu", attributes=("alpha",))
 def elu(node, x):
     alpha = _scalar(x, node.attr("alpha", 1.0))
     return _same(x, np.where(x >= 0, x, alpha * np.expm1(x)))
 
 
-@op("Selu", attributes=("alpha", "gamma") + _LEGACY)
+@op("Selu", attributes=("alpha", "gamma"))
 def selu(node, x):
     alpha = _scalar(x, node.attr("alpha", 1.67326319217681884765625))
     gamma = _scalar(x, node.attr("gamma", 1.05070102214813232421875))
@@ -68,7 +75,7 @@ def celu(node, x):
     return _same(x, np.maximum(x, _scalar(x, 0)) + np.minimum(_scalar(x, 0), alpha * np.expm1(x / alpha)))
 
 
-@op("Sigmoid", attributes=_LEGACY)
+@op("Sigmoid")
 def sigmoid(node, x):
     return _same(x, _sigmoid(x))
 
@@ -77,7 +84,7 @@ def _hard_sigmoid(x, alpha, beta):
     return np.clip(_scalar(x, alpha) * x + _scalar(x, beta), _scalar(x, 0), _scalar(x, 1))
 
 
-@op("HardSigmoid", attributes=("alpha", "beta") + _LEGACY)
+@op("HardSigmoid", attributes=("alpha", "beta"))
 def hard_sigmoid(node, x):
     return _same(x, _hard_sigmoid(x, node.attr("alpha", 0.2), node.attr("beta", 0.5)))
 
@@ -177,21 +184,19 @@ op("LogSoftmax", attributes=("axis",))(_per_axis(_log_softmax))
 op("Hardmax", attributes=("axis",))(_per_axis(_hardmax))
 
 
-@op("Dropout", attributes=("ratio", "is_test", "seed") + _LEGACY)
+@op("Dropout", attributes=("ratio", "seed"), since=7)
 def dropout(node, x, ratio=None, training_mode=None):
     """Dropout at inference: the identity, and an all-true mask. Training mode with a
     nonzero ratio draws random numbers, which kiln's compiled functions do not."""
-    if node.opset < 12:
-        training, ratio = node.opset < 7 and not node.attr("is_test", 0), node.attr("ratio", 0.5)
-    else:
-        training = training_mode is not None and bool(constant(node, training_mode, "training_mode"))
-        if training and ratio is not None:
-            ratio = constant(node, ratio, "ratio")
-        ratio = 0.5 if ratio is None or is_traced(ratio) else float(ratio)
-    if training and ratio > 0:
-        raise node.error("training-mode dropout (random) is not supported by kiln; export the model for inference")
+    training = False
+    if node.opset >= 12 and training_mode is not None:
+        # Opset 12 on, training_mode is an input (before, Dropout is always inference).
+        training = bool(constant(node, training_mode, "training_mode"))
+    if training:
+        ratio = 0.5 if ratio is None else float(constant(node, ratio, "ratio"))
+        if ratio > 0:
+            raise node.error("training-mode dropout (random) is not supported by kiln; export the model for inference")
     # The mask is bool from opset 10 on, of the input's type before.
-    mask = np.ones(x.shape, bool if node.opset >= 10 else x.dtype)
-    if is_traced(x):
-        mask = np.full_like(x, True, dtype=mask.dtype)
+    mask_dtype = bool if node.opset >= 10 else x.dtype
+    mask = np.full_like(x, True, dtype=mask_dtype) if is_traced(x) else np.ones(x.shape, mask_dtype)
     return x, mask

@@ -10,45 +10,25 @@ import numpy as np
 
 from kiln.onnx.registry import numpy_dtype, op
 
-# Opsets before 7 broadcast the second input only where ``broadcast=1`` asks, aligned at
-# ``axis``; opset 1 also carried ``consumed_inputs``, an in-place hint with no effect on values.
-_LEGACY_BINARY = ("broadcast", "axis", "consumed_inputs")
-
 
 def _same(x, result):
     """`result` in `x`'s dtype (ONNX's T -> T)."""
     return result if result.dtype == x.dtype else result.astype(x.dtype)
 
 
-def legacy_broadcast(node, a, b):
-    """`b` shaped to broadcast against `a` as opsets before 7 say: with ``broadcast=1``, `b`'s
-    dimensions match `a`'s from ``axis`` on (default: its trailing ones); otherwise the
-    shapes are equal. Opset 7 on, numpy's broadcasting applies as is."""
-    if node.opset >= 7 or not node.attr("broadcast", 0):
-        return b
-    axis = node.attr("axis", a.ndim - b.ndim)
-    if axis < 0:
-        axis += a.ndim
-    trailing = a.ndim - axis - b.ndim
-    if trailing < 0:
-        raise node.error(f"B of shape {tuple(b.shape)} does not fit A of shape {tuple(a.shape)} at axis {axis}")
-    return np.reshape(b, tuple(b.shape) + (1,) * trailing)
-
-
 def _binary(numpy_function):
     def handler(node, a, b):
-        return _same(a, numpy_function(a, legacy_broadcast(node, a, b)))
+        return _same(a, numpy_function(a, b))
 
     return handler
 
 
 for _name, _fn in {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}.items():
-    op(_name, attributes=_LEGACY_BINARY)(_binary(_fn))
+    op(_name, since=7)(_binary(_fn))
 
 
-@op("Div", attributes=_LEGACY_BINARY)
+@op("Div", since=7)
 def div(node, a, b):
-    b = legacy_broadcast(node, a, b)
     if a.dtype.kind == "i":
         # C's division, truncating toward zero (the spec's reference), not numpy's floor:
         # the floored quotient is one too low where the remainder is nonzero and the signs differ.
@@ -70,9 +50,8 @@ def mod(node, a, b):
     return _same(a, np.fmod(a, b) if fmod else np.mod(a, b))
 
 
-@op("Pow", attributes=_LEGACY_BINARY)
+@op("Pow", since=7)
 def pow_(node, a, b):
-    b = legacy_broadcast(node, a, b)
     if a.dtype.kind in "iu" and b.dtype.kind == "f":
         # An integer base to a float power is computed in the exponent's type, then cast back.
         return np.power(a.astype(b.dtype), b).astype(a.dtype)
@@ -112,7 +91,7 @@ for _name, _fn in {
     "BitwiseNot": np.invert,
     "Round": np.round,  # half to even, as the spec says
 }.items():
-    op(_name, attributes=("consumed_inputs",))(_unary(_fn))
+    op(_name)(_unary(_fn))
 
 
 _SQRT_PI = 1.7724538509055160273
@@ -192,7 +171,7 @@ for _name, _fn in {
     "Or": np.logical_or,
     "Xor": np.logical_xor,
 }.items():
-    op(_name, attributes=_LEGACY_BINARY)(lambda node, a, b, _fn=_fn: _fn(a, legacy_broadcast(node, a, b)))
+    op(_name, since=7)(lambda node, a, b, _fn=_fn: _fn(a, b))
 
 for _name, _fn in {"BitwiseAnd": np.bitwise_and, "BitwiseOr": np.bitwise_or, "BitwiseXor": np.bitwise_xor}.items():
     op(_name, since=18)(_binary(_fn))
@@ -222,19 +201,19 @@ def _variadic(numpy_function):
     return handler
 
 
-# Opsets 6 and 7 take equal shapes only, which numpy's broadcasting serves as well.
-op("Sum", attributes=("consumed_inputs",))(_variadic(np.add))
-op("Max", attributes=("consumed_inputs",))(_variadic(np.maximum))  # NaN propagates, as the reference
-op("Min", attributes=("consumed_inputs",))(_variadic(np.minimum))
+# Opset 7 takes equal shapes only, which numpy's broadcasting serves as well.
+op("Sum", since=7)(_variadic(np.add))
+op("Max", since=7)(_variadic(np.maximum))  # NaN propagates, as the reference
+op("Min", since=7)(_variadic(np.minimum))
 
 
-@op("Mean", attributes=("consumed_inputs",))
+@op("Mean", since=7)
 def mean(node, *inputs):
     total = _variadic(np.add)(node, *inputs)
     return _same(inputs[0], total / np.asarray(len(inputs), inputs[0].dtype))
 
 
-@op("Clip", attributes=("min", "max", "consumed_inputs"))
+@op("Clip", attributes=("min", "max"), since=6)
 def clip(node, x, low=None, high=None):
     if node.opset < 11:
         # Before opset 11 the bounds are float attributes, defaulting to the float range.
@@ -250,12 +229,7 @@ def clip(node, x, low=None, high=None):
 # saturate and round_mode concern only the float8 targets, which kiln refuses as types.
 @op("Cast", attributes=("to", "saturate", "round_mode"), since=6)
 def cast(node, x):
-    to = node.attr("to")
-    if isinstance(to, str):  # opset 1-5 name the type as a string
-        import onnx  # noqa: PLC0415
-
-        to = onnx.TensorProto.DataType.Value(to.upper())
-    return cast_to(x, numpy_dtype(to, node, "to"))
+    return cast_to(x, numpy_dtype(node.attr("to"), node, "to"))
 
 
 @op("CastLike", attributes=("saturate", "round_mode"), since=15)

@@ -14,7 +14,7 @@ def matmul(node, a, b):
     return result if result.dtype == a.dtype else result.astype(a.dtype)
 
 
-@op("Gemm", attributes=("alpha", "beta", "transA", "transB", "broadcast"))
+@op("Gemm", attributes=("alpha", "beta", "transA", "transB"), since=7)
 def gemm(node, a, b, c=None):
     """alpha * A' @ B' + beta * C, with A' and B' transposed where transA/transB say."""
     dtype = a.dtype
@@ -25,8 +25,6 @@ def gemm(node, a, b, c=None):
         b = b.T
     result = _scaled(np.matmul(a, b), alpha)
     if c is not None and beta != 0.0:
-        if node.opset < 7 and not node.attr("broadcast", 0) and tuple(c.shape) != tuple(result.shape):
-            raise node.error(f"C of shape {tuple(c.shape)} needs broadcast=1 to add to {tuple(result.shape)}")
         result = result + _scaled(c, beta)
     return result if result.dtype == dtype else result.astype(dtype)
 
