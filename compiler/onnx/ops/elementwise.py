@@ -52,10 +52,9 @@ def mod(node, a, b):
 
 @op("Pow", since=7)
 def pow_(node, a, b):
-    if a.dtype.kind in "iu" and b.dtype.kind == "f":
-        # An integer base to a float power is computed in the exponent's type, then cast back.
-        return np.power(a.astype(b.dtype), b).astype(a.dtype)
-    return _same(a, np.power(a, b.astype(a.dtype)))
+    # Computed in the type numpy promotes the two to (an integer base to a float power in
+    # float), then cast to the base's type, as the reference computes it.
+    return _same(a, np.power(a, b))
 
 
 def _unary(numpy_function):
@@ -216,13 +215,13 @@ def mean(node, *inputs):
 @op("Clip", attributes=("min", "max"), since=6)
 def clip(node, x, low=None, high=None):
     if node.opset < 11:
-        # Before opset 11 the bounds are float attributes, defaulting to the float range.
-        low, high = node.attr("min", None), node.attr("max", None)
-    result = x
-    if low is not None:
-        result = np.maximum(result, np.asarray(low, x.dtype) if not hasattr(low, "ndim") else low)
-    if high is not None:
-        result = np.minimum(result, np.asarray(high, x.dtype) if not hasattr(high, "ndim") else high)
+        # Before opset 11 the bounds are float attributes, unbounded where left out.
+        low, high = (
+            None if v is None else np.asarray(v, x.dtype) for v in (node.attr("min", None), node.attr("max", None))
+        )
+    # max after min: where min > max every value becomes max, as the spec says.
+    result = x if low is None else np.maximum(x, low)
+    result = result if high is None else np.minimum(result, high)
     return _same(x, result)
 
 
