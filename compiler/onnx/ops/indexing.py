@@ -60,8 +60,8 @@ _REDUCTIONS = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.m
 
 
 def _scatter(node, out, index, updates):
-    """`out[index] = updates`, or combined by the node's reduction (repeated indices combine
-    one after the other, as the spec's reference loops do)."""
+    """`out[index] = updates`, or combined by the node's reduction: every update of a repeated
+    index is combined in (numpy's ``ufunc.at``), where plain assignment would keep one."""
     reduction = node.attr("reduction", "none")
     if reduction == "none":
         out[index] = updates
