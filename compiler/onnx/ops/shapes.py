@@ -37,12 +37,9 @@ def _input_or_attribute(node, value, name: str, input_since: int):
 
 
 # -- reshaping -----------------------------------------------------------------------------
-@op("Reshape", attributes=("allowzero", "shape", "consumed_inputs"))
-def reshape(node, data, shape=None):
-    if node.opset < 5:
-        shape = node.ints("shape")
-    else:
-        shape = _ints(node, shape, "shape")
+@op("Reshape", attributes=("allowzero",), since=5)
+def reshape(node, data, shape):
+    shape = _ints(node, shape, "shape")
     if not node.attr("allowzero", 0):
         # 0 copies the input's dimension at that position (allowzero=1 makes it a real 0)
         shape = [data.shape[i] if s == 0 else s for i, s in enumerate(shape)]
@@ -102,12 +99,9 @@ def unsqueeze(node, x, axes=None):
     return np.reshape(x, tuple(1 if i in axes else next(dims) for i in range(rank)))
 
 
-@op("Concat", attributes=("axis",))
+@op("Concat", attributes=("axis",), since=4)
 def concat(node, *inputs):
-    axis = node.attr("axis", 1 if node.opset < 4 else None)
-    if axis is None:
-        raise node.error("the required attribute 'axis' is missing")
-    axis = _axis(node, axis, inputs[0].ndim)
+    axis = _axis(node, node.attr("axis"), inputs[0].ndim)
     return np.concatenate(inputs, axis=axis)
 
 
@@ -182,7 +176,7 @@ def tile(node, x, repeats):
     return np.tile(x, repeats)
 
 
-@op("Pad", attributes=("mode", "pads", "value", "paddings"), since=2)
+@op("Pad", attributes=("mode", "pads", "value"), since=2)
 def pad(node, data, pads=None, constant_value=None, axes=None):
     mode = node.attr("mode", "constant")
     if mode not in ("constant", "reflect", "edge", "wrap"):
@@ -257,7 +251,7 @@ def constant_of_shape(node, shape):
     return np.broadcast_to(value, shape)
 
 
-@op("Range", since=11)
+@op("Range", attributes=("stash_type",), since=11)
 def range_(node, start, limit, delta):
     if any(is_traced(v) for v in (start, limit, delta)):
         raise node.error(
@@ -265,10 +259,18 @@ def range_(node, start, limit, delta):
             "imported (an initializer, a Constant or computed from shapes), because kiln compiles static "
             "shapes; here they depend on a graph input"
         )
-    start, limit, delta = (np.asarray(v).reshape(()) for v in (start, limit, delta))
-    count = max(int(np.ceil((limit - start) / delta)), 0)
-    # start + k * delta in the input type, as the spec's loop adds delta
-    return (start + np.arange(count).astype(start.dtype) * delta).astype(start.dtype)
+    dtype = np.asarray(start).dtype
+    compute = dtype
+    if dtype == np.float16 and node.opset >= 27:
+        # float16 steps are accumulated in stash_type (float by default), then rounded once
+        compute = numpy_dtype(node.attr("stash_type", 1), node, "stash_type")
+        if compute.kind != "f":
+            raise node.error(f"stash_type must be a float type, got {compute}")
+    start, limit, delta = (np.asarray(v, compute).reshape(()).item() for v in (start, limit, delta))
+    if delta == 0:
+        raise node.error("delta is 0")
+    # numpy's length is the spec's max(ceil((limit - start) / delta), 0), in double precision
+    return np.arange(start, limit, delta, dtype=compute if compute != dtype else None).astype(dtype)
 
 
 @op("EyeLike", attributes=("dtype", "k"), since=9)
