@@ -96,6 +96,24 @@ def test_slice_negative_steps_on_traced_data():
     check(node, {"x": floats(5, 4, 6)}, constants)
 
 
+@pytest.mark.parametrize(
+    "shape, axis, start, end, step",
+    [((3, 5), 1, -6, -7, -3), ((3, 3), 1, -(2**31), -5, -1), ((1, 2), 1, -7, -3, -1), ((0, 3), 1, -5, -5, -2)],
+)
+def test_slice_backward_clamps_the_start_as_the_spec_says(shape, axis, start, end, step):
+    # A backward start before the first element clamps to it (the spec's formula, and
+    # onnxruntime); ONNX's Python reference slices as Python does and keeps nothing.
+    ort = pytest.importorskip("onnxruntime")
+    node = helper.make_node("Slice", ["x", "starts", "ends", "axes", "steps"], ["y"])
+    values = {"starts": start, "ends": end, "axes": axis, "steps": step}
+    model = make_model(node, {"x": floats(*shape)}, {k: np.array([v], ints64) for k, v in values.items()})
+    x = floats(*shape)
+    (want,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
+    (got,) = kiln.onnx.load(model)(x)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+
+
 def test_pad_crops_with_negative_pads_and_takes_a_traced_value():
     node = helper.make_node("Pad", ["x", "pads", "value"], ["y"], mode="constant")
     model = make_model(
