@@ -266,3 +266,11 @@ def test_static_inputs_compile_once_per_value():
     assert len(f.compilations) == 2
     with pytest.raises(kiln.ArgumentError, match="not graph inputs"):
         kiln.onnx.load(model, static_inputs=["nope"])
+
+
+@pytest.mark.parametrize("value", [3.0, 0.0])
+def test_non_zero_of_a_scalar_constant(value):
+    model = make_model(helper.make_node("NonZero", ["t"], ["i"]), {}, {"t": np.array(value, np.float32)})
+    (got,) = kiln.onnx.load(model)()
+    np.testing.assert_array_equal(got, ReferenceEvaluator(model).run(None, {})[0])
+    assert got.shape == (0, int(value != 0)) and got.dtype == np.int64

@@ -314,7 +314,10 @@ def _static_only(node, *values):
 @op("NonZero", since=9)
 def non_zero(node, x):
     _static_only(node, x)
-    return np.array(np.nonzero(np.asarray(x)), np.int64).reshape(np.ndim(x), -1)
+    x = np.asarray(x)
+    if x.ndim == 0:  # numpy refuses np.nonzero of a 0-d array; ONNX gives a (0, count) result
+        return np.zeros((0, int(x != 0)), np.int64)
+    return np.array(np.nonzero(x), np.int64).reshape(x.ndim, -1)
 
 
 @op("Compress", attributes=("axis",), since=9)
