@@ -274,3 +274,13 @@ def test_non_zero_of_a_scalar_constant(value):
     (got,) = kiln.onnx.load(model)()
     np.testing.assert_array_equal(got, ReferenceEvaluator(model).run(None, {})[0])
     assert got.shape == (0, int(value != 0)) and got.dtype == np.int64
+
+
+def test_compress_selects_traced_data_by_a_constant_condition():
+    node = helper.make_node("Compress", ["x", "c"], ["y"], axis=-1)
+    check(node, {"x": floats(2, 5)}, {"c": np.array([True, False, True, True], bool)})
+    node = helper.make_node("Compress", ["x", "c"], ["y"])
+    check(node, {"x": floats(2, 3)}, {"c": np.array([False, True, False, False, True], bool)})
+    model = make_model(node, {"x": floats(2, 3), "c": np.array([True, False], bool)})
+    with pytest.raises(kiln.UnsupportedError, match=r"Compress.*must be known when the model is imported"):
+        kiln.onnx.load(model)(floats(2, 3), np.array([True, False], bool))

@@ -92,11 +92,11 @@ def unsqueeze(node, x, axes=None):
     if axes is None:
         raise node.error("the axes are missing")
     rank = x.ndim + len(axes)
-    if len({_axis(node, a, rank) for a in axes}) != len(axes):
+    inserted = {_axis(node, a, rank) for a in axes}
+    if len(inserted) != len(axes):
         raise node.error(f"repeated axes in {axes}")
-    axes = {_axis(node, a, rank) for a in axes}
     dims = iter(x.shape)
-    return np.reshape(x, tuple(1 if i in axes else next(dims) for i in range(rank)))
+    return np.reshape(x, tuple(1 if i in inserted else next(dims) for i in range(rank)))
 
 
 @op("Concat", attributes=("axis",), since=4)
@@ -322,9 +322,17 @@ def non_zero(node, x):
 
 @op("Compress", attributes=("axis",), since=9)
 def compress(node, x, condition):
-    _static_only(node, x, condition)
+    # only the condition decides the shape: the data may be traced
+    _static_only(node, condition)
     axis = node.attr("axis", None)
-    return np.compress(np.asarray(condition), np.asarray(x), axis=axis)
+    if axis is not None:
+        axis = _axis(node, axis, x.ndim)
+    length = x.size if axis is None else x.shape[axis]
+    condition = np.asarray(condition).reshape(-1)
+    if condition.size > length:
+        raise node.error(f"the condition has {condition.size} entries for an axis of length {length}")
+    kept = np.flatnonzero(condition)  # a shorter condition leaves the rest out
+    return np.take(np.reshape(x, -1) if axis is None else x, kept, axis=axis)
 
 
 @op("Unique", attributes=("axis", "sorted"), since=11)
