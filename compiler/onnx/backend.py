@@ -29,8 +29,9 @@ class BackendRep(_OnnxBackendRep):
     ONNX's node tests feed shapes, axes, pads and counts as graph inputs, which kiln must
     know when it imports the model (its shapes are static). A model that needs them is
     compiled again with inputs passed by value (``static_inputs``, compiled once per
-    distinct value): its integer inputs first, then, if it still needs more, all of them
-    (Range's float bounds, OneHot's depth, NonZero's data)."""
+    distinct value): its integer and bool inputs first (shapes, axes, counts, Compress's
+    condition), then, if it still needs more, all of them (Range's float bounds, OneHot's
+    float depth, NonZero's data)."""
 
     def __init__(self, function, reload=None):
         self.function = function
@@ -42,7 +43,7 @@ class BackendRep(_OnnxBackendRep):
         if not isinstance(inputs, dict):
             inputs = [np.asarray(x) for x in inputs]
         graph = self.function.graph
-        stages = (_integer_inputs(graph), tuple(v.name for v in graph.inputs))
+        stages = (_index_like_inputs(graph), tuple(v.name for v in graph.inputs))
         while True:
             try:
                 return self._call(inputs)
@@ -62,7 +63,7 @@ class BackendRep(_OnnxBackendRep):
 _NEEDS_CONSTANT = "must be known when the model is imported"
 
 
-def _integer_inputs(graph) -> tuple:
+def _index_like_inputs(graph) -> tuple:
     return tuple(v.name for v, dtype in zip(graph.inputs, graph.input_dtypes) if dtype.kind in "iub")
 
 
