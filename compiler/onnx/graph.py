@@ -281,12 +281,28 @@ def _bind_attributes(body_node, caller, schema):
     return node
 
 
+class StaticValue:
+    """A graph input's array passed by value (``static_inputs``): hashable, so that kiln
+    traces and compiles once per distinct value, as it does for a static argument."""
+
+    def __init__(self, array):
+        self.array = np.asarray(array)
+        self._key = (self.array.dtype.str, self.array.shape, self.array.tobytes())
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __eq__(self, other):
+        return isinstance(other, StaticValue) and self._key == other._key
+
+
 def make_python_function(graph: GraphFunction, weights_as_argument: bool, name: str):
     """A Python function with one parameter per graph input (and ``weights`` last when
     weights are an argument) returning the tuple of graph outputs, for ``kiln.compile``."""
     names = parameter_names([v.name for v in graph.inputs])
 
     def model(*args):
+        args = [a.array if isinstance(a, StaticValue) else a for a in args]
         if weights_as_argument:
             *args, weights = args
             return graph(list(args), weights)
