@@ -28,10 +28,11 @@ class BackendRep(_OnnxBackendRep):
 
     ONNX's node tests feed shapes, axes, pads and counts as graph inputs, which kiln must
     know when it imports the model (its shapes are static). A model that needs them is
-    compiled again with inputs passed by value (``static_inputs``, compiled once per
-    distinct value): its integer and bool inputs first (shapes, axes, counts, Compress's
-    condition), then, if it still needs more, all of them (Range's float bounds, OneHot's
-    float depth, NonZero's data)."""
+    compiled again with its integer and bool inputs (shapes, axes, counts, Compress's
+    condition) passed by value (``static_inputs``, compiled once per distinct value), as a
+    deployed model has them as initializers. Float inputs are never made constants: an
+    output whose shape depends on float data (NonZero, Unique) is refused, not computed
+    by numpy at import time."""
 
     def __init__(self, function, reload=None):
         self.function = function
@@ -42,19 +43,18 @@ class BackendRep(_OnnxBackendRep):
             inputs = [inputs]
         if not isinstance(inputs, dict):
             inputs = [np.asarray(x) for x in inputs]
-        graph = self.function.graph
-        stages = (_index_like_inputs(graph), tuple(v.name for v in graph.inputs))
-        while True:
-            try:
-                return self._call(inputs)
-            except UnsupportedError as exc:
-                if self._reload is None or _NEEDS_CONSTANT not in str(exc):
-                    raise
-                static = self.function.static_inputs
-                wider = next((stage for stage in stages if not set(stage) <= set(static)), None)
-                if wider is None:
-                    raise
-                self.function = self._reload(tuple(dict.fromkeys(static + wider)))
+        try:
+            return self._call(inputs)
+        except UnsupportedError as exc:
+            index_like = _index_like_inputs(self.function.graph)
+            if (
+                self._reload is None
+                or _NEEDS_CONSTANT not in str(exc)
+                or set(index_like) <= set(self.function.static_inputs)
+            ):
+                raise
+        self.function = self._reload(index_like)
+        return self._call(inputs)
 
     def _call(self, inputs):
         return self.function(**inputs) if isinstance(inputs, dict) else self.function(*inputs)
