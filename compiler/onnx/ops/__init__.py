@@ -7,6 +7,7 @@ from kiln.onnx.ops import (  # noqa: F401
     indexing,
     linalg,
     losses,
+    misc,
     nn,
     quantization,
     reductions,

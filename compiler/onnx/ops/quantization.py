@@ -1,5 +1,5 @@
 """ONNX quantization and bit-level ops: QuantizeLinear, DequantizeLinear, QLinearMatMul,
-BitCast, and the small numeric ops LpNormalization and Det.
+QLinearConv and BitCast.
 
 Quantized values are the integer types kiln computes in (int8, uint8, int16, uint16, and
 int32 to dequantize); the float8, float4, int4 and int2 types are not kiln dtypes, so a model
@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from kiln.onnx.registry import numpy_dtype, op
+from kiln.onnx.registry import OPS, numpy_dtype, op
 
 # The integer types QuantizeLinear saturates to, by their ranges (the spec's table).
 _QUANTIZED = (np.uint8, np.int8, np.uint16, np.int16)
@@ -158,6 +158,31 @@ def _centred(x, zero_point):
     return x if zero_point is None else x - zero_point.astype(np.int32)
 
 
+_CONV_ATTRIBUTES = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
+
+
+@op("QLinearConv", attributes=_CONV_ATTRIBUTES, since=10)
+def qlinear_conv(node, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, b=None):
+    """The quantized convolution: ConvInteger's int32 sums plus the int32 bias B, requantized
+    with x_scale * w_scale / y_scale (w_scale per tensor or per output channel)."""
+    conv_integer = OPS.get("ConvInteger")
+    if conv_integer is None:
+        raise node.error("needs kiln's ConvInteger handler, which this build lacks")
+    accumulated = conv_integer.handler(node, x, w, x_zero_point, w_zero_point)
+    channels = (-1,) + (1,) * (x.ndim - 2)
+    if b is not None:
+        accumulated = accumulated + np.reshape(b.astype(np.int32), channels)
+    if w_scale.size != 1 and (w_scale.ndim != 1 or w_scale.shape[0] != w.shape[0]):
+        raise node.error(f"w_scale is a scalar or one per output channel ({w.shape[0]}), got {list(w_scale.shape)}")
+    w_scale = np.reshape(w_scale, channels if w_scale.size != 1 else ())
+    multiplier = x_scale * w_scale / y_scale
+    scaled = np.rint(accumulated.astype(np.float64) * multiplier.astype(np.float64))
+    dtype = y_zero_point.dtype if y_zero_point is not None else x.dtype
+    if y_zero_point is not None:
+        scaled = scaled + y_zero_point.astype(np.float64)
+    return saturated(scaled, dtype)
+
+
 @op("BitCast", attributes=("to",), since=26)
 def bitcast(node, x):
     """The input's bits read as `to`, a type of the same width (a bool is one byte, 0 or 1)."""
@@ -168,53 +193,3 @@ def bitcast(node, x):
         # Any nonzero byte is a true bool; numpy's view would keep the byte as it is.
         return x.view(np.uint8) != 0
     return x.view(dtype)
-
-
-@op("LpNormalization", attributes=("axis", "p"), since=1)
-def lp_normalization(node, x):
-    """x / ||x||_p along `axis` (p = 1 or 2); 0 where the norm is 0."""
-    p = node.attr("p", 2)
-    axis = _axis(node, node.attr("axis", -1), x.ndim)
-    if p == 1:
-        norm = np.sum(np.abs(x), axis=axis, keepdims=True)
-    elif p == 2:
-        norm = np.sqrt(np.sum(x * x, axis=axis, keepdims=True))
-    else:
-        raise node.error(f"p must be 1 or 2, got {p}")
-    zero = norm == 0
-    return np.where(zero, np.zeros((), x.dtype), x / np.where(zero, np.ones((), x.dtype), norm)).astype(x.dtype)
-
-
-_DET_LARGEST = 64  # the elimination is unrolled once per column
-
-
-@op("Det", since=11)
-def det(node, x):
-    """The determinant of each [M, M] matrix in the last two axes, by Gaussian elimination
-    with partial pivoting unrolled over the M columns, computed in float64."""
-    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
-        raise node.error(f"Det takes square matrices in its last two axes, got shape {list(x.shape)}")
-    size = x.shape[-1]
-    if size > _DET_LARGEST:
-        raise node.error(f"kiln unrolls Det's elimination over the columns, up to {_DET_LARGEST}; got {size}")
-    return _determinant(x.astype(np.float64), size).astype(x.dtype)
-
-
-def _determinant(a, size: int):
-    rows = np.arange(size).reshape(-1, 1)
-    sign = np.ones(a.shape[:-2], np.float64)
-    for k in range(size):
-        # The pivot is the largest magnitude at or below the diagonal in column k.
-        candidates = np.where(rows[:, 0] >= k, np.abs(a[..., :, k]), -1.0)
-        pivot_row = np.argmax(candidates, axis=-1)[..., None, None]
-        row_k = a[..., k : k + 1, :]
-        row_p = np.take_along_axis(a, np.broadcast_to(pivot_row, a.shape[:-2] + (1, size)), axis=-2)
-        a = np.where(rows == k, row_p, np.where(rows == pivot_row, row_k, a))
-        sign = np.where(pivot_row[..., 0, 0] != k, -sign, sign)
-        pivot = a[..., k : k + 1, k : k + 1]
-        # A zero pivot means a zero column below the diagonal: nothing to eliminate, det 0.
-        safe = np.where(pivot == 0, 1.0, pivot)
-        factors = np.where(rows > k, a[..., :, k : k + 1] / safe, 0.0)
-        a = a - factors * a[..., k : k + 1, :]
-    diagonal = np.diagonal(a, axis1=-2, axis2=-1)
-    return sign * np.prod(diagonal, axis=-1)

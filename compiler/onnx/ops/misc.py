@@ -1,0 +1,98 @@
+"""Small ONNX ops of no other family: LpNormalization, Det and TensorScatter."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kiln.onnx.registry import op
+
+
+def _axis(node, axis: int, rank: int) -> int:
+    if not -rank <= axis < rank:
+        raise node.error(f"axis {axis} is out of range for a tensor of rank {rank}")
+    return axis % rank
+
+
+@op("LpNormalization", attributes=("axis", "p"), since=1)
+def lp_normalization(node, x):
+    """x / ||x||_p along `axis` (p = 1 or 2); 0 where the norm is 0."""
+    p = node.attr("p", 2)
+    axis = _axis(node, node.attr("axis", -1), x.ndim)
+    if p == 1:
+        norm = np.sum(np.abs(x), axis=axis, keepdims=True)
+    elif p == 2:
+        norm = np.sqrt(np.sum(x * x, axis=axis, keepdims=True))
+    else:
+        raise node.error(f"p must be 1 or 2, got {p}")
+    zero = norm == 0
+    return np.where(zero, np.zeros((), x.dtype), x / np.where(zero, np.ones((), x.dtype), norm)).astype(x.dtype)
+
+
+_DET_LARGEST = 64  # the elimination is unrolled once per column
+
+
+@op("Det", since=11)
+def det(node, x):
+    """The determinant of each [M, M] matrix in the last two axes, by Gaussian elimination
+    with partial pivoting unrolled over the M columns, computed in float64."""
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise node.error(f"Det takes square matrices in its last two axes, got shape {list(x.shape)}")
+    size = x.shape[-1]
+    if size > _DET_LARGEST:
+        raise node.error(f"kiln unrolls Det's elimination over the columns, up to {_DET_LARGEST}; got {size}")
+    return _determinant(x.astype(np.float64), size).astype(x.dtype)
+
+
+def _determinant(a, size: int):
+    rows = np.arange(size).reshape(-1, 1)
+    sign = np.ones(a.shape[:-2], np.float64)
+    for k in range(size):
+        # The pivot is the largest magnitude at or below the diagonal in column k.
+        candidates = np.where(rows[:, 0] >= k, np.abs(a[..., :, k]), -1.0)
+        pivot_row = np.argmax(candidates, axis=-1)[..., None, None]
+        row_k = a[..., k : k + 1, :]
+        row_p = np.take_along_axis(a, np.broadcast_to(pivot_row, a.shape[:-2] + (1, size)), axis=-2)
+        a = np.where(rows == k, row_p, np.where(rows == pivot_row, row_k, a))
+        sign = np.where(pivot_row[..., 0, 0] != k, -sign, sign)
+        pivot = a[..., k : k + 1, k : k + 1]
+        # A zero pivot means a zero column below the diagonal: nothing to eliminate, det 0.
+        safe = np.where(pivot == 0, 1.0, pivot)
+        factors = np.where(rows > k, a[..., :, k : k + 1] / safe, 0.0)
+        a = a - factors * a[..., k : k + 1, :]
+    diagonal = np.diagonal(a, axis1=-2, axis2=-1)
+    return sign * np.prod(diagonal, axis=-1)
+
+
+@op("TensorScatter", attributes=("axis", "mode"), since=24)
+def tensor_scatter(node, past_cache, update, write_indices=None):
+    """past_cache with each batch entry's `update` written along `axis` from its write index
+    on (wrapping around the cache in mode "circular"). The write indices may be traced:
+    each cache position reads the update position it receives, if any."""
+    mode = node.attr("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise node.error(f"mode must be 'linear' or 'circular', got {mode!r}")
+    rank = past_cache.ndim
+    axis = _axis(node, node.attr("axis", -2), rank)
+    if axis == 0:
+        raise node.error("axis cannot be 0, the batch axis")
+    capacity, length = past_cache.shape[axis], update.shape[axis]
+    if (
+        update.ndim != rank
+        or length > capacity
+        or any(update.shape[d] != past_cache.shape[d] for d in range(rank) if d != axis)
+    ):
+        raise node.error(f"update of shape {list(update.shape)} does not fit the cache's {list(past_cache.shape)}")
+    batch = past_cache.shape[0]
+    if write_indices is None:
+        write_indices = np.zeros((batch,), np.int64)
+    # offset[b, j]: the update position written to cache position j of batch entry b.
+    offset = np.arange(capacity, dtype=np.int64)[None, :] - np.reshape(write_indices.astype(np.int64), (batch, 1))
+    if mode == "circular":
+        offset = np.mod(offset, capacity)
+    written = (offset >= 0) & (offset < length)
+    layout = tuple(batch if d == 0 else capacity if d == axis else 1 for d in range(rank))
+    offset = np.reshape(np.clip(offset, 0, length - 1), layout)
+    written = np.reshape(written, layout)
+    spread = tuple(capacity if d == axis else n for d, n in enumerate(update.shape))
+    gathered = np.take_along_axis(update, np.broadcast_to(offset, spread), axis=axis)
+    return np.where(written, gathered, past_cache)
