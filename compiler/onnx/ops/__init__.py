@@ -12,4 +12,5 @@ from kiln.onnx.ops import (  # noqa: F401
     quantization,
     reductions,
     shapes,
+    signal,
 )

@@ -1,10 +1,13 @@
-"""Small ONNX ops of no other family: LpNormalization, Det and TensorScatter."""
+"""Small ONNX ops of no other family: LpNormalization, Det, TensorScatter and Col2Im."""
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 
-from kiln.onnx.registry import op
+from kiln.onnx.registry import constant, op
 
 
 def _axis(node, axis: int, rank: int) -> int:
@@ -96,3 +99,50 @@ def tensor_scatter(node, past_cache, update, write_indices=None):
     spread = tuple(capacity if d == axis else n for d, n in enumerate(update.shape))
     gathered = np.take_along_axis(update, np.broadcast_to(offset, spread), axis=axis)
     return np.where(written, gathered, past_cache)
+
+
+@op("Col2Im", attributes=("dilations", "pads", "strides"), since=18)
+def col2im(node, x, image_shape, block_shape):
+    """The image whose blocks are `x`'s columns ([N, C * prod(block_shape), L], blocks in
+    row-major order), overlapping values summed: the inverse arrangement of im2col."""
+    image = [int(v) for v in constant(node, image_shape, "image_shape").reshape(-1)]
+    block = [int(v) for v in constant(node, block_shape, "block_shape").reshape(-1)]
+    rank = len(image)
+    strides = node.ints("strides", [1] * rank)
+    dilations = node.ints("dilations", [1] * rank)
+    pads = node.ints("pads", [0] * (2 * rank))
+    if len(block) != rank or len(strides) != rank or len(dilations) != rank or len(pads) != 2 * rank:
+        raise node.error("image_shape, block_shape, strides, dilations and pads disagree on the number of axes")
+    padded = [n + pads[i] + pads[i + rank] for i, n in enumerate(image)]
+    grid = [(p - d * (b - 1) - 1) // s + 1 for p, b, d, s in zip(padded, block, dilations, strides)]
+    kernel = math.prod(block)
+    if x.ndim != 3 or x.shape[1] % kernel or x.shape[2] != math.prod(grid):
+        raise node.error(
+            f"input of shape {list(x.shape)} is not [N, C * {kernel}, {math.prod(grid)}] for blocks {block} "
+            f"over the padded image {padded}"
+        )
+    batch, channels = x.shape[0], x.shape[1] // kernel
+    columns = np.reshape(x, (batch, channels, *block, *grid))
+    total = None
+    for offset in itertools.product(*[range(b) for b in block]):
+        part = columns[(slice(None), slice(None), *offset)]
+        for axis in range(rank):
+            part = _spread(part, 2 + axis, offset[axis] * dilations[axis], strides[axis], padded[axis])
+        total = part if total is None else total + part
+    crop = tuple(slice(pads[i], pads[i] + image[i]) for i in range(rank))
+    return total[(slice(None), slice(None), *crop)]
+
+
+def _spread(part, axis: int, start: int, stride: int, size: int):
+    """`part`'s values along `axis` placed at start, start + stride, ... in zeros of `size`."""
+    count = part.shape[axis]
+    if stride > 1:
+        # Interleave stride - 1 zeros after each value, then drop the trailing ones.
+        zeros = np.zeros_like(part)
+        part = np.stack([part] + [zeros] * (stride - 1), axis=axis + 1)
+        shape = list(part.shape)
+        part = np.reshape(part, shape[:axis] + [count * stride] + shape[axis + 2 :])
+        part = np.take(part, np.arange(stride * (count - 1) + 1), axis=axis)
+    widths = [(0, 0)] * part.ndim
+    widths[axis] = (start, size - start - part.shape[axis])
+    return np.pad(part, widths)
