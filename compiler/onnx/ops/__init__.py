@@ -11,6 +11,7 @@ from kiln.onnx.ops import (  # noqa: F401
     nn,
     quantization,
     reductions,
+    sampling,
     shapes,
     signal,
 )
