@@ -1,4 +1,4 @@
-"""ONNX sampling of an image at computed coordinates: GridSample.
+"""ONNX sampling of an image at computed coordinates: GridSample and RoiAlign.
 
 The coordinates may be traced (they usually come from the model, as AffineGrid's): each
 output reads its taps by a gather from the flattened image, with weights computed
@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from kiln.onnx.registry import op
+from kiln.onnx.registry import constant, op
 
 # Opset 16 names the modes after 2-D images; opset 20 generalizes them to N-D.
 _MODES_16 = {"bilinear": "linear", "bicubic": "cubic", "nearest": "nearest"}
@@ -128,3 +128,106 @@ def _read(flat, indices: list, dims, lows, highs, padding: str):
     if valid is not None:
         gathered = np.where(valid[:, None], gathered, np.zeros((), flat.dtype))
     return gathered
+
+
+@op(
+    "RoiAlign",
+    attributes=(
+        "coordinate_transformation_mode",
+        "mode",
+        "output_height",
+        "output_width",
+        "sampling_ratio",
+        "spatial_scale",
+    ),
+    since=10,
+)
+def roi_align(node, x, rois, batch_indices):
+    """Each region of interest ([x1, y1, x2, y2] of the image at its batch index) divided
+    into output_height x output_width bins, each the average (or max) of bilinear samples
+    on a regular grid in the bin: [num_rois, C, output_height, output_width]. With
+    sampling_ratio 0 the grid adapts to each region's size, which must then be known at
+    import time; the regions and indices may be traced otherwise."""
+    mode = node.attr("mode", "avg")
+    default_transform = "half_pixel" if node.opset >= 16 else "output_half_pixel"
+    transform = node.attr("coordinate_transformation_mode", default_transform)
+    if mode not in ("avg", "max") or transform not in ("half_pixel", "output_half_pixel"):
+        raise node.error(f"mode {mode!r} or coordinate_transformation_mode {transform!r} is not RoiAlign's")
+    if x.ndim != 4 or rois.ndim != 2 or rois.shape[1] != 4:
+        raise node.error(f"RoiAlign takes [N, C, H, W] and [num_rois, 4], got {list(x.shape)}, {list(rois.shape)}")
+    out_h, out_w = node.attr("output_height", 1), node.attr("output_width", 1)
+    ratio = node.attr("sampling_ratio", 0)
+    if ratio == 0:
+        rois = constant(node, rois, "rois (sampling_ratio 0 adapts the sampling grid to them)")
+    scale = node.attr("spatial_scale", 1.0)
+    half_pixel = transform == "half_pixel"
+    height, width = x.shape[2:]
+    dtype = rois.dtype
+    corners = rois * np.asarray(scale, dtype) - np.asarray(0.5 if half_pixel else 0.0, dtype)
+    start_w, start_h, end_w, end_h = (corners[:, k] for k in range(4))
+    roi_w, roi_h = end_w - start_w, end_h - start_h
+    if not half_pixel:
+        roi_w, roi_h = np.maximum(roi_w, 1.0).astype(dtype), np.maximum(roi_h, 1.0).astype(dtype)
+    bin_h, bin_w = roi_h / out_h, roi_w / out_w
+    grid_h, grid_w = _grid(ratio, roi_h, out_h, rois.shape[0]), _grid(ratio, roi_w, out_w, rois.shape[0])
+    ys = _samples(start_h, bin_h, out_h, grid_h, height)  # each [R, out, G]
+    xs = _samples(start_w, bin_w, out_w, grid_w, width)
+    # [R, out_h, out_w, Gh, Gw] after broadcasting the y and x factors against each other.
+    ys = [v[:, :, None, :, None] for v in ys]
+    xs = [v[:, None, :, None, :] for v in xs]
+    (y_low, y_high, ly, y_valid, y_used), (x_low, x_high, lx, x_valid, x_used) = ys, xs
+    valid = (y_valid & x_valid).astype(dtype)
+    used = y_used & x_used
+    image = np.take(np.reshape(x, x.shape[:2] + (-1,)), batch_indices.astype(np.int64), axis=0)
+    terms = [
+        (y_low, x_low, (1 - ly) * (1 - lx)),
+        (y_low, x_high, (1 - ly) * lx),
+        (y_high, x_low, ly * (1 - lx)),
+        (y_high, x_high, ly * lx),
+    ]
+    values = [_gathered(image, yi * width + xi) * (w * valid)[:, None] for yi, xi, w in terms]
+    if mode == "avg":
+        count = np.maximum(grid_h * grid_w, 1).astype(dtype)
+        total = (values[0] + values[1] + values[2] + values[3]) * used[:, None]
+        result = np.sum(total, axis=(-2, -1)) / np.reshape(count, (-1, 1, 1, 1))
+    else:
+        # Each sample's largest weighted corner, as onnxruntime computes the max mode.
+        best = np.maximum(np.maximum(values[0], values[1]), np.maximum(values[2], values[3]))
+        result = np.max(np.where(used[:, None], best, -np.inf), axis=(-2, -1))
+    return result.astype(x.dtype)
+
+
+def _grid(ratio: int, size, bins: int, count: int):
+    """Samples per bin along an axis: sampling_ratio, or ceil(size / bins) per region."""
+    if ratio > 0:
+        return np.full((count,), ratio, np.int64)
+    return np.ceil(np.asarray(size) / bins).astype(np.int64)
+
+
+def _samples(start, bin_size, bins: int, grid, limit: int):
+    """The bilinear taps of each sample along one axis: low and high index, the fraction
+    past the low one, whether the sample lies in the image's reach, and whether it is one
+    of its region's grid (grids of fewer samples leave the rest unused)."""
+    most = int(np.max(grid))  # known at import time: sampling_ratio, or from constant regions
+    k = np.arange(bins).reshape(1, -1, 1)
+    i = np.arange(most).reshape(1, 1, -1)
+    per = (bin_size / np.maximum(grid, 1).astype(bin_size.dtype))[:, None, None]
+    position = start[:, None, None] + k * bin_size[:, None, None] + (i + 0.5) * per
+    position = position.astype(start.dtype)
+    reach = (position >= -1.0) & (position <= limit)
+    position = np.maximum(position, 0)
+    low = np.floor(position).astype(np.int64)
+    last = low >= limit - 1
+    low = np.where(last, limit - 1, low)
+    high = np.where(last, limit - 1, low + 1)
+    fraction = np.where(last, 0, position - low).astype(start.dtype)
+    used = np.broadcast_to(i < grid[:, None, None], position.shape)
+    return low, high, fraction, reach, used
+
+
+def _gathered(image, position):
+    """image ([R, C, H*W]) at `position` ([R, *S]): [R, C, *S]."""
+    rois, channels = image.shape[:2]
+    shape = position.shape[1:]
+    flat = np.broadcast_to(np.reshape(position, (rois, 1, -1)), (rois, channels, math.prod(shape)))
+    return np.reshape(np.take_along_axis(image, flat, axis=2), (rois, channels) + tuple(shape))
