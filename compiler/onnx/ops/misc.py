@@ -122,27 +122,24 @@ def col2im(node, x, image_shape, block_shape):
             f"over the padded image {padded}"
         )
     batch, channels = x.shape[0], x.shape[1] // kernel
-    columns = np.reshape(x, (batch, channels, *block, *grid))
-    total = None
-    for offset in itertools.product(*[range(b) for b in block]):
-        part = columns[(slice(None), slice(None), *offset)]
-        for axis in range(rank):
-            part = _spread(part, 2 + axis, offset[axis] * dilations[axis], strides[axis], padded[axis])
-        total = part if total is None else total + part
-    crop = tuple(slice(pads[i], pads[i] + image[i]) for i in range(rank))
-    return total[(slice(None), slice(None), *crop)]
+    index, valid = _col2im_tables(image, block, grid, strides, dilations, pads)
+    # Each image position takes, per kernel offset, the one column whose block covers it there (if any).
+    columns = np.reshape(x, (batch, channels, kernel, x.shape[2]))
+    spread = np.broadcast_to(index, (batch, channels) + index.shape)
+    taken = np.take_along_axis(columns, spread, axis=3)
+    total = np.sum(np.where(valid, taken, np.zeros((), x.dtype)), axis=2)
+    return np.reshape(total, (batch, channels, *image))
 
 
-def _spread(part, axis: int, start: int, stride: int, size: int):
-    """`part`'s values along `axis` placed at start, start + stride, ... in zeros of `size`."""
-    count = part.shape[axis]
-    if stride > 1:
-        # Interleave stride - 1 zeros after each value, then drop the trailing ones.
-        zeros = np.zeros_like(part)
-        part = np.stack([part] + [zeros] * (stride - 1), axis=axis + 1)
-        shape = list(part.shape)
-        part = np.reshape(part, shape[:axis] + [count * stride] + shape[axis + 2 :])
-        part = np.take(part, np.arange(stride * (count - 1) + 1), axis=axis)
-    widths = [(0, 0)] * part.ndim
-    widths[axis] = (start, size - start - part.shape[axis])
-    return np.pad(part, widths)
+def _col2im_tables(image, block, grid, strides, dilations, pads):
+    """For each kernel offset (rows, row-major) and image position (columns, row-major): the
+    column (block number) whose block puts that offset there, and whether one does."""
+    rank = len(image)
+    offsets = np.array(list(itertools.product(*[range(b) for b in block]))).reshape(-1, 1, rank)
+    positions = np.array(list(itertools.product(*[range(n) for n in image]))).reshape(1, -1, rank)
+    # Where each block starting at a multiple of the stride would have to start.
+    start = positions + np.array(pads[:rank]) - offsets * np.array(dilations)
+    steps = start // np.array(strides)
+    valid = np.all((start >= 0) & (start % np.array(strides) == 0) & (steps < np.array(grid)), axis=-1)
+    index = np.ravel_multi_index(tuple(np.clip(steps, 0, np.array(grid) - 1).transpose(2, 0, 1)), grid)
+    return index, valid
