@@ -263,3 +263,21 @@ def _scan_batched(node, sequence_lens, inputs: list):
     directions = node.ints("directions")
     per_batch = [_scan(node, [x[b] for x in inputs], directions) for b in range(batch)]
     return tuple(np.stack([outputs[k] for outputs in per_batch]) for k in range(len(per_batch[0])))
+
+
+# ---------------------------------------------------------------- optionals of tensors
+
+
+@op("OptionalHasElement", since=15)
+def optional_has_element(node, input=None):
+    """Whether the input is there. kiln's values are tensors, never empty optionals, so
+    only a missing input is "no element"."""
+    return np.asarray(input is not None)
+
+
+@op("OptionalGetElement", since=15)
+def optional_get_element(node, input=None):
+    """A tensor is its own element (opset 18 on); an optional holding one arrives as that tensor."""
+    if input is None:
+        raise node.error("has no input: an empty optional has no element")
+    return input
