@@ -172,21 +172,39 @@ def test_loop_of_no_iteration_gives_its_initial_values():
     check(make_model([node], inputs, {"v": [3]}, initializers={"M": np.array(0, np.int64)}), inputs)
 
 
-def test_loop_whose_condition_depends_on_data_is_refused():
-    body = loop_body(
+def doubling_while_small_body(scanned=()):
+    """v <- 2 v while sum(2 v) < 10: a condition computed from data."""
+    return loop_body(
         [
-            helper.make_node("ReduceSum", ["v_in"], ["total"], keepdims=0),
-            const("zero", np.array(0, np.float32)),
-            helper.make_node("Greater", ["total", "zero"], ["cond_out"]),
-            helper.make_node("Neg", ["v_in"], ["v_out"]),
-        ],
+            helper.make_node("Add", ["v_in", "v_in"], ["v_out"]),
+            helper.make_node("ReduceSum", ["v_out"], ["total"], keepdims=0),
+            const("ten", np.array(10, np.float32)),
+            helper.make_node("Less", ["total", "ten"], ["cond_out"]),
+        ]
+        + [helper.make_node("Identity", ["v_out"], [n]) for n in scanned],
         ["v"],
-        [],
+        list(scanned),
         [3],
     )
-    node = helper.make_node("Loop", ["M", "", "v0"], ["v"], body=body)
-    model = make_model([node], {"v0": floats(3)}, {"v": [3]}, initializers={"M": np.array(5, np.int64)})
-    with pytest.raises(UnsupportedError, match="static trip count"):
+
+
+@pytest.mark.parametrize("v0", [[1, 1, 1], [4, 4, 4], [-1, 0, 0], [0.1, 0.2, 0.3]])
+def test_loop_whose_condition_depends_on_data_runs_its_trip_count_masked(v0):
+    node = helper.make_node("Loop", ["M", "c", "v0"], ["v"], body=doubling_while_small_body())
+    inputs = {"v0": np.array(v0, np.float32)}
+    initializers = {"M": np.array(5, np.int64), "c": np.array(True)}
+    check(make_model([node], inputs, {"v": [3]}, initializers=initializers), inputs)
+
+
+def test_loop_whose_condition_depends_on_data_needs_a_trip_count_and_no_scan_outputs():
+    without_m = helper.make_node("Loop", ["", "c", "v0"], ["v"], body=doubling_while_small_body())
+    model = make_model([without_m], {"v0": floats(3)}, {"v": [3]}, initializers={"c": np.array(True)})
+    with pytest.raises(UnsupportedError, match="no trip count M.*static trip count"):
+        kiln.onnx.load(model)(floats(3))
+    scanning = helper.make_node("Loop", ["M", "c", "v0"], ["v", "vs"], body=doubling_while_small_body(["s"]))
+    initializers = {"M": np.array(5, np.int64), "c": np.array(True)}
+    model = make_model([scanning], {"v0": floats(3)}, {"v": [3], "vs": [None, 3]}, initializers=initializers)
+    with pytest.raises(UnsupportedError, match="length of its scan outputs"):
         kiln.onnx.load(model)(floats(3))
 
 

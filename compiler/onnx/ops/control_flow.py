@@ -3,7 +3,8 @@
 kiln compiles straight-line code of static shapes, so control flow is resolved while the
 model is imported: an If whose condition is known runs one branch, and one whose condition
 depends on a graph input runs both and selects between their results; Loop and Scan are
-unrolled, which needs a trip count known at import time (Scan's is its input's length).
+unrolled, which needs a trip count known at import time (Scan's is its input's length; a
+Loop whose condition depends on data runs its static trip count, masked once it stops).
 Each body runs through ``node.run_graph`` in a scope that sees the enclosing graph's values.
 """
 
@@ -71,8 +72,9 @@ def _as_array(value):
 @op("Loop", attributes=("body",), since=1)
 def loop(node, M=None, cond=None, *v_initial):
     """The body unrolled: loop-carried values threaded through the iterations, scan
-    outputs stacked along a new axis 0. The trip count `M` and the condition must be known
-    at import time (the condition may be computed in the body, from known values)."""
+    outputs stacked along a new axis 0. The trip count `M` and the initial condition must
+    be known at import time. A condition the body computes from data is honoured up to a
+    static `M` by masking the carried values of the iterations after it turns false."""
     body = node.attr("body")
     n_carried = len(v_initial)
     n_scan = len(body.output) - 1 - n_carried
@@ -91,27 +93,72 @@ def loop(node, M=None, cond=None, *v_initial):
     iteration_dtype = np.asarray(M).dtype if M is not None else np.dtype(np.int64)
     carried = list(v_initial)
     scanned = [[] for _ in range(n_scan)]
+    # Once the body's condition depends on data, the remaining iterations of the static trip
+    # count still run, each keeping its carried values only where the loop is still `active`.
+    active = None
     iteration = 0
-    while running and (trip_count is None or iteration < trip_count):
+    while (active is not None or running) and (trip_count is None or iteration < trip_count):
         if iteration >= MAX_ITERATIONS:
             raise node.error(
                 f"runs more than {MAX_ITERATIONS} iterations; kiln unrolls loops at import time and refuses "
                 "one this long"
             )
+        if active is not None:
+            _check_maskable(node, trip_count, n_scan)
         inputs = {
             body.input[0].name: np.asarray(iteration, iteration_dtype),
-            body.input[1].name: np.asarray(running),
+            body.input[1].name: np.asarray(running) if active is None else active,
         }
         inputs.update((value.name, v) for value, v in zip(body.input[2:], carried))
         outputs = node.run_graph(body, inputs)
-        running = _continues(node, outputs[0])
-        carried = list(outputs[1 : 1 + n_carried])
+        new_carried = list(outputs[1 : 1 + n_carried])
+        if active is None:
+            carried = new_carried
+        else:
+            carried = [
+                _masked(node, active, new, old, value.name)
+                for new, old, value in zip(new_carried, carried, body.input[2:])
+            ]
         for values, value in zip(scanned, outputs[1 + n_carried :]):
             values.append(value)
+        cond_out = outputs[0]
+        if active is None and not is_traced(cond_out):
+            running = _condition(node, cond_out, "the body's condition output")
+        else:
+            if cond_out.size != 1:
+                raise node.error(f"the body's condition output must hold one element, got shape {list(cond_out.shape)}")
+            cond_out = cond_out.reshape(())
+            active = cond_out if active is None else np.logical_and(active, cond_out)
         iteration += 1
     return tuple(carried) + tuple(
         _stack_scan(node, values, body.output[1 + n_carried + k].name) for k, values in enumerate(scanned)
     )
+
+
+def _check_maskable(node, trip_count, n_scan: int) -> None:
+    """A loop whose continuation depends on data can run on masked only to a static trip
+    count, and without scan outputs (their length would depend on data)."""
+    if trip_count is None:
+        raise node.error(
+            "its body's condition depends on a graph input and it has no trip count M: kiln unrolls loops and "
+            f"needs a static trip count, so the condition {_NEEDS_CONSTANT}"
+        )
+    if n_scan:
+        raise node.error(
+            "its body's condition depends on a graph input, so the length of its scan outputs does too; kiln "
+            f"compiles static shapes, so the condition {_NEEDS_CONSTANT}"
+        )
+
+
+def _masked(node, active, new, old, name: str):
+    new, old = _as_array(new), _as_array(old)
+    if new.shape != old.shape or new.dtype != old.dtype:
+        raise node.error(
+            f"its body's condition depends on a graph input and its loop-carried value {name!r} changes shape "
+            f"or dtype ({list(old.shape)} {old.dtype} to {list(new.shape)} {new.dtype}); kiln compiles static "
+            f"shapes, so the condition {_NEEDS_CONSTANT}"
+        )
+    return np.where(active, new, old)
 
 
 def _trip_count(node, M):
@@ -124,15 +171,6 @@ def _trip_count(node, M):
             f"{MAX_ITERATIONS} iterations"
         )
     return max(count, 0)
-
-
-def _continues(node, cond) -> bool:
-    if is_traced(cond):
-        raise node.error(
-            "its body's condition depends on a graph input: kiln unrolls loops and needs a static trip count, "
-            f"so the condition {_NEEDS_CONSTANT}"
-        )
-    return _condition(node, cond, "the body's condition output")
 
 
 def _stack_scan(node, values: list, name: str):
