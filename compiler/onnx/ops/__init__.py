@@ -3,6 +3,7 @@
 
 from kiln.onnx.ops import (  # noqa: F401
     activations,
+    control_flow,
     elementwise,
     indexing,
     linalg,
