@@ -179,3 +179,50 @@ def test_roi_align_refuses_traced_regions_with_an_adaptive_grid():
     inputs = {"x": np.zeros((1, 1, 4, 4), np.float32), "rois": _rois()}
     with pytest.raises(kiln.UnsupportedError, match="sampling_ratio 0"):
         run(node, inputs, {"batch": np.zeros(3, np.int64)}, opset=16)
+
+
+# -- TfIdfVectorizer ---------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["TF", "IDF", "TFIDF"])
+@pytest.mark.parametrize("shape", [(12,), (3, 9)])
+def test_tfidf_vectorizer_with_skips(mode, shape):
+    x = rng.integers(0, 4, shape).astype(np.int32)
+    pool = [0, 1, 3, 0, 1, 1, 2, 3, 3, 2, 0, 1, 2]  # 1-grams 0 1 3, 2-grams (0 1) (1 2) (3 3), a 3-gram
+    node = helper.make_node(
+        "TfIdfVectorizer",
+        ["x"],
+        ["y"],
+        mode=mode,
+        min_gram_length=1,
+        max_gram_length=3,
+        max_skip_count=2,
+        ngram_counts=[0, 3, 9],
+        ngram_indexes=[6, 0, 1, 2, 3, 5, 4],
+        pool_int64s=pool,
+        weights=[0.5, 1.0, 2.0, 3.0, 0.25, 1.5, 4.0],
+    )
+    check(node, {"x": x}, opset=9)
+
+
+def test_tfidf_vectorizer_two_grams_only_without_weights():
+    # (the reference fails without weights; TFIDF without them is the counts)
+    x = rng.integers(0, 3, (2, 10)).astype(np.int64)
+    grams = [(0, 0), (1, 1), (2, 2)]
+    node = helper.make_node(
+        "TfIdfVectorizer",
+        ["x"],
+        ["y"],
+        mode="TFIDF",
+        min_gram_length=2,
+        max_gram_length=2,
+        max_skip_count=0,
+        ngram_counts=[0, 2],
+        ngram_indexes=[3, 4, 0, 1, 2],
+        pool_int64s=[1, 2, 0, 0, 1, 1, 2, 2],
+    )
+    (got,) = run(node, {"x": x}, opset=9)
+    want = np.zeros((2, 5), np.float32)
+    for row in range(2):
+        for a, b in zip(x[row, :-1], x[row, 1:]):
+            if (a, b) in grams:
+                want[row, grams.index((a, b))] += 1
+    np.testing.assert_array_equal(got, want)

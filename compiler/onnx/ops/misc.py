@@ -1,4 +1,5 @@
-"""Small ONNX ops of no other family: LpNormalization, Det, TensorScatter and Col2Im."""
+"""Small ONNX ops of no other family: LpNormalization, Det, TensorScatter, Col2Im and
+TfIdfVectorizer."""
 
 from __future__ import annotations
 
@@ -143,3 +144,80 @@ def _col2im_tables(image, block, grid, strides, dilations, pads):
     valid = np.all((start >= 0) & (start % np.array(strides) == 0) & (steps < np.array(grid)), axis=-1)
     index = np.ravel_multi_index(tuple(np.clip(steps, 0, np.array(grid) - 1).transpose(2, 0, 1)), grid)
     return index, valid
+
+
+@op(
+    "TfIdfVectorizer",
+    attributes=(
+        "max_gram_length",
+        "max_skip_count",
+        "min_gram_length",
+        "mode",
+        "ngram_counts",
+        "ngram_indexes",
+        "pool_int64s",
+        "pool_strings",
+        "weights",
+    ),
+    since=9,
+)
+def tfidf_vectorizer(node, x):
+    """The counts (TF), presence (IDF) or weighted counts (TFIDF) of the pool's n-grams in
+    each row of `x`, as float32 [N, max(ngram_indexes) + 1] (or [max + 1] for a 1-D `x`).
+    An n-gram of 2 or more items may skip up to max_skip_count items between its items,
+    each skip distance counted apart, as the reference and onnxruntime count them."""
+    if "pool_strings" in node:
+        raise node.error("string n-grams need string tensors, which kiln does not compute in")
+    mode = node.attr("mode")
+    if mode not in ("TF", "IDF", "TFIDF"):
+        raise node.error(f"mode must be TF, IDF or TFIDF, got {mode!r}")
+    indexes = node.ints("ngram_indexes")
+    size = max(indexes) + 1
+    rows = x if x.ndim == 2 else np.reshape(x, (1, -1))
+    counts = np.zeros((rows.shape[0], size), np.float32)
+    for length, grams, columns in _ngram_pools(node, indexes):
+        found = _ngram_counts(rows, grams, length, node.attr("max_skip_count"))
+        # Each pool n-gram's count goes to its output coordinate.
+        placement = np.zeros((len(grams), size), np.float32)
+        placement[np.arange(len(grams)), columns] = 1.0
+        counts = counts + np.matmul(found.astype(np.float32), placement)
+    weights = node.attr("weights", None)
+    if mode == "IDF":
+        counts = (counts > 0).astype(np.float32)
+    if mode != "TF" and weights:
+        # The reference and onnxruntime read the weight of each output coordinate.
+        if len(weights) < size:
+            raise node.error(f"weights has {len(weights)} values for {size} outputs")
+        counts = counts * np.asarray(weights[:size], np.float32)
+    return counts if x.ndim == 2 else np.reshape(counts, (size,))
+
+
+def _ngram_pools(node, indexes: list):
+    """(n, the pool's n-grams as an [G, n] array, their output coordinates) for each n
+    between min_gram_length and max_gram_length that the pool has."""
+    pool = np.asarray(node.ints("pool_int64s"), np.int64)
+    starts = node.ints("ngram_counts") + [len(pool)]
+    lowest, highest = node.attr("min_gram_length"), node.attr("max_gram_length")
+    first_id = 0  # the pool's n-grams are numbered across all lengths, in order
+    for n, (begin, end) in enumerate(zip(starts[:-1], starts[1:]), start=1):
+        count = (end - begin) // n
+        if count > 0 and lowest <= n <= highest:
+            yield n, pool[begin : begin + count * n].reshape(count, n), indexes[first_id : first_id + count]
+        first_id += count
+
+
+def _ngram_counts(rows, grams, length: int, max_skip: int):
+    """How often each n-gram ([G, n]) occurs in each row ([N, C]), summed over the skip
+    distances 1..max_skip + 1 (1 only for single items): [N, G]."""
+    width = rows.shape[1]
+    total = None
+    for distance in range(1, (max_skip + 2) if length > 1 else 2):
+        span = width - distance * (length - 1)
+        if span <= 0:
+            break
+        # [N, positions, n]: the items at the n-gram's offsets from each start.
+        windows = np.stack([rows[:, j * distance : j * distance + span] for j in range(length)], axis=-1)
+        matches = np.all(windows[:, :, None, :] == grams[None, None, :, :].astype(rows.dtype), axis=-1)
+        found = np.sum(matches.astype(np.int64), axis=1)
+        total = found if total is None else total + found
+    return total if total is not None else np.zeros((rows.shape[0], len(grams)), np.int64)
