@@ -68,6 +68,16 @@ def test_quantize_rounds_half_to_even_and_saturates(dtype):
     np.testing.assert_array_equal(got, np.clip(rounded, info.min, info.max).astype(dtype))
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int16])
+def test_quantize_nan_and_infinities(dtype):
+    # Infinities saturate (the reference's int32 conversion makes +inf the minimum); NaN gives
+    # the minimum, as onnxruntime and the reference give it.
+    info = np.iinfo(dtype)
+    x = np.array([np.nan, np.inf, -np.inf, 1.0], np.float32)
+    (got,) = run(quantize(), {"x": x}, {"scale": np.float32(0.5), "zero": np.array(1, dtype)})
+    np.testing.assert_array_equal(got, np.array([info.min, info.max, info.min, 3], dtype))
+
+
 def test_quantize_uint16_zero_point_beyond_float16():
     # The zero point 65500 is not a float16 value; it must be added exactly.
     x = np.array([0.0, 4.0, 40.0, -20.0], np.float16)

@@ -90,8 +90,11 @@ def _division_dtype(node, x, scale) -> np.dtype:
 
 
 def saturated(values, dtype):
-    """`values` (float, already rounded) clipped to `dtype`'s range and cast to it."""
+    """`values` (float, already rounded) clipped to `dtype`'s range and cast to it. NaN, which
+    the spec leaves open (and a float-to-integer conversion leaves undefined), gives the
+    type's minimum, as the reference's does."""
     info = np.iinfo(dtype)
+    values = np.where(np.isnan(values), np.asarray(info.min, values.dtype), values)
     return np.clip(values, info.min, info.max).astype(dtype)
 
 
