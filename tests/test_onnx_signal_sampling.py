@@ -226,3 +226,32 @@ def test_tfidf_vectorizer_two_grams_only_without_weights():
             if (a, b) in grams:
                 want[row, grams.index((a, b))] += 1
     np.testing.assert_array_equal(got, want)
+
+
+# -- NonMaxSuppression -------------------------------------------------------------------------
+@pytest.mark.parametrize("center_point_box", [0, 1])
+@pytest.mark.parametrize("score_threshold", [None, 0.35])
+def test_non_max_suppression_on_constants(center_point_box, score_threshold):
+    boxes = rng.uniform(0, 10, (2, 12, 4)).astype(np.float32)
+    if center_point_box:
+        boxes[..., 2:] = rng.uniform(1, 4, (2, 12, 2))
+    scores = rng.uniform(0, 1, (2, 3, 12)).astype(np.float32)
+    scores[0, 0, 3] = scores[0, 0, 5]  # a tie, broken by the box index
+    values = {"boxes": boxes, "scores": scores, "limit": np.array([4]), "iou": np.array([0.2], np.float32)}
+    names = ["boxes", "scores", "limit", "iou"]
+    if score_threshold is not None:
+        values["floor"] = np.array([score_threshold], np.float32)
+        names.append("floor")
+    node = helper.make_node("NonMaxSuppression", names, ["y"], center_point_box=center_point_box)
+    model = make_model(node, {}, values, opset=11)
+    (got,) = kiln.onnx.load(model)()
+    (want,) = ReferenceEvaluator(model).run(None, {})
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == np.int64
+
+
+def test_non_max_suppression_refuses_traced_boxes():
+    node = helper.make_node("NonMaxSuppression", ["boxes", "scores"], ["y"])
+    inputs = {"boxes": np.zeros((1, 2, 4), np.float32)}
+    with pytest.raises(kiln.UnsupportedError, match="number of boxes selected"):
+        run(node, inputs, {"scores": np.zeros((1, 1, 2), np.float32)}, opset=11)

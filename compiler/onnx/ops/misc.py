@@ -1,5 +1,5 @@
-"""Small ONNX ops of no other family: LpNormalization, Det, TensorScatter, Col2Im and
-TfIdfVectorizer."""
+"""Small ONNX ops of no other family: LpNormalization, Det, TensorScatter, Col2Im,
+TfIdfVectorizer and NonMaxSuppression (on values known at import time)."""
 
 from __future__ import annotations
 
@@ -221,3 +221,59 @@ def _ngram_counts(rows, grams, length: int, max_skip: int):
         found = np.sum(matches.astype(np.int64), axis=1)
         total = found if total is None else total + found
     return total if total is not None else np.zeros((rows.shape[0], len(grams)), np.int64)
+
+
+@op("NonMaxSuppression", attributes=("center_point_box",), since=10)
+def non_max_suppression(node, boxes, scores, max_output_boxes_per_class=None, iou_threshold=None, score_threshold=None):
+    """[selected, 3] (batch, class, box) indices of the boxes greedy non-maximum suppression
+    keeps per batch and class, best score first. How many are kept depends on the boxes' and
+    scores' values, so kiln computes it at import time only: the inputs must be known then."""
+    what = "boxes and scores (the number of boxes selected sets the output's shape)"
+    boxes, scores = constant(node, boxes, what), constant(node, scores, what)
+    limit = _scalar(node, max_output_boxes_per_class, 0)
+    iou = _scalar(node, iou_threshold, 0.0)
+    floor = _scalar(node, score_threshold, None)
+    corners = _box_corners(boxes, node.attr("center_point_box", 0))
+    selected = []
+    for batch, klass in itertools.product(range(scores.shape[0]), range(scores.shape[1])):
+        class_scores = scores[batch, klass]
+        # Best score first; of equal scores the lower box index first (a stable sort).
+        order = [i for i in np.argsort(-class_scores, kind="stable") if floor is None or class_scores[i] > floor]
+        kept = []
+        for index in order:
+            if len(kept) >= limit:
+                break
+            if all(_iou(corners[batch, index], corners[batch, other]) <= iou for other in kept):
+                kept.append(index)
+                selected.append((batch, klass, index))
+    return np.array(selected, np.int64).reshape(-1, 3)
+
+
+def _scalar(node, value, default):
+    if value is None or np.size(value) == 0:
+        return default
+    return constant(node, value, "a NonMaxSuppression threshold").reshape(-1)[0].item()
+
+
+def _box_corners(boxes, center_point_box: int):
+    """[..., 4] boxes as (y_min, x_min, y_max, x_max) from either of ONNX's encodings: two
+    corners in any order, or (x_center, y_center, width, height)."""
+    if center_point_box:
+        x, y, w, h = (boxes[..., k] for k in range(4))
+        return np.stack([y - h / 2, x - w / 2, y + h / 2, x + w / 2], axis=-1)
+    return np.concatenate([np.minimum(boxes[..., :2], boxes[..., 2:]), np.maximum(boxes[..., :2], boxes[..., 2:])], -1)
+
+
+def _iou(a, b) -> float:
+    """Intersection over union of two (y_min, x_min, y_max, x_max) boxes; 0 when they do not
+    overlap or one is empty."""
+    height = min(a[2], b[2]) - max(a[0], b[0])
+    width = min(a[3], b[3]) - max(a[1], b[1])
+    if height <= 0 or width <= 0:
+        return 0.0
+    inter = height * width
+    area_a, area_b = (a[2] - a[0]) * (a[3] - a[1]), (b[2] - b[0]) * (b[3] - b[1])
+    union = area_a + area_b - inter
+    if area_a <= 0 or area_b <= 0 or union <= 0:
+        return 0.0
+    return float(inter / union)
