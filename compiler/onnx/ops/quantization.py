@@ -72,7 +72,7 @@ def _quantized_dtype(node, zero_point) -> np.dtype:
         if wanted is not None and wanted != zero_point.dtype:
             raise node.error(f"output_dtype is {wanted} but y_zero_point is {zero_point.dtype}")
         wanted = zero_point.dtype
-    wanted = np.dtype(wanted or np.uint8)
+    wanted = np.dtype(np.uint8 if wanted is None else wanted)
     if wanted not in [np.dtype(t) for t in _QUANTIZED]:
         raise node.error(f"kiln quantizes to int8, uint8, int16 and uint16, not {wanted}")
     return wanted
@@ -92,7 +92,7 @@ def _division_dtype(node, x, scale) -> np.dtype:
 def saturated(values, dtype):
     """`values` (float, already rounded) clipped to `dtype`'s range and cast to it. NaN, which
     the spec leaves open (and a float-to-integer conversion leaves undefined), gives the
-    type's minimum, as the reference's does."""
+    type's minimum, as onnxruntime and the reference give it."""
     info = np.iinfo(dtype)
     values = np.where(np.isnan(values), np.asarray(info.min, values.dtype), values)
     return np.clip(values, info.min, info.max).astype(dtype)
