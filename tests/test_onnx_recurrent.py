@@ -37,6 +37,7 @@ def recurrent_model(
     outputs=None,
     opset=14,
     dtype=np.float32,
+    scale=1.0,
     **attributes,
 ):
     """A one-node `op_type` model on random weights: X (and sequence_lens where `lens_as_input`)
@@ -44,10 +45,12 @@ def recurrent_model(
     num_directions = 2 if direction == "bidirectional" else 1
     gates = GATES[op_type]
     time_major = (seq_length, batch_size) if layout == 0 else (batch_size, seq_length)
-    state_shape = (num_directions, batch_size, hidden_size) if layout == 0 else (batch_size, num_directions, hidden_size)
+    state_shape = (
+        (num_directions, batch_size, hidden_size) if layout == 0 else (batch_size, num_directions, hidden_size)
+    )
 
     def random(*shape):
-        return RNG.uniform(-1, 1, shape).astype(dtype)
+        return (RNG.uniform(-1, 1, shape) * scale).astype(dtype)
 
     inputs = {"X": random(*time_major, input_size)}
     weights = {
@@ -71,9 +74,7 @@ def recurrent_model(
     outputs = outputs or ["Y", "Y_h", "Y_c"][: N_OUTPUTS[op_type]]
     if layout:
         attributes["layout"] = layout
-    node = helper.make_node(
-        op_type, names, outputs, direction=direction, hidden_size=hidden_size, **attributes
-    )
+    node = helper.make_node(op_type, names, outputs, direction=direction, hidden_size=hidden_size, **attributes)
     element = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
     y_shape = (seq_length, num_directions, batch_size, hidden_size)
     if layout:
@@ -81,8 +82,15 @@ def recurrent_model(
     graph = helper.make_graph(
         [node],
         "g",
-        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in inputs.items()],
-        [helper.make_tensor_value_info(o, element, shape) for o, shape in zip(outputs, [y_shape, state_shape, state_shape]) if o],
+        [
+            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+            for n, a in inputs.items()
+        ],
+        [
+            helper.make_tensor_value_info(o, element, shape)
+            for o, shape in zip(outputs, [y_shape, state_shape, state_shape])
+            if o
+        ],
         [numpy_helper.from_array(a, n) for n, a in weights.items()],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
@@ -161,9 +169,7 @@ def test_no_bias_and_only_some_outputs(op_type):
 @pytest.mark.parametrize("linear_before_reset", [0, 1])
 @pytest.mark.parametrize("direction", ["forward", "bidirectional"])
 def test_gru_linear_before_reset(linear_before_reset, direction):
-    model, inputs = recurrent_model(
-        "GRU", direction=direction, linear_before_reset=linear_before_reset, initial_h=True
-    )
+    model, inputs = recurrent_model("GRU", direction=direction, linear_before_reset=linear_before_reset, initial_h=True)
     assert_like_onnxruntime(model, inputs)
 
 
@@ -203,6 +209,12 @@ ACTIVATION_CASES = {
 }
 
 
+def test_rnn_forward_uses_the_first_of_two_activations():
+    # RNN's default activations are two, one per direction, whatever the direction.
+    model, inputs = recurrent_model("RNN", activations=["LeakyRelu", "Affine"], activation_alpha=[0.3, 2.0])
+    assert_like_onnxruntime(model, inputs)
+
+
 @pytest.mark.parametrize(
     "op_type,activations,alpha,beta", [(op, *case) for op, cases in ACTIVATION_CASES.items() for case in cases]
 )
@@ -218,11 +230,12 @@ def test_activation_functions(op_type, activations, alpha, beta):
 
 @pytest.mark.parametrize("op_type", ["RNN", "GRU", "LSTM"])
 @pytest.mark.parametrize("lens_as_input", [False, True])
-def test_sequence_lens_masks_the_steps_past_each_length(op_type, lens_as_input):
+@pytest.mark.parametrize("lens", [[4, 1, 3], [0, 2, 4]])
+def test_sequence_lens_masks_the_steps_past_each_length(op_type, lens_as_input, lens):
     model, inputs = recurrent_model(
         op_type,
         direction="bidirectional",
-        sequence_lens=[4, 1, 3],
+        sequence_lens=lens,
         lens_as_input=lens_as_input,
         initial_h=True,
         initial_c=op_type == "LSTM",

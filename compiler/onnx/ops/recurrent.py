@@ -3,14 +3,20 @@
 kiln's shapes are static, so the sequence length is known when the model is imported and
 the time loop is unrolled in Python: the input projection of every step is one matmul
 before the loop, and each step is a matmul with the recurrence weights and a few
-elementwise ops. A ``sequence_lens`` shorter than the sequence masks the steps past a
-batch entry's length (its state is kept and its output is zero, as the spec says); a
-``sequence_lens`` known at import time that covers every step costs nothing.
+elementwise ops. The two directions of a bidirectional layer run in the same steps, as one
+batch along a leading direction axis (the reverse direction reads its input flipped in
+time), so that they cost one set of kernels per step rather than two.
+
+A ``sequence_lens`` shorter than the sequence masks the steps past a batch entry's length:
+its state is kept and its output is zero, as the spec says (the reverse direction then
+starts at the entry's last step); one known at import time that covers every step costs
+nothing.
 
 Gate orders are the spec's: GRU ``[z, r, h]``, LSTM ``[i, o, f, c]`` with peepholes
 ``[i, o, f]``; the bias input is ``[Wb, Rb]``. Each direction has its own activation
 functions ((f) for RNN, (f, g) for GRU, (f, g, h) for LSTM), and ``activation_alpha`` and
-``activation_beta`` are consumed in the order of the functions that take them.
+``activation_beta`` are consumed in the order of the functions that take them, as
+onnxruntime reads them.
 """
 
 from __future__ import annotations
@@ -52,8 +58,9 @@ def _sigmoid(x):
 
 
 class _Layer:
-    """What the three ops share: the direction, the per-direction activation functions and
-    clip, the layout, the validated weights and optional inputs, and the time loop."""
+    """What the three ops share: the direction, the activation functions and clip, the
+    layout, the validated weights and optional inputs, and the time loop. Arrays inside the
+    loop carry a leading direction axis: [num_directions, batch, ...]."""
 
     def __init__(self, node, x, w, r, gates: int, default_activations: tuple, clipped: tuple):
         self.node = node
@@ -61,8 +68,8 @@ class _Layer:
         direction = node.attr("direction", "forward")
         if direction not in ("forward", "reverse", "bidirectional"):
             raise node.error(f"direction must be forward, reverse or bidirectional, got {direction!r}")
-        self.reverse = [direction == "reverse", True][: 2 if direction == "bidirectional" else 1]
-        self.num_directions = len(self.reverse)
+        self.reversed = [direction == "reverse", True][: 2 if direction == "bidirectional" else 1]
+        self.num_directions = len(self.reversed)
         self.layout = node.attr("layout", 0)
         if self.layout not in (0, 1):
             raise node.error(f"layout must be 0 or 1, got {self.layout}")
@@ -78,6 +85,7 @@ class _Layer:
         h = self.hidden_size
         self._check_shape("W", w, (self.num_directions, gates * h, input_size))
         self._check_shape("R", r, (self.num_directions, gates * h, h))
+        self.w, self.r = w, r
         clip = node.attr("clip", None)
         self.clip = None if clip is None else _scalar(self.x, clip)
         self.activations = self._activations(default_activations, clipped)
@@ -87,14 +95,16 @@ class _Layer:
             raise self.node.error(f"{name} must have shape {list(shape)}, got {list(value.shape)}")
 
     def _activations(self, defaults: tuple, clipped: tuple) -> list:
-        """One list of activation functions per direction, each a function of one array;
-        `clipped` says, per function, whether ``clip`` bounds its input."""
+        """The activation functions (f, g, ...) of the op, each a function of an array with a
+        leading direction axis; `clipped` says, per function, whether ``clip`` bounds its input."""
         node, per_direction = self.node, len(defaults)
         names = node.attr("activations", None)
         if names is None:
             names = list(defaults) * self.num_directions
-        elif len(names) == per_direction and self.num_directions == 2:
-            names = list(names) * 2  # one direction's list serves both, as onnxruntime reads it
+        elif len(names) == 2 * per_direction and self.num_directions == 1:
+            # RNN's default names two functions, one per direction, whatever the direction:
+            # a one-direction layer uses the first, as onnxruntime does.
+            names = names[:per_direction]
         if len(names) != per_direction * self.num_directions:
             raise node.error(
                 f"activations must name {per_direction} function(s) per direction "
@@ -102,26 +112,20 @@ class _Layer:
             )
         alphas = iter(node.attr("activation_alpha", []))
         betas = iter(node.attr("activation_beta", []))
-        functions = [
-            self._activation(name, alphas, betas, clipped[k % per_direction]) for k, name in enumerate(names)
-        ]
-        return [functions[d * per_direction : (d + 1) * per_direction] for d in range(self.num_directions)]
+        specs = [self._activation(name, alphas, betas) for name in names]
+        return [
+            self._batched(specs[k::per_direction], clipped[k]) for k in range(per_direction)
+        ]  # function k of each direction
 
-    def _activation(self, name: str, alphas, betas, clipped: bool):
+    def _activation(self, name: str, alphas, betas) -> tuple:
+        """(name, alpha, beta) of one activation function, its values taken from the attributes."""
         entry = _ACTIVATIONS.get(name.lower())
         if entry is None:
             raise self.node.error(f"activation function {name!r} is not one the spec lists")
-        alpha_default, beta_default, function = entry
+        alpha_default, beta_default, _ = entry
         alpha = self._parameter(name, "activation_alpha", alphas, alpha_default)
         beta = self._parameter(name, "activation_beta", betas, beta_default)
-        clip = self.clip if clipped else None
-
-        def apply(x):
-            if clip is not None:
-                x = np.clip(x, -clip, clip)
-            return function(x, alpha, beta)
-
-        return apply
+        return name.lower(), alpha, beta
 
     def _parameter(self, name, attribute, values, default):
         """The next value of `attribute` for the activation `name`, or its default; None when
@@ -131,7 +135,34 @@ class _Layer:
         value = next(values, default)
         if value is _REQUIRED:
             raise self.node.error(f"activation {name} needs a value in {attribute}; it has no default")
-        return _scalar(self.x, value)
+        return float(value)
+
+    def _batched(self, per_direction: list, clipped: bool):
+        """One function over [num_directions, ...] from each direction's (name, alpha, beta):
+        applied once where the directions agree, else to each direction's slice."""
+        clip = self.clip if clipped else None
+
+        def single(spec):
+            name, alpha, beta = spec
+            function = _ACTIVATIONS[name][2]
+
+            def apply(x):
+                a = None if alpha is None else _scalar(x, alpha)
+                b = None if beta is None else _scalar(x, beta)
+                return function(x, a, b)
+
+            return apply
+
+        functions = [single(spec) for spec in per_direction]
+
+        def apply(x):
+            if clip is not None:
+                x = np.clip(x, -clip, clip)
+            if len(set(per_direction)) == 1:
+                return functions[0](x)
+            return np.concatenate([f(x[d : d + 1]) for d, f in enumerate(functions)], axis=0)
+
+        return apply
 
     def optional(self, name, value, shape):
         """The optional input `value` ([num_directions, ...]), or zeros of `shape` when absent."""
@@ -141,10 +172,31 @@ class _Layer:
         return value
 
     def initial_state(self, name, value):
-        """``initial_h``/``initial_c`` in the time-major layout, zeros when absent."""
+        """``initial_h``/``initial_c`` ([num_directions, batch, hidden]), zeros when absent."""
         if value is not None and self.layout:
             value = np.swapaxes(value, 0, 1)
         return self.optional(name, value, (self.num_directions, self.batch_size, self.hidden_size))
+
+    def in_loop_order(self, per_time):
+        """[seq_length, ...] as [num_directions, seq_length, ...] indexed by the loop's step:
+        step k of the reverse direction is time seq_length - 1 - k."""
+        return np.stack([np.flip(per_time, 0) if rev else per_time for rev in self.reversed], axis=0)
+
+    def in_time_order(self, per_step):
+        """The loop's [seq_length, num_directions, ...] outputs back in time order."""
+        if not any(self.reversed):
+            return per_step
+        if all(self.reversed):
+            return np.flip(per_step, 0)
+        return np.concatenate([per_step[:, :1], np.flip(per_step[:, 1:], 0)], axis=1)
+
+    def projected(self, bias):
+        """X @ W^T + bias for every step of each direction at once, in loop order:
+        [num_directions, seq_length, batch, gates * hidden]; `bias` is [num_directions, gates * hidden]."""
+        d, t, n = self.num_directions, self.seq_length, self.batch_size
+        x = np.reshape(self.in_loop_order(self.x), (d, t * n, -1))  # one [T * batch, input] matrix per direction
+        projected = np.matmul(x, np.swapaxes(self.w, 1, 2)) + np.expand_dims(bias, 1)
+        return np.reshape(projected, (d, t, n, -1))
 
     def step_mask(self, sequence_lens):
         """[seq_length, batch, 1] booleans, true where step t is within the batch entry's length;
@@ -161,43 +213,45 @@ class _Layer:
                 return None
         return np.expand_dims(steps < np.reshape(sequence_lens, (1, -1)), -1)
 
-    def run(self, direction: int, cell, state: tuple, projected, mask):
-        """The time loop of one direction: `cell(projected[t], state) -> state`, the hidden
-        state first; returns the list of per-step outputs (in time order) and the last state."""
-        outputs = [None] * self.seq_length
-        steps = range(self.seq_length - 1, -1, -1) if self.reverse[direction] else range(self.seq_length)
+    def run(self, cell, state: tuple, projected, sequence_lens):
+        """The time loop: `cell(projected step, state) -> state`, each [num_directions, batch, ...],
+        the hidden state first. Returns the node's outputs: Y (None when the node does not ask
+        for it), then each final state, in the node's layout."""
+        mask = self.step_mask(sequence_lens)
+        mask_in_loop_order = None if mask is None else self.in_loop_order(mask)
         zero = _scalar(self.x, 0)
-        for t in steps:
-            new = cell(projected[t], state)
+        outputs = []
+        for k in range(self.seq_length):
+            new = cell(projected[:, k], state)
             if mask is not None:
                 # Past a batch entry's length its state stays and its output is zero.
-                new = tuple(np.where(mask[t], n, s) for n, s in zip(new, state))
-                outputs[t] = np.where(mask[t], new[0], zero)
+                valid = mask_in_loop_order[:, k]
+                new = tuple(np.where(valid, n, s) for n, s in zip(new, state))
+                outputs.append(np.where(valid, new[0], zero))
             else:
-                outputs[t] = new[0]
+                outputs.append(new[0])
             state = new
-        return outputs, state
+        if mask is not None and (is_traced(mask) or not mask[0].all()):
+            # A batch entry of length 0 has no last output: its final state is zero, as
+            # onnxruntime gives it (time 0 is masked exactly for those entries).
+            state = tuple(np.where(mask[0], s, zero) for s in state)
+        return (self._y(outputs), *(np.swapaxes(s, 0, 1) if self.layout else s for s in state))
 
-    def results(self, outputs: list, states: list):
-        """The op's outputs from each direction's per-step outputs and last states: Y (None
-        when the node does not ask for it) and one [num_directions, batch, hidden] array per
-        state, in the layout the node asks for."""
-        wants_y = len(self.node.proto.output) > 0 and self.node.proto.output[0] != ""
-        y = None
-        if wants_y:
-            y = np.stack([np.stack(per_step, axis=0) for per_step in outputs], axis=1)
-            if self.layout:
-                y = np.transpose(y, (2, 0, 1, 3))
-        finals = []
-        for k in range(len(states[0])):
-            final = np.stack([state[k] for state in states], axis=0)
-            finals.append(np.swapaxes(final, 0, 1) if self.layout else final)
-        return (y, *finals)
+    def _y(self, outputs: list):
+        """Y, [seq_length, num_directions, batch, hidden] (layout 1: batch first), from the
+        loop's per-step outputs; None when the node leaves its first output out."""
+        if not self.node.proto.output or not self.node.proto.output[0]:
+            return None
+        y = self.in_time_order(np.stack(outputs, axis=0))
+        return np.transpose(y, (2, 0, 1, 3)) if self.layout else y
 
+    def recurrence(self, rows=slice(None)):
+        """R^T (of `rows` of R) per direction, [num_directions, hidden, n], for state @ R^T."""
+        return np.swapaxes(self.r[:, rows], 1, 2)
 
-def _projected(layer, w, bias):
-    """X @ W^T + bias for every step at once: [seq_length, batch, gates * hidden]."""
-    return np.matmul(layer.x, np.swapaxes(w, 0, 1)) + bias
+    def per_direction(self, vector):
+        """A [num_directions, n] vector as [num_directions, 1, n], to broadcast over the batch."""
+        return np.expand_dims(vector, 1)
 
 
 @op("RNN", attributes=_COMMON, since=7)
@@ -206,21 +260,14 @@ def rnn(node, x, w, r, b=None, sequence_lens=None, initial_h=None):
     layer = _Layer(node, x, w, r, 1, ("Tanh",), clipped=(True,))
     hidden = layer.hidden_size
     b = layer.optional("B", b, (layer.num_directions, 2 * hidden))
-    h0 = layer.initial_state("initial_h", initial_h)
-    mask = layer.step_mask(sequence_lens)
-    outputs, states = [], []
-    for d in range(layer.num_directions):
-        (f,) = layer.activations[d]
-        r_t = np.swapaxes(r[d], 0, 1)
+    (f,) = layer.activations
+    r_t = layer.recurrence()
 
-        def cell(xw, state, f=f, r_t=r_t):
-            return (f(xw + np.matmul(state[0], r_t)),)
+    def cell(xw, state):
+        return (f(xw + np.matmul(state[0], r_t)),)
 
-        projected = _projected(layer, w[d], b[d, :hidden] + b[d, hidden:])
-        per_step, state = layer.run(d, cell, (h0[d],), projected, mask)
-        outputs.append(per_step)
-        states.append(state)
-    return layer.results(outputs, states)
+    projected = layer.projected(b[:, :hidden] + b[:, hidden:])
+    return layer.run(cell, (layer.initial_state("initial_h", initial_h),), projected, sequence_lens)
 
 
 @op("GRU", attributes=_COMMON + ("linear_before_reset",), since=7)
@@ -232,42 +279,33 @@ def gru(node, x, w, r, b=None, sequence_lens=None, initial_h=None):
     hidden = layer.hidden_size
     linear_before_reset = node.attr("linear_before_reset", 0)
     b = layer.optional("B", b, (layer.num_directions, 6 * hidden))
-    h0 = layer.initial_state("initial_h", initial_h)
-    mask = layer.step_mask(sequence_lens)
+    f, g = layer.activations
     one = _scalar(layer.x, 1)
-    outputs, states = [], []
-    for d in range(layer.num_directions):
-        f, g = layer.activations[d]
-        wb, rb = b[d, : 3 * hidden], b[d, 3 * hidden :]
+    wb, rb = b[:, : 3 * hidden], b[:, 3 * hidden :]
+    rh_bias = layer.per_direction(rb[:, 2 * hidden :])
+    if linear_before_reset:
+        # Rbh is added to Ht-1 @ Rh^T before the reset gate scales it, so it stays out of the projection.
+        bias = wb + np.concatenate([rb[:, : 2 * hidden], np.zeros_like(rb[:, 2 * hidden :])], axis=1)
+        r_all = layer.recurrence()
+    else:
+        bias = wb + rb
+        r_zr, r_h = layer.recurrence(slice(0, 2 * hidden)), layer.recurrence(slice(2 * hidden, None))
+
+    def cell(xw, state):
+        (h_prev,) = state
         if linear_before_reset:
-            # Rbh is added to Ht-1 @ Rh^T before the reset gate scales it, so it stays out of the projection.
-            bias = wb + np.concatenate([rb[: 2 * hidden], np.zeros_like(rb[2 * hidden :])])
+            recurrent = np.matmul(h_prev, r_all)  # one matmul for all three gates
+            z = f(xw[..., :hidden] + recurrent[..., :hidden])
+            reset = f(xw[..., hidden : 2 * hidden] + recurrent[..., hidden : 2 * hidden])
+            h = g(xw[..., 2 * hidden :] + reset * (recurrent[..., 2 * hidden :] + rh_bias))
         else:
-            bias = wb + rb
-        rh_bias = rb[2 * hidden :]
-        r_zr = np.swapaxes(r[d, : 2 * hidden], 0, 1)
-        r_h = np.swapaxes(r[d, 2 * hidden :], 0, 1)
-        r_all = np.swapaxes(r[d], 0, 1)
+            recurrent = np.matmul(h_prev, r_zr)
+            z = f(xw[..., :hidden] + recurrent[..., :hidden])
+            reset = f(xw[..., hidden : 2 * hidden] + recurrent[..., hidden:])
+            h = g(xw[..., 2 * hidden :] + np.matmul(reset * h_prev, r_h))
+        return ((one - z) * h + z * h_prev,)
 
-        def cell(xw, state, f=f, g=g, r_zr=r_zr, r_h=r_h, r_all=r_all, rh_bias=rh_bias):
-            (h_prev,) = state
-            if linear_before_reset:
-                recurrent = np.matmul(h_prev, r_all)  # one matmul for all three gates
-                z = f(xw[:, :hidden] + recurrent[:, :hidden])
-                reset = f(xw[:, hidden : 2 * hidden] + recurrent[:, hidden : 2 * hidden])
-                h = g(xw[:, 2 * hidden :] + reset * (recurrent[:, 2 * hidden :] + rh_bias))
-            else:
-                recurrent = np.matmul(h_prev, r_zr)
-                z = f(xw[:, :hidden] + recurrent[:, :hidden])
-                reset = f(xw[:, hidden : 2 * hidden] + recurrent[:, hidden:])
-                h = g(xw[:, 2 * hidden :] + np.matmul(reset * h_prev, r_h))
-            return ((one - z) * h + z * h_prev,)
-
-        projected = _projected(layer, w[d], bias)
-        per_step, state = layer.run(d, cell, (h0[d],), projected, mask)
-        outputs.append(per_step)
-        states.append(state)
-    return layer.results(outputs, states)
+    return layer.run(cell, (layer.initial_state("initial_h", initial_h),), layer.projected(bias), sequence_lens)
 
 
 @op("LSTM", attributes=_COMMON + ("input_forget",), since=7)
@@ -282,35 +320,28 @@ def lstm(node, x, w, r, b=None, sequence_lens=None, initial_h=None, initial_c=No
     hidden = layer.hidden_size
     input_forget = node.attr("input_forget", 0)
     b = layer.optional("B", b, (layer.num_directions, 8 * hidden))
-    if p is not None:
-        layer.optional("P", p, (layer.num_directions, 3 * hidden))
-    h0 = layer.initial_state("initial_h", initial_h)
-    c0 = layer.initial_state("initial_c", initial_c)
-    mask = layer.step_mask(sequence_lens)
+    f, g, h = layer.activations
     one = _scalar(layer.x, 1)
-    outputs, states = [], []
-    for d in range(layer.num_directions):
-        f, g, h = layer.activations[d]
+    peepholes = None
+    if p is not None:
         # Without P the peephole terms are left out rather than multiplied by zeros.
-        peepholes = None if p is None else (p[d, :hidden], p[d, hidden : 2 * hidden], p[d, 2 * hidden :])
-        r_t = np.swapaxes(r[d], 0, 1)
+        layer.optional("P", p, (layer.num_directions, 3 * hidden))
+        peepholes = [layer.per_direction(p[:, k * hidden : (k + 1) * hidden]) for k in range(3)]
+    r_t = layer.recurrence()
 
-        def cell(xw, state, f=f, g=g, h=h, r_t=r_t, peepholes=peepholes):
-            h_prev, c_prev = state
-            gates = xw + np.matmul(h_prev, r_t)
-            i, o, forget, c = (gates[:, k * hidden : (k + 1) * hidden] for k in range(4))
-            if peepholes is not None:
-                p_i, p_o, p_f = peepholes
-                i, forget = i + p_i * c_prev, forget + p_f * c_prev
-            i = f(i)
-            forget = one - i if input_forget else f(forget)
-            c_new = forget * c_prev + i * g(c)
-            if peepholes is not None:
-                o = o + p_o * c_new
-            return (f(o) * h(c_new), c_new)
+    def cell(xw, state):
+        h_prev, c_prev = state
+        gates = xw + np.matmul(h_prev, r_t)
+        i, o, forget, c = (gates[..., k * hidden : (k + 1) * hidden] for k in range(4))
+        if peepholes is not None:
+            p_i, p_o, p_f = peepholes
+            i, forget = i + p_i * c_prev, forget + p_f * c_prev
+        i = f(i)
+        forget = one - i if input_forget else f(forget)
+        c_new = forget * c_prev + i * g(c)
+        if peepholes is not None:
+            o = o + p_o * c_new
+        return (f(o) * h(c_new), c_new)
 
-        projected = _projected(layer, w[d], b[d, : 4 * hidden] + b[d, 4 * hidden :])
-        per_step, state = layer.run(d, cell, (h0[d], c0[d]), projected, mask)
-        outputs.append(per_step)
-        states.append(state)
-    return layer.results(outputs, states)
+    initial = (layer.initial_state("initial_h", initial_h), layer.initial_state("initial_c", initial_c))
+    return layer.run(cell, initial, layer.projected(b[:, : 4 * hidden] + b[:, 4 * hidden :]), sequence_lens)
