@@ -287,3 +287,37 @@ def test_refused_attributes_name_the_node(attributes, message):
         next(a for a in model.graph.node[0].attribute if a.name == "hidden_size").i = attributes["hidden_size"]
     with pytest.raises(kiln.KilnError, match=message):
         kiln.onnx.load(model)(*inputs.values())
+
+
+def test_weights_as_arguments():
+    # W, R, B, P and the initial state traced, not constants: the same code computes them.
+    model, inputs = recurrent_model(
+        "LSTM", direction="bidirectional", initial_h=True, peepholes=True, sequence_lens=[4, 2, 3]
+    )
+    loaded = kiln.onnx.load(model, weights="arguments")
+    assert sorted(loaded.weights) == ["B", "P", "R", "W", "initial_h"]
+    assert_close(loaded(*inputs.values(), loaded.weights), run_onnxruntime(model, inputs), 1e-4, 1e-5)
+
+
+def test_thresholded_relu_at_its_threshold_is_zero():
+    # The spec's table says x >= alpha, its ThresholdedRelu op (and onnxruntime) x > alpha.
+    hidden = 2
+    weights = {
+        "W": np.zeros((1, hidden, 3), np.float32),
+        "R": np.zeros((1, hidden, hidden), np.float32),
+        "B": np.array([[1.0, 0.5, 0.0, 0.0]], np.float32),  # pre-activations 1.0 (= alpha) and 0.5
+    }
+    node = helper.make_node(
+        "RNN", ["X", "W", "R", "B"], ["Y"], hidden_size=hidden, activations=["ThresholdedRelu"], activation_alpha=[1.0]
+    )
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("X", 1, [2, 1, 3])],
+        [helper.make_tensor_value_info("Y", 1, [2, 1, 1, hidden])],
+        [numpy_helper.from_array(a, n) for n, a in weights.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    assert_like_onnxruntime(model, {"X": np.ones((2, 1, 3), np.float32)})
+    (y,) = kiln.onnx.load(model)(np.ones((2, 1, 3), np.float32))
+    assert not y.any()
