@@ -28,8 +28,10 @@ from kiln.onnx.registry import is_traced, op
 _COMMON = ("activation_alpha", "activation_beta", "activations", "clip", "direction", "hidden_size", "layout")
 
 # name (lower case, as runtimes match it) -> (alpha default, beta default, function of x, alpha, beta).
-# A default of None means the function takes no such value; _REQUIRED that it must be given,
-# because the ONNX op the function is named after (ScaledTanh) has no default.
+# The defaults are those of the ONNX ops the functions are named after, as the spec says
+# (onnxruntime takes 0 for Affine's alpha and ThresholdedRelu's). A default of None means the
+# function takes no such value; _REQUIRED that it must be given, because its op (ScaledTanh)
+# has no default.
 _REQUIRED = object()
 _ACTIVATIONS = {
     "relu": (None, None, lambda x, a, b: np.maximum(x, _scalar(x, 0))),
@@ -113,9 +115,8 @@ class _Layer:
         alphas = iter(node.attr("activation_alpha", []))
         betas = iter(node.attr("activation_beta", []))
         specs = [self._activation(name, alphas, betas) for name in names]
-        return [
-            self._batched(specs[k::per_direction], clipped[k]) for k in range(per_direction)
-        ]  # function k of each direction
+        # Function k of the op is function k of each direction, applied to the directions together.
+        return [self._batched(specs[k::per_direction], clipped[k]) for k in range(per_direction)]
 
     def _activation(self, name: str, alphas, betas) -> tuple:
         """(name, alpha, beta) of one activation function, its values taken from the attributes."""
