@@ -150,7 +150,7 @@ class GraphFunction:
                     "kiln imports the default ONNX domain only"
                 )
             opset = opsets.get("", opsets.get("ai.onnx", 1))
-            node = Node(proto, opset, index)
+            node = Node(proto, opset, index, self._subgraph_runner(values, opsets))
             inputs = []
             for name in proto.input:
                 if name and name not in values:
@@ -164,6 +164,25 @@ class GraphFunction:
             for name, result in zip(proto.output, results):
                 if name:
                     values[name] = self._checked(node, name, result)
+
+    def _subgraph_runner(self, outer: dict, opsets: dict):
+        def run_graph(graph, inputs: dict) -> list:
+            return self.run_subgraph(graph, inputs, outer, opsets)
+
+        return run_graph
+
+    def run_subgraph(self, graph, inputs: dict, outer: dict, opsets: dict) -> list:
+        """The outputs of the subgraph `graph` run in a child scope of `outer`: the outer
+        values, then the subgraph's initializers, then `inputs` (by the subgraph's input
+        names), each shadowing the one before. The outer scope is left as it was."""
+        scope = dict(outer)
+        scope.update((t.name, to_numpy(t)) for t in graph.initializer)
+        scope.update(inputs)
+        self.run_nodes(graph.node, scope, opsets)
+        missing = [v.name for v in graph.output if v.name not in scope]
+        if missing:
+            raise KilnError(f"the ONNX subgraph {graph.name!r} never computes its outputs {missing}")
+        return [scope[v.name] for v in graph.output]
 
     def run_node(self, node: Node, inputs: list, values: dict):
         definition = OPS.get(node.op_type)
