@@ -11,6 +11,7 @@ from kiln.onnx.ops import (  # noqa: F401
     misc,
     nn,
     quantization,
+    recurrent,
     reductions,
     sampling,
     shapes,
