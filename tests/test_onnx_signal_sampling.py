@@ -72,6 +72,14 @@ def test_dft_inverse_and_one_sided(length):
     np.testing.assert_allclose(back[..., 0], signal, rtol=1e-4, atol=1e-5)
 
 
+def test_dft_float16_sums_in_float32():
+    x = rng.standard_normal((2, 64, 1)).astype(np.float16)
+    (got,) = run(helper.make_node("DFT", ["x", "", "axis"], ["y"]), {"x": x}, {"axis": np.int64(1)})
+    assert got.dtype == np.float16
+    want = complex_parts(np.fft.fft(x[..., 0].astype(np.float64), axis=1))
+    np.testing.assert_allclose(got, want.astype(np.float16), rtol=2e-3, atol=1e-2)
+
+
 def test_dft_opset_17_axis_attribute_and_full_inverse():
     z = rng.standard_normal((4, 6)) + 1j * rng.standard_normal((4, 6))
     node = helper.make_node("DFT", ["x"], ["y"], axis=1, inverse=1)

@@ -86,6 +86,11 @@ def _irfft(x, length: int):
     return out[..., None]
 
 
+def _widened(x):
+    """float16 signals are transformed in float32 (sums of many terms would lose too much)."""
+    return x.astype(np.float32) if x.dtype == np.float16 else x
+
+
 @op("DFT", attributes=("axis", "inverse", "onesided"), since=17)
 def dft_op(node, x, dft_length=None, axis=None):
     """The discrete Fourier transform along `axis` (an attribute before opset 20, an input
@@ -105,8 +110,8 @@ def dft_op(node, x, dft_length=None, axis=None):
     length = _scalar_int(node, dft_length, "dft_length", default)
     if length < 1:
         raise node.error(f"dft_length must be positive, got {length}")
-    result = dft(np.moveaxis(x, axis, -2), length, inverse, onesided)
-    return np.moveaxis(result, -2, axis)
+    result = dft(np.moveaxis(_widened(x), axis, -2), length, inverse, onesided)
+    return np.moveaxis(result, -2, axis).astype(x.dtype)
 
 
 @op("STFT", attributes=("onesided",), since=17)
@@ -124,9 +129,9 @@ def stft(node, signal, frame_step, window=None, frame_length=None):
     frames = (size - length) // step + 1
     # [batch, frames, length, C]: the frames' samples, gathered by an index table.
     starts = np.arange(frames).reshape(-1, 1) * step
-    framed = np.take(signal, starts + np.arange(length), axis=1)
+    framed = np.take(_widened(signal), starts + np.arange(length), axis=1)
     if window is not None:
-        framed = framed * np.reshape(window.astype(signal.dtype), (length, 1))
+        framed = framed * np.reshape(window.astype(framed.dtype), (length, 1))
     return dft(framed, length, False, bool(node.attr("onesided", 1))).astype(signal.dtype)
 
 
