@@ -1,3 +1,471 @@
-"""ONNX nn handlers."""
+"""ONNX convolution, pooling, normalization and resampling ops (N-D, NCHW layout).
+
+Convolutions and pools are built from the kernel's taps: for each kernel offset, one strided
+slice of the padded input (``_tap``) is an (N, C, *output) view of every window's element at
+that offset. Pools combine the taps elementwise (max, sum), convolutions contract each tap
+with the kernel's weights at that offset and add. 2-D convolutions without dilation and with
+few groups go to ``kiln.conv2d``, which lowers to a dedicated kernel. Window counts (the
+average pool's divisor) and index grids (MaxPool's Indices) are computed by numpy at import
+time from the shapes alone, so they are constants of the traced program.
+"""
 
 from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from kiln.frontend.nn import conv2d as kiln_conv2d
+from kiln.onnx.registry import constant, numpy_dtype, op
+
+_AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+# Grouped 2-D convolutions up to this many groups run one kiln.conv2d per group; more groups
+# (depthwise convolutions) are cheaper as a sum over the kernel's taps.
+_MAX_CONV2D_GROUPS = 4
+
+
+def _same(x, result):
+    """`result` in `x`'s dtype (ONNX's T -> T, where numpy would promote)."""
+    return result if result.dtype == x.dtype else result.astype(x.dtype)
+
+
+@dataclass
+class Window:
+    """Where a sliding window goes along each spatial axis: kernel size, stride, dilation, the
+    padding before and after the input (after may be more than the model's pads in ceil
+    mode, or negative to crop) and the output size."""
+
+    kernel: list
+    strides: list
+    dilations: list
+    begin: list
+    end: list
+    out: list
+
+    def offsets(self):
+        """Every kernel offset, in row-major order (the order ONNX's references scan a window)."""
+        return itertools.product(*(range(k) for k in self.kernel))
+
+
+def _window(node, spatial, kernel, ceil_mode: bool = False) -> Window:
+    """The window of a Conv or pool node over an input of spatial shape `spatial`, from its
+    strides, dilations and pads or auto_pad."""
+    n = len(spatial)
+    strides = node.ints("strides") or [1] * n
+    dilations = node.ints("dilations") or [1] * n
+    auto_pad = node.attr("auto_pad", "NOTSET")
+    if auto_pad not in _AUTO_PADS:
+        raise node.error(f"auto_pad must be one of {', '.join(_AUTO_PADS)}, got {auto_pad!r}")
+    if len(kernel) != n or len(strides) != n or len(dilations) != n:
+        raise node.error(f"kernel_shape, strides and dilations must have {n} values for a {n}-D input")
+    extents = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        out = [-(-size // s) for size, s in zip(spatial, strides)]
+        totals = [max(0, (o - 1) * s + e - size) for o, s, e, size in zip(out, strides, extents, spatial)]
+        # SAME_UPPER puts the odd pixel at the end, SAME_LOWER at the beginning.
+        begin = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in totals]
+        pads_end = [t - b for t, b in zip(totals, begin)]
+    else:
+        pads = node.ints("pads") or [0] * (2 * n) if auto_pad == "NOTSET" else [0] * (2 * n)
+        if len(pads) != 2 * n:
+            raise node.error(f"pads must have {2 * n} values for a {n}-D input, got {pads}")
+        begin, pads_end = pads[:n], pads[n:]
+        out = []
+        for size, b, e, extent, s in zip(spatial, begin, pads_end, extents, strides):
+            span = size + b + e - extent
+            count = -(-span // s) + 1 if ceil_mode else span // s + 1
+            if ceil_mode and (count - 1) * s >= size + b:
+                count -= 1  # the last window must start inside the input or its leading pad
+            out.append(count)
+    if any(o < 1 for o in out):
+        raise node.error(f"the window does not fit the input: output spatial shape {out}")
+    # The padding after the input that the last window actually reaches.
+    end = [(o - 1) * s + e - size - b for o, s, e, size, b in zip(out, strides, extents, spatial, begin)]
+    window = Window(list(kernel), strides, dilations, begin, end, out)
+    window.pads_end = pads_end
+    return window
+
+
+def _pad(x, begin, end, value=0):
+    """`x` padded on its last len(begin) axes with `value` (negative amounts crop)."""
+    n = len(begin)
+    lead = x.ndim - n
+    crop = tuple([slice(None)] * lead + [slice(max(-b, 0), None if e >= 0 else e) for b, e in zip(begin, end)])
+    if any(b < 0 for b in begin) or any(e < 0 for e in end):
+        x = x[crop]
+    widths = [(0, 0)] * lead + [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
+    if not any(w for pair in widths for w in pair):
+        return x
+    return np.pad(x, widths, mode="constant", constant_values=value)
+
+
+def _tap(padded, offset, window: Window):
+    """The element at kernel `offset` of every window: a strided slice of the padded input."""
+    spatial = tuple(
+        slice(k * d, k * d + s * (o - 1) + 1, s)
+        for k, d, s, o in zip(offset, window.dilations, window.strides, window.out)
+    )
+    return padded[(Ellipsis, *spatial)]
+
+
+def _kernel_shape(node, w_or_x_spatial):
+    kernel = node.ints("kernel_shape")
+    return list(w_or_x_spatial) if kernel is None else kernel
+
+
+# -- convolutions ------------------------------------------------------------------------------
+
+
+@op("Conv", attributes=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"))
+def conv(node, x, w, b=None):
+    kernel = _kernel_shape(node, w.shape[2:])
+    if list(w.shape[2:]) != kernel:
+        raise node.error(f"kernel_shape {kernel} does not match the weight's shape {list(w.shape)}")
+    group = node.attr("group", 1)
+    if x.shape[1] != w.shape[1] * group or w.shape[0] % group:
+        raise node.error(f"input channels {x.shape[1]} and weight shape {list(w.shape)} do not fit group={group}")
+    window = _window(node, x.shape[2:], kernel)
+    y = _convolve(x, w, window, group)
+    if b is not None:
+        y = y + b.reshape((-1,) + (1,) * (x.ndim - 2))
+    return _same(x, y)
+
+
+def _convolve(x, w, window: Window, group: int):
+    """The cross-correlation of `x` (N, C, *spatial) with `w` (M, C / group, *kernel) over
+    `window`: (N, M, *window.out)."""
+    n = x.ndim - 2
+    if n == 1:  # as a 2-D convolution of height 1, for kiln.conv2d's kernel
+        flat = Window([1, *window.kernel], [1, *window.strides], [1, *window.dilations], [0, *window.begin],
+                      [0, *window.end], [1, *window.out])  # fmt: skip
+        return _convolve(x[:, :, None], w[:, :, None], flat, group)[:, :, 0]
+    if n == 2 and window.dilations == [1, 1] and group <= _MAX_CONV2D_GROUPS:
+        return _conv2d_groups(x, w, window, group)
+    return _conv_taps(x, w, window, group)
+
+
+def _conv2d_groups(x, w, window: Window, group: int):
+    """kiln.conv2d per group; its padding is symmetric, so the rest of the padding goes on `x`."""
+    symmetric = [max(min(b, e), 0) for b, e in zip(window.begin, window.end)]
+    x = _pad(x, [b - p for b, p in zip(window.begin, symmetric)], [e - p for e, p in zip(window.end, symmetric)])
+    cg, mg = x.shape[1] // group, w.shape[0] // group
+    parts = [
+        kiln_conv2d(x[:, g * cg : (g + 1) * cg], w[g * mg : (g + 1) * mg], window.strides, symmetric)
+        for g in range(group)
+    ]
+    return parts[0] if group == 1 else np.concatenate(parts, axis=1)
+
+
+def _conv_taps(x, w, window: Window, group: int):
+    """The convolution as the sum over kernel offsets of each tap contracted with the
+    weights at that offset, channels grouped (any rank, dilation and group count)."""
+    batch, channels, n = x.shape[0], x.shape[1], x.ndim - 2
+    cg, mg = channels // group, w.shape[0] // group
+    padded = _pad(x, window.begin, window.end)
+    padded = padded.reshape((batch, group, cg, *padded.shape[2:]))
+    weights = w.reshape((group, mg, cg, *window.kernel))
+    letters = "xyzuvw"[:n]
+    total = None
+    for offset in window.offsets():
+        tap = _tap(padded, offset, window)  # (N, G, Cg, *out)
+        w_k = weights[(Ellipsis, *offset)]  # (G, Mg, Cg)
+        if cg == 1:  # depthwise: a broadcast product, no contraction
+            term = tap * w_k.reshape((1, group, mg, *[1] * n))
+        else:
+            term = np.einsum(f"ngc{letters},gmc->ngm{letters}", tap, w_k)
+        total = term if total is None else total + term
+    return total.reshape((batch, group * mg, *window.out))
+
+
+@op(
+    "ConvTranspose",
+    attributes=("auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads", "strides"),
+)
+def conv_transpose(node, x, w, b=None):
+    n = x.ndim - 2
+    spatial = list(x.shape[2:])
+    kernel = _kernel_shape(node, w.shape[2:])
+    group = node.attr("group", 1)
+    strides = node.ints("strides") or [1] * n
+    dilations = node.ints("dilations") or [1] * n
+    output_padding = node.ints("output_padding") or [0] * n
+    extents = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    full = [s * (size - 1) + p + e for s, size, p, e in zip(strides, spatial, output_padding, extents)]
+    begin, end = _transpose_pads(node, spatial, strides, full)
+    out = [f - b - e for f, b, e in zip(full, begin, end)]
+    # The transposed convolution is a stride-1 convolution of the input spread out by the
+    # stride (s - 1 zeros between elements) with the flipped kernel, padded by the kernel's
+    # extent less the model's pads.
+    spread = _spread(x, strides)
+    flip = (Ellipsis, *[slice(None, None, -1)] * n)
+    cg, mg = w.shape[0] // group, w.shape[1]
+    weights = w.reshape((group, cg, mg, *kernel)).swapaxes(1, 2).reshape((group * mg, cg, *kernel))[flip]
+    window = Window(
+        kernel,
+        [1] * n,
+        dilations,
+        [e - 1 - bb for e, bb in zip(extents, begin)],
+        [o + e - 1 - length - (e - 1 - bb) for o, e, length, bb in zip(out, extents, spread.shape[2:], begin)],
+        out,
+    )
+    y = _convolve(spread, weights, window, group)
+    if b is not None:
+        y = y + b.reshape((-1,) + (1,) * n)
+    return _same(x, y)
+
+
+def _transpose_pads(node, spatial, strides, full):
+    """ConvTranspose's pads (begin, end): given, or split from output_shape / auto_pad SAME."""
+    n = len(spatial)
+    auto_pad = node.attr("auto_pad", "NOTSET")
+    if auto_pad not in _AUTO_PADS:
+        raise node.error(f"auto_pad must be one of {', '.join(_AUTO_PADS)}, got {auto_pad!r}")
+    output_shape = node.ints("output_shape")
+    if output_shape is not None and len(output_shape) == n + 2:
+        output_shape = output_shape[2:]
+    if output_shape is None and auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        output_shape = [size * s for size, s in zip(spatial, strides)]
+    if output_shape is None:
+        pads = node.ints("pads") or [0] * (2 * n) if auto_pad == "NOTSET" else [0] * (2 * n)
+        return pads[:n], pads[n:]
+    totals = [f - o for f, o in zip(full, output_shape)]
+    # The spec puts the odd pixel at the end for SAME_UPPER and at the beginning otherwise.
+    begin = [t // 2 if auto_pad == "SAME_UPPER" else t - t // 2 for t in totals]
+    return begin, [t - bb for t, bb in zip(totals, begin)]
+
+
+def _spread(x, strides):
+    """`x` with s - 1 zeros between neighbours along each spatial axis of stride s."""
+    for axis, s in enumerate(strides, start=2):
+        if s == 1:
+            continue
+        length = x.shape[axis]
+        zeros = np.zeros(x.shape, x.dtype)
+        x = np.stack([x] + [zeros] * (s - 1), axis=axis + 1)
+        x = x.reshape(x.shape[:axis] + (length * s,) + x.shape[axis + 2 :])
+        x = x[(slice(None),) * axis + (slice(0, (length - 1) * s + 1),)]
+    return x
+
+
+# -- pooling -----------------------------------------------------------------------------------
+
+
+def _pool_window(node, x):
+    kernel = node.ints("kernel_shape")
+    if kernel is None:
+        raise node.error("the required attribute 'kernel_shape' is missing")
+    return _window(node, x.shape[2:], kernel, bool(node.attr("ceil_mode", 0)))
+
+
+def _lowest(dtype):
+    return -np.inf if dtype.kind == "f" else np.iinfo(dtype).min
+
+
+@op("MaxPool", attributes=("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"))
+def max_pool(node, x):
+    window = _pool_window(node, x)
+    padded = _pad(x, window.begin, window.end, _lowest(np.dtype(x.dtype)))
+    taps = [_tap(padded, offset, window) for offset in window.offsets()]
+    wants_indices = len(node.proto.output) > 1 and node.proto.output[1]
+    if not wants_indices:
+        y = taps[0]
+        for tap in taps[1:]:
+            y = np.maximum(y, tap)
+        return y
+    stacked = np.stack(taps, axis=-1)
+    y = np.max(stacked, axis=-1)
+    # The flat index (over N, C and the spatial axes, in row-major order or, for
+    # storage_order=1, the spatial axes column-major) of each tap's element, as a constant.
+    spatial = x.shape[2:]
+    size = math.prod(spatial)
+    order = "F" if node.attr("storage_order", 0) else "C"
+    positions = np.arange(size, dtype=np.int64).reshape(spatial, order=order)
+    grid = np.arange(x.shape[0] * x.shape[1], dtype=np.int64).reshape(x.shape[:2] + (1,) * len(spatial)) * size
+    grid = _pad(grid + positions, window.begin, window.end, -1)
+    index_taps = np.stack([_tap(grid, offset, window) for offset in window.offsets()], axis=-1)
+    chosen = np.argmax(stacked, axis=-1)
+    indices = np.take_along_axis(index_taps, chosen[..., None], axis=-1)[..., 0]
+    return y, indices.astype(np.int64)
+
+
+def _window_counts(x, window: Window, include_pad: bool):
+    """How many elements each window averages over (a numpy constant): the input's, plus with
+    `include_pad` the model's explicit padding, never the extra that ceil mode adds."""
+    inside = np.ones(x.shape[2:], np.int64)
+    if include_pad:
+        inside = _pad(inside, window.begin, [min(p, e) for p, e in zip(window.pads_end, window.end)], 1)
+        inside = _pad(inside, [0] * len(window.begin), [e - min(p, e) for p, e in zip(window.pads_end, window.end)])
+    else:
+        inside = _pad(inside, window.begin, window.end)
+    return sum(_tap(inside, offset, window) for offset in window.offsets())
+
+
+def _tap_sum(x, window: Window):
+    padded = _pad(x, window.begin, window.end)
+    total = None
+    for offset in window.offsets():
+        tap = _tap(padded, offset, window)
+        total = tap if total is None else total + tap
+    return total
+
+
+@op(
+    "AveragePool",
+    attributes=("auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"),
+)
+def average_pool(node, x):
+    window = _pool_window(node, x)
+    counts = _window_counts(x, window, bool(node.attr("count_include_pad", 0)))
+    return _same(x, _tap_sum(x, window) / counts.astype(x.dtype))
+
+
+@op("LpPool", attributes=("auto_pad", "ceil_mode", "dilations", "kernel_shape", "p", "pads", "strides"))
+def lp_pool(node, x):
+    window = _pool_window(node, x)
+    p = node.attr("p", 2)
+    return _same(x, _lp(_tap_sum(_abs_power(x, p), window), p))
+
+
+def _abs_power(x, p):
+    return np.abs(x) ** np.asarray(p, x.dtype)
+
+
+def _lp(total, p):
+    return total ** np.asarray(1.0 / p, total.dtype)
+
+
+@op("GlobalAveragePool")
+def global_average_pool(node, x):
+    return _same(x, np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True, dtype=x.dtype))
+
+
+@op("GlobalMaxPool")
+def global_max_pool(node, x):
+    return np.max(x, axis=tuple(range(2, x.ndim)), keepdims=True)
+
+
+@op("GlobalLpPool", attributes=("p",), since=2)
+def global_lp_pool(node, x):
+    p = node.attr("p", 2)
+    total = np.sum(_abs_power(x, p), axis=tuple(range(2, x.ndim)), keepdims=True, dtype=x.dtype)
+    return _same(x, _lp(total, p))
+
+
+# -- normalization -----------------------------------------------------------------------------
+
+
+def _per_channel(value, ndim):
+    """A (C,) vector shaped to broadcast along axis 1 of an `ndim`-D input."""
+    return value.reshape((-1,) + (1,) * (ndim - 2))
+
+
+@op("BatchNormalization", attributes=("epsilon", "momentum", "spatial", "training_mode"), since=7)
+def batch_normalization(node, x, scale, bias, mean, var):
+    epsilon = node.attr("epsilon", 1e-5)
+    training = node.attr("training_mode", 0) if node.opset >= 14 else len([o for o in node.proto.output if o]) > 1
+    if training:
+        raise node.error("training mode (batch statistics and running averages) is not supported")
+    if node.opset < 9 and not node.attr("spatial", 1):
+        # spatial=0: one statistic per element of (C, D1, ...), broadcast over the batch only.
+        shaped = lambda v: v.astype(x.dtype)  # noqa: E731
+    else:
+        shaped = lambda v: _per_channel(v.astype(x.dtype), x.ndim)  # noqa: E731
+    inv = shaped(scale) / np.sqrt(shaped(var) + np.asarray(epsilon, x.dtype))
+    return _same(x, (x - shaped(mean)) * inv + shaped(bias))
+
+
+def _moments(x, axes):
+    mean = np.mean(x, axis=axes, keepdims=True, dtype=x.dtype)
+    centered = x - mean
+    return mean, centered, np.mean(centered * centered, axis=axes, keepdims=True, dtype=x.dtype)
+
+
+@op("InstanceNormalization", attributes=("epsilon",))
+def instance_normalization(node, x, scale, bias):
+    _, centered, var = _moments(x, tuple(range(2, x.ndim)))
+    y = centered / np.sqrt(var + np.asarray(node.attr("epsilon", 1e-5), x.dtype))
+    return _same(x, y * _per_channel(scale, x.ndim) + _per_channel(bias, x.ndim))
+
+
+def _stash_dtype(node):
+    dtype = numpy_dtype(node.attr("stash_type", 1), node, "stash_type")
+    if dtype.kind != "f":
+        raise node.error(f"stash_type must be a float type, got {dtype}")
+    return dtype
+
+
+@op("LayerNormalization", attributes=("axis", "epsilon", "stash_type"), since=17)
+def layer_normalization(node, x, scale, bias=None):
+    axis = node.attr("axis", -1)
+    axis = axis + x.ndim if axis < 0 else axis
+    stash = _stash_dtype(node)
+    xs = x.astype(stash)
+    mean, centered, var = _moments(xs, tuple(range(axis, x.ndim)))
+    inv_std = np.reciprocal(np.sqrt(var + np.asarray(node.attr("epsilon", 1e-5), stash)))
+    y = (centered * inv_std).astype(x.dtype) * scale
+    if bias is not None:
+        y = y + bias
+    return _same(x, y), mean, inv_std
+
+
+@op("RMSNormalization", attributes=("axis", "epsilon", "stash_type"), since=23)
+def rms_normalization(node, x, scale):
+    axis = node.attr("axis", -1)
+    axis = axis + x.ndim if axis < 0 else axis
+    stash = _stash_dtype(node)
+    xs = x.astype(stash)
+    mean_square = np.mean(xs * xs, axis=tuple(range(axis, x.ndim)), keepdims=True, dtype=stash)
+    inv_rms = np.reciprocal(np.sqrt(mean_square + np.asarray(node.attr("epsilon", 1e-5), stash)))
+    return _same(x, (xs * inv_rms).astype(x.dtype) * scale)
+
+
+@op("MeanVarianceNormalization", attributes=("axes",), since=9)
+def mean_variance_normalization(node, x):
+    axes = tuple(node.ints("axes", [0, 2, 3]))
+    mean = np.mean(x, axis=axes, keepdims=True, dtype=x.dtype)
+    # As the spec's function body: the variance as E[x^2] - E[x]^2, and 1e-9 added to its root.
+    variance = np.mean(x * x, axis=axes, keepdims=True, dtype=x.dtype) - mean * mean
+    return _same(x, (x - mean) / (np.sqrt(variance) + np.asarray(1e-9, x.dtype)))
+
+
+@op("LRN", attributes=("alpha", "beta", "bias", "size"))
+def lrn(node, x):
+    size = node.attr("size")
+    alpha, beta, bias = node.attr("alpha", 1e-4), node.attr("beta", 0.75), node.attr("bias", 1.0)
+    before, after = (size - 1) // 2, -(-(size - 1) // 2)
+    squares = _pad((x * x).swapaxes(1, -1), [before], [after]).swapaxes(1, -1)
+    channels = x.shape[1]
+    total = squares[:, 0:channels]
+    for k in range(1, size):
+        total = total + squares[:, k : k + channels]
+    scale = np.asarray(bias, x.dtype) + np.asarray(alpha / size, x.dtype) * total
+    return _same(x, x / scale ** np.asarray(beta, x.dtype))
+
+
+# -- rearrangements ----------------------------------------------------------------------------
+
+
+@op("DepthToSpace", attributes=("blocksize", "mode"))
+def depth_to_space(node, x):
+    block, mode = node.attr("blocksize"), node.attr("mode", "DCR")
+    n, c, h, w = x.shape
+    if mode == "DCR":
+        y = x.reshape((n, block, block, c // block**2, h, w)).transpose((0, 3, 4, 1, 5, 2))
+    elif mode == "CRD":
+        y = x.reshape((n, c // block**2, block, block, h, w)).transpose((0, 1, 4, 2, 5, 3))
+    else:
+        raise node.error(f"mode must be DCR or CRD, got {mode!r}")
+    return y.reshape((n, c // block**2, h * block, w * block))
+
+
+@op("SpaceToDepth", attributes=("blocksize",))
+def space_to_depth(node, x):
+    block = node.attr("blocksize")
+    n, c, h, w = x.shape
+    y = x.reshape((n, c, h // block, block, w // block, block)).transpose((0, 3, 5, 1, 2, 4))
+    return y.reshape((n, c * block**2, h // block, w // block))
+
+
+__all__ = ["constant"]
