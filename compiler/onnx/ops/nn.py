@@ -179,6 +179,75 @@ def _conv_taps(x, w, window: Window, group: int):
     return total.reshape((batch, group * mg, *window.out))
 
 
+@op("ConvInteger", attributes=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"), since=10)
+def conv_integer(node, x, w, x_zero_point=None, w_zero_point=None):
+    group = node.attr("group", 1)
+    kernel = _kernel_shape(node, w.shape[2:])
+    # Zero points subtracted in int32 before padding, so the padding is the zero point itself.
+    x = _shifted(x, x_zero_point)
+    w = _shifted(w, w_zero_point if w_zero_point is None or w_zero_point.size == 1 else w_zero_point.reshape(
+        (-1,) + (1,) * (w.ndim - 1)))  # fmt: skip
+    window = _window(node, x.shape[2:], kernel)
+    return _conv_taps(x, w, window, group).astype(np.int32)
+
+
+@op("DeformConv", attributes=("dilations", "group", "kernel_shape", "offset_group", "pads", "strides"), since=19)
+def deform_conv(node, x, w, offset, b=None, mask=None):
+    if x.ndim != 4:
+        raise node.error(f"kiln supports 2-D DeformConv only, got a {x.ndim - 2}-D input")
+    group, offset_group = node.attr("group", 1), node.attr("offset_group", 1)
+    kernel = _kernel_shape(node, w.shape[2:])
+    strides, dilations = node.ints("strides") or [1, 1], node.ints("dilations") or [1, 1]
+    pads = node.ints("pads") or [0] * 4
+    n, channels, height, width = x.shape
+    out = list(offset.shape[2:])
+    # Each window's tap (i, j) reads at its usual place moved by that tap's offset (dy, dx),
+    # interpolated bilinearly with zeros outside the input, and weighted by the mask.
+    offset = offset.reshape((n, offset_group, kernel[0], kernel[1], 2, out[0] * out[1]))
+    mask = None if mask is None else mask.reshape((n, offset_group, kernel[0], kernel[1], 1, out[0] * out[1]))
+    rows = (np.arange(out[0]) * strides[0] - pads[0]).repeat(out[1]).astype(x.dtype)
+    cols = np.tile(np.arange(out[1]) * strides[1] - pads[1], out[0]).astype(x.dtype)
+    image = x.reshape((n, offset_group, channels // offset_group, height * width))
+    weights = w.reshape((group, w.shape[0] // group, w.shape[1], kernel[0], kernel[1]))
+    total = None
+    for i, j in itertools.product(range(kernel[0]), range(kernel[1])):
+        y = rows + i * dilations[0] + offset[:, :, i, j, 0]
+        x_ = cols + j * dilations[1] + offset[:, :, i, j, 1]
+        tap = _bilinear(image, y, x_, height, width)  # (N, OG, C / OG, out)
+        if mask is not None:
+            tap = tap * mask[:, :, i, j]
+        tap = tap.reshape((n, group, channels // group, out[0], out[1]))
+        term = np.einsum("ngchw,gmc->ngmhw", tap, weights[:, :, :, i, j])
+        total = term if total is None else total + term
+    y = total.reshape((n, w.shape[0], out[0], out[1]))
+    if b is not None:
+        y = y + b.reshape((-1, 1, 1))
+    return _same(x, y)
+
+
+def _bilinear(image, y, x, height, width):
+    """`image` (N, G, C, H * W) read at the points (y, x), each (N, G, P), bilinearly, with
+    zeros outside: (N, G, C, P)."""
+    y0, x0 = np.floor(y), np.floor(x)
+    fy, fx = y - y0, x - x0
+    y0, x0 = y0.astype(np.int64), x0.astype(np.int64)
+    total = None
+    for dy, dx, weight in ((0, 0, (1 - fy) * (1 - fx)), (0, 1, (1 - fy) * fx), (1, 0, fy * (1 - fx)), (1, 1, fy * fx)):
+        yy, xx = y0 + dy, x0 + dx
+        inside = (yy >= 0) & (yy < height) & (xx >= 0) & (xx < width)
+        index = np.clip(yy, 0, height - 1) * width + np.clip(xx, 0, width - 1)
+        index = np.broadcast_to(index[:, :, None, :], image.shape[:3] + index.shape[-1:])
+        value = np.take_along_axis(image, index, axis=-1)
+        term = value * np.where(inside, weight, 0)[:, :, None, :].astype(image.dtype)
+        total = term if total is None else total + term
+    return total
+
+
+def _shifted(value, zero_point):
+    value = value.astype(np.int32)
+    return value if zero_point is None else value - zero_point.astype(np.int32)
+
+
 @op(
     "ConvTranspose",
     attributes=("auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads", "strides"),
@@ -288,6 +357,29 @@ def max_pool(node, x):
     chosen = np.argmax(stacked, axis=-1)
     indices = np.take_along_axis(index_taps, chosen[..., None], axis=-1)[..., 0]
     return y, indices.astype(np.int64)
+
+
+@op("MaxUnpool", attributes=("kernel_shape", "pads", "strides"), since=9)
+def max_unpool(node, x, indices, output_shape=None):
+    n = x.ndim - 2
+    kernel, strides = node.ints("kernel_shape"), node.ints("strides") or [1] * n
+    pads = node.ints("pads") or [0] * (2 * n)
+    spatial = [(size - 1) * s + k - b - e for size, s, k, b, e in zip(x.shape[2:], strides, kernel, pads[:n], pads[n:])]
+    shape = tuple(x.shape[:2]) + tuple(spatial)
+    # Indices are flat positions in the pooled tensor's input (as MaxPool gives them); every
+    # other element is zero.
+    flat = np.zeros_like(x, shape=(math.prod(shape),))
+    flat[indices.reshape(-1)] = x.reshape(-1)
+    y = flat.reshape(shape)
+    if output_shape is None:
+        return y
+    # A larger output_shape (the pooled input's, where the pool dropped a border) keeps the
+    # unpooled values at its start, as the reference does.
+    wanted = [int(n) for n in constant(node, output_shape, "output_shape")]
+    extra = [w - n for w, n in zip(wanted, shape)]
+    if len(wanted) != len(shape) or min(extra) < 0:
+        raise node.error(f"output_shape {wanted} is smaller than the unpooled shape {list(shape)}")
+    return np.pad(y, [(0, e) for e in extra]) if any(extra) else y
 
 
 def _window_counts(x, window: Window, include_pad: bool):
