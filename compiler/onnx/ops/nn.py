@@ -23,8 +23,8 @@ from kiln.onnx.registry import constant, numpy_dtype, op
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 # Grouped 2-D convolutions up to this many groups run one kiln.conv2d per group; more groups
 # are a sum over the kernel's taps. Each kiln.conv2d is a kernel of its own, and compiling
-# many is slow: ShuffleNet (33 convolutions of 4 groups) took 84 s to compile with a conv2d
-# per group and runs 30 ms, 7.5 s and 170 ms as taps; AlexNet's 2 groups stay conv2d.
+# many is slow: ShuffleNet (33 convolutions of 4 groups) compiled in 84 s (and ran in 30 ms)
+# with a conv2d per group, in 7.5 s (170 ms) as taps; AlexNet's 2 groups are faster as conv2d.
 _MAX_CONV2D_GROUPS = 2
 
 
@@ -37,7 +37,8 @@ def _same(x, result):
 class Window:
     """Where a sliding window goes along each spatial axis: kernel size, stride, dilation, the
     padding before and after the input (after may be more than the model's pads in ceil
-    mode, or negative to crop) and the output size."""
+    mode, or negative to crop), the output size, and the padding after that the model asked
+    for (what an average pool with count_include_pad counts)."""
 
     kernel: list
     strides: list
@@ -45,6 +46,7 @@ class Window:
     begin: list
     end: list
     out: list
+    pads_end: list | None = None
 
     def offsets(self):
         """Every kernel offset, in row-major order (the order ONNX's references scan a window)."""
@@ -85,9 +87,7 @@ def _window(node, spatial, kernel, ceil_mode: bool = False) -> Window:
         raise node.error(f"the window does not fit the input: output spatial shape {out}")
     # The padding after the input that the last window actually reaches.
     end = [(o - 1) * s + e - size - b for o, s, e, size, b in zip(out, strides, extents, spatial, begin)]
-    window = Window(list(kernel), strides, dilations, begin, end, out)
-    window.pads_end = pads_end
-    return window
+    return Window(list(kernel), strides, dilations, begin, end, out, pads_end)
 
 
 def _pad(x, begin, end, value=0):
@@ -140,12 +140,15 @@ def _convolve(x, w, window: Window, group: int):
     `window`: (N, M, *window.out)."""
     n = x.ndim - 2
     if n == 1:  # as a 2-D convolution of height 1, for kiln.conv2d's kernel
-        flat = Window([1, *window.kernel], [1, *window.strides], [1, *window.dilations], [0, *window.begin],
-                      [0, *window.end], [1, *window.out])  # fmt: skip
+        flat = Window(*([first, *rest] for first, rest in zip((1, 1, 1, 0, 0, 1), _fields(window))))
         return _convolve(x[:, :, None], w[:, :, None], flat, group)[:, :, 0]
     if n == 2 and window.dilations == [1, 1] and group <= _MAX_CONV2D_GROUPS:
         return _conv2d_groups(x, w, window, group)
     return _conv_taps(x, w, window, group)
+
+
+def _fields(window: Window):
+    return window.kernel, window.strides, window.dilations, window.begin, window.end, window.out
 
 
 def _conv2d_groups(x, w, window: Window, group: int):
@@ -187,8 +190,9 @@ def conv_integer(node, x, w, x_zero_point=None, w_zero_point=None):
     kernel = _kernel_shape(node, w.shape[2:])
     # Zero points subtracted in int32 before padding, so the padding is the zero point itself.
     x = _shifted(x, x_zero_point)
-    w = _shifted(w, w_zero_point if w_zero_point is None or w_zero_point.size == 1 else w_zero_point.reshape(
-        (-1,) + (1,) * (w.ndim - 1)))  # fmt: skip
+    if w_zero_point is not None and w_zero_point.size > 1:  # one per output channel
+        w_zero_point = w_zero_point.reshape((-1,) + (1,) * (w.ndim - 1))
+    w = _shifted(w, w_zero_point)
     window = _window(node, x.shape[2:], kernel)
     return _conv_taps(x, w, window, group).astype(np.int32)
 
