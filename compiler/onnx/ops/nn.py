@@ -381,8 +381,8 @@ def max_unpool(node, x, indices, output_shape=None):
         return y
     # A larger output_shape (the pooled input's, where the pool dropped a border) keeps the
     # unpooled values at its start, as the reference does.
-    wanted = [int(n) for n in constant(node, output_shape, "output_shape")]
-    extra = [w - n for w, n in zip(wanted, shape)]
+    wanted = [int(v) for v in constant(node, output_shape, "output_shape")]
+    extra = [w - size for w, size in zip(wanted, shape)]
     if len(wanted) != len(shape) or min(extra) < 0:
         raise node.error(f"output_shape {wanted} is smaller than the unpooled shape {list(shape)}")
     return np.pad(y, [(0, e) for e in extra]) if any(extra) else y
