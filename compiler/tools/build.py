@@ -47,9 +47,13 @@ C_TYPES = {
 }
 
 
-def build_library(compiled, specs, out_dir: str, name: str | None = None, grad_argnums=None, progress=None) -> dict:
+def build_library(
+    compiled, specs, out_dir: str, name: str | None = None, grad_argnums=None, progress=None, output_names=None
+) -> dict:
     """Write lib<name>.so, <name>.h and README into `out_dir`; returns their paths. `progress`,
-    a stream (``kiln build`` gives sys.stderr), shows a bar of the steps if it is a terminal."""
+    a stream (``kiln build`` gives sys.stderr), shows a bar of the steps if it is a terminal.
+    `output_names` name the function's outputs in the header (an ONNX graph's; default
+    out0, out1, ...); like the inputs' names, they are made C identifiers."""
     name = name or compiled.__name__
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise KilnError(f"--name must be a C identifier, got {name!r}")
@@ -82,7 +86,8 @@ def build_library(compiled, specs, out_dir: str, name: str | None = None, grad_a
             with open(path, "wb") as f:
                 f.write(code)
             objects.append(path)
-            signature = _signature(entry, pipeline, symbol_name(pipeline.module("tensor").body.ops[0].sym_name))
+            names = output_names if entry == name else None  # the gradient's outputs are (value, gradients)
+            signature = _signature(entry, pipeline, symbol_name(pipeline.module("tensor").body.ops[0].sym_name), names)
             signatures.append(signature)
             shims.append(_shim(signature))
             bar.update()
@@ -107,17 +112,55 @@ def build_library(compiled, specs, out_dir: str, name: str | None = None, grad_a
     return {"library": library, "header": header, "readme": readme}
 
 
-def _signature(entry, pipeline, symbol) -> dict:
+def _signature(entry, pipeline, symbol, output_names=None) -> dict:
     function = pipeline.module("tensor").body.ops[0]
+    results = function.function_type.results
+    if output_names is not None and len(output_names) != len(results):
+        raise KilnError(f"{entry} has {len(results)} outputs, but {len(output_names)} output names were given")
+    names = c_identifiers(
+        [a.name_hint or f"in{k}" for k, a in enumerate(function.arguments)]
+        + list(output_names or [f"out{k}" for k in range(len(results))])
+    )
     inputs = [
-        {"name": a.name_hint or f"in{k}", "dtype": str(a.type.dtype), "shape": list(a.type.shape)}
-        for k, a in enumerate(function.arguments)
+        {"name": n, "dtype": str(a.type.dtype), "shape": list(a.type.shape)} for n, a in zip(names, function.arguments)
     ]
     outputs = [
-        {"name": f"out{k}", "dtype": str(t.dtype), "shape": list(t.shape)}
-        for k, t in enumerate(function.function_type.results)
+        {"name": n, "dtype": str(t.dtype), "shape": list(t.shape)} for n, t in zip(names[len(inputs) :], results)
     ]
     return {"entry": entry, "symbol": symbol, "inputs": inputs, "outputs": outputs}
+
+
+# C's keywords (C23's included), which a parameter may not be named.
+C_KEYWORDS = frozenset(
+    "alignas alignof auto bool break case char const constexpr continue default do double else enum extern false "
+    "float for goto if inline int long nullptr register restrict return short signed sizeof static static_assert "
+    "struct switch thread_local true typedef typeof typeof_unqual union unsigned void volatile while".split()
+)
+
+
+def c_identifiers(names) -> list:
+    """`names` (an ONNX graph's "input.1", "495", ...) as distinct C identifiers: other
+    characters become '_', a leading digit gets a ``v`` before it, a C keyword gets a '_'
+    after it. Names that differ only in case count as equal, because
+    the header's macros are upper case (``MLP_X_SIZE``).
+
+    >>> c_identifiers(["input.1", "495", "int", "X", "x"])
+    ['input_1', 'v495', 'int_', 'X', 'x_2']
+    """
+    taken, result = set(), []
+    for name in names:
+        base = re.sub(r"[^A-Za-z0-9_]", "_", name) or "v"
+        if base[0].isdigit():
+            base = "v" + base
+        if base in C_KEYWORDS:
+            base += "_"
+        candidate, k = base, 1
+        while candidate.upper() in taken:
+            k += 1
+            candidate = f"{base}{k}" if base.endswith("_") else f"{base}_{k}"
+        taken.add(candidate.upper())
+        result.append(candidate)
+    return result
 
 
 def _params(signature) -> str:
