@@ -37,13 +37,22 @@ def test_main_example_prints_its_ir():
     assert "func.func @predict(" in result.stdout and "kiln.reduce_max" in result.stdout
 
 
-def test_training_example_learns_and_agrees_with_hand_written_numpy():
+def test_training_example_learns_agrees_with_hand_written_numpy_and_saves_its_weights(tmp_path):
+    saved = tmp_path / "digits_mlp.safetensors"
     result = subprocess.run(
-        [sys.executable, f"{ROOT}/examples/train_mlp.py", "--epochs", "3"], capture_output=True, text=True
+        [sys.executable, f"{ROOT}/examples/train_mlp.py", "--epochs", "3", "--save", str(saved)],
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "with remat:" in result.stdout
-    last_epoch = result.stdout.splitlines()[-2].split()
+    lines = result.stdout.splitlines()
+    last_epoch = lines[-3].split()
     assert last_epoch[0] == "3" and float(last_epoch[3]) > 0.9  # test accuracy; chance is 0.1
-    differences = [float(v) for v in re.findall(r"difference (\S+?)(?:,|$)", result.stdout.splitlines()[-1])]
+    differences = [float(v) for v in re.findall(r"difference (\S+?)(?:,|$)", lines[-2])]
     assert len(differences) == 2 and max(differences) < 1e-4
+    assert lines[-1] == f"trained parameters saved to {saved}"
+    import kiln
+
+    shapes = {name: value.shape for name, value in kiln.load_weights(saved).items()}
+    assert shapes == {"b1": (64,), "b2": (10,), "w1": (64, 64), "w2": (64, 10)}
