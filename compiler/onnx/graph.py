@@ -53,7 +53,26 @@ def read_model(model):
         raise KilnError(f"could not read the ONNX model: {type(exc).__name__}: {exc}") from None
     if proto.functions:
         proto = onnx.inliner.inline_local_functions(proto)
+    opset = _default_opset(proto)
+    if opset < OLDEST_OPSET:
+        # Opsets before 7 broadcast by attributes (broadcast=1, axis) and mark inference by
+        # is_test; onnx's version converter rewrites them into opset 7's numpy broadcasting.
+        try:
+            proto = onnx.version_converter.convert_version(proto, OLDEST_OPSET)
+        except Exception as exc:
+            raise UnsupportedError(
+                f"the model imports ONNX opset {opset}; kiln imports opset {OLDEST_OPSET} and later, and "
+                f"onnx's version converter could not raise this model to {OLDEST_OPSET}: {exc}"
+            ) from None
     return proto
+
+
+OLDEST_OPSET = 7
+
+
+def _default_opset(proto) -> int:
+    versions = [entry.version for entry in proto.opset_import if entry.domain in _DEFAULT_DOMAINS]
+    return versions[0] if versions else OLDEST_OPSET
 
 
 def parameter_names(names) -> list:
