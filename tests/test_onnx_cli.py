@@ -139,6 +139,11 @@ def test_profile_times_the_model_on_random_inputs(model_path, capsys):
     assert "tiny" in capsys.readouterr().out
 
 
+def test_bisect_runs_the_model_after_every_step(model_path, capsys):
+    assert main(["bisect", model_path, "--input-shape", "input.1=8,4"]) == 0
+    assert "every step keeps the reference's numbers" in capsys.readouterr().out
+
+
 def test_tune_records_the_models_kernels(tmp_path):
     # (a model without a 0-d input: the tuner cannot yet extract a kernel that reads one)
     graph = helper.make_graph(
@@ -168,7 +173,11 @@ def test_the_built_library_names_the_graphs_inputs_and_outputs(tmp_path, model_p
     assert (
         "int32_t tiny(const float *input_1, const float *scale, float *v495, float *exp, uint8_t *positive);" in header
     )
-    assert "/* output v495: float32[2][4] */" in header and "#define TINY_POSITIVE_SIZE 8" in header
+    # the header quotes the graph's names that had to change
+    assert (
+        '/* input input_1 ("input.1"): float32[2][4] */' in header and "/* input scale: float32 (a scalar) */" in header
+    )
+    assert '/* output v495 ("495"): float32[2][4] */' in header and "#define TINY_POSITIVE_SIZE 8" in header
     library = kiln.load(str(tmp_path / "build" / "libtiny.so"))
     x, scale = rng.standard_normal((2, 4)).astype(np.float32), np.array(1.5, np.float32)
     for got, want in zip(library(input_1=x, scale=scale), reference(x, scale)):

@@ -48,12 +48,20 @@ C_TYPES = {
 
 
 def build_library(
-    compiled, specs, out_dir: str, name: str | None = None, grad_argnums=None, progress=None, output_names=None
+    compiled,
+    specs,
+    out_dir: str,
+    name: str | None = None,
+    grad_argnums=None,
+    progress=None,
+    input_names=None,
+    output_names=None,
 ) -> dict:
     """Write lib<name>.so, <name>.h and README into `out_dir`; returns their paths. `progress`,
     a stream (``kiln build`` gives sys.stderr), shows a bar of the steps if it is a terminal.
-    `output_names` name the function's outputs in the header (an ONNX graph's; default
-    out0, out1, ...); like the inputs' names, they are made C identifiers."""
+    `input_names` and `output_names` name the arrays in the header (an ONNX graph's names;
+    by default the parameters' names and out0, out1, ...); they are made C identifiers, and
+    the header quotes a name that had to change."""
     name = name or compiled.__name__
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise KilnError(f"--name must be a C identifier, got {name!r}")
@@ -86,8 +94,9 @@ def build_library(
             with open(path, "wb") as f:
                 f.write(code)
             objects.append(path)
-            names = output_names if entry == name else None  # the gradient's outputs are (value, gradients)
-            signature = _signature(entry, pipeline, symbol_name(pipeline.module("tensor").body.ops[0].sym_name), names)
+            symbol = symbol_name(pipeline.module("tensor").body.ops[0].sym_name)
+            outputs = output_names if entry == name else None  # the gradient's outputs are (value, gradients)
+            signature = _signature(entry, pipeline, symbol, input_names, outputs)
             signatures.append(signature)
             shims.append(_shim(signature))
             bar.update()
@@ -112,22 +121,20 @@ def build_library(
     return {"library": library, "header": header, "readme": readme}
 
 
-def _signature(entry, pipeline, symbol, output_names=None) -> dict:
+def _signature(entry, pipeline, symbol, input_names=None, output_names=None) -> dict:
     function = pipeline.module("tensor").body.ops[0]
-    results = function.function_type.results
-    if output_names is not None and len(output_names) != len(results):
-        raise KilnError(f"{entry} has {len(results)} outputs, but {len(output_names)} output names were given")
-    names = c_identifiers(
-        [a.name_hint or f"in{k}" for k, a in enumerate(function.arguments)]
-        + list(output_names or [f"out{k}" for k in range(len(results))])
-    )
-    inputs = [
-        {"name": n, "dtype": str(a.type.dtype), "shape": list(a.type.shape)} for n, a in zip(names, function.arguments)
+    arguments, results = function.arguments, function.function_type.results
+    for kind, given, count in (("input", input_names, len(arguments)), ("output", output_names, len(results))):
+        if given is not None and len(given) != count:
+            raise KilnError(f"{entry} has {count} {kind}s, but {len(given)} {kind} names were given")
+    sources = list(input_names or [a.name_hint or f"in{k}" for k, a in enumerate(arguments)])
+    sources += list(output_names or [f"out{k}" for k in range(len(results))])
+    names = c_identifiers(sources)
+    arrays = [
+        {"name": n, "dtype": str(t.dtype), "shape": list(t.shape), **({"source": s} if s != n else {})}
+        for n, s, t in zip(names, sources, [a.type for a in arguments] + list(results))
     ]
-    outputs = [
-        {"name": n, "dtype": str(t.dtype), "shape": list(t.shape)} for n, t in zip(names[len(inputs) :], results)
-    ]
-    return {"entry": entry, "symbol": symbol, "inputs": inputs, "outputs": outputs}
+    return {"entry": entry, "symbol": symbol, "inputs": arrays[: len(arguments)], "outputs": arrays[len(arguments) :]}
 
 
 # C's keywords (C23's included), which a parameter may not be named.
@@ -209,7 +216,8 @@ def _header(name, signatures, compiled) -> str:
         for kind, arrays in (("input", signature["inputs"]), ("output", signature["outputs"])):
             for a in arrays:
                 dims = "".join(f"[{d}]" for d in a["shape"]) or " (a scalar)"
-                lines.append(f"/* {kind} {a['name']}: {a['dtype']}{dims} */")
+                source = f" ({json.dumps(a['source'])})".replace("*/", "*\\/") if "source" in a else ""
+                lines.append(f"/* {kind} {a['name']}{source}: {a['dtype']}{dims} */")
                 macro = f"{prefix}_{a['name'].upper()}"
                 lines.append(f"#define {macro}_RANK {len(a['shape'])}")
                 for k, d in enumerate(a["shape"]):

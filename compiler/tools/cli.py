@@ -156,7 +156,14 @@ def cmd_build(args) -> int:
     if args.grad is not None:
         grad = tuple(int(a) for a in args.grad.split(",")) if "," in args.grad else int(args.grad)
     paths = build_library(
-        compiled, specs, args.output, args.name, grad, progress=sys.stderr, output_names=target.output_names
+        compiled,
+        specs,
+        args.output,
+        args.name,
+        grad,
+        progress=sys.stderr,
+        input_names=target.input_names,
+        output_names=target.output_names,
     )
     for path in paths.values():
         print(path)

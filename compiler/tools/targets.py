@@ -26,10 +26,11 @@ from kiln.tools.weights import bind_weights, load_weights
 @dataclass
 class Target:
     """A compiled function, the specs to lower it at, and (for an ONNX model) the graph's
-    output names, which a built library's header uses."""
+    input and output names, which a built library's header uses."""
 
     compiled: CompiledFunction
     specs: list
+    input_names: list | None = None
     output_names: list | None = None
 
 
@@ -176,7 +177,7 @@ def load_onnx(path: str, input_shapes: dict) -> Target:
         TensorSpec(_input_shape(value, input_shapes.get(value.name)), dtype)
         for value, dtype in zip(inputs, compiled.graph.input_dtypes)
     ]
-    return Target(compiled, specs, list(compiled.output_names))
+    return Target(compiled, specs, list(compiled.input_names), list(compiled.output_names))
 
 
 def parse_input_shapes(options: list) -> dict:
