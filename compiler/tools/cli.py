@@ -18,11 +18,8 @@ import inspect
 import os
 import sys
 
-import numpy as np
-
 from kiln.errors import KilnError
-from kiln.frontend import pytree
-from kiln.tools.targets import load_function, load_target
+from kiln.tools.targets import load_function, load_target, random_arguments
 from kiln.version import __version__
 
 __all__ = ["main", "load_function", "load_target", "random_arguments"]
@@ -30,12 +27,13 @@ __all__ = ["main", "load_function", "load_target", "random_arguments"]
 TARGET_HELP = "path.py:function (inputs given by parameter annotations) or model.onnx"
 
 
-def _target(args):
+def _target(args, onnx_weights: str = "constants"):
     return load_target(
         args.function,
         input_shapes=args.input_shape,
         weights=args.weights,
         weights_param=args.weights_param,
+        onnx_weights=onnx_weights,
     )
 
 
@@ -82,28 +80,11 @@ def cmd_tune(args) -> int:
     return 0
 
 
-def random_arguments(specs, seed: int = 0) -> list:
-    """Arrays for annotated specs (nested ones too): normal floats, small integers, coin-flip bools."""
-    rng = np.random.default_rng(seed)
-
-    def array(spec):
-        if spec.dtype.kind == "f":
-            return rng.standard_normal(spec.shape).astype(spec.dtype)
-        if spec.dtype.kind == "b":
-            return rng.random(spec.shape) < 0.5
-        return rng.integers(-8, 8, spec.shape).astype(spec.dtype)
-
-    arguments = []
-    for spec in specs:
-        leaves, treedef = pytree.flatten(spec)
-        arguments.append(pytree.unflatten(treedef, [array(leaf) for leaf in leaves]))
-    return arguments
-
-
 def cmd_profile(args) -> int:
-    target = _target(args)
-    compiled, specs = target.compiled, target.specs
-    print(compiled.profile(*random_arguments(specs, args.seed), seconds=args.seconds))
+    # An ONNX model's weights are passed as an argument: timing each kernel compiles the
+    # function once per kernel, which would copy weights built in as constants every time.
+    target = _target(args, onnx_weights="arguments")
+    print(target.compiled.profile(*target.example_arguments(args.seed), seconds=args.seconds))
     return 0
 
 

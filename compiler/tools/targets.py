@@ -15,6 +15,8 @@ import os
 import sys
 from dataclasses import dataclass
 
+import numpy as np
+
 from kiln.errors import KilnError
 from kiln.frontend import pytree
 from kiln.frontend.specs import TensorSpec
@@ -26,26 +28,56 @@ from kiln.tools.weights import bind_weights, load_weights
 @dataclass
 class Target:
     """A compiled function, the specs to lower it at, and (for an ONNX model) the graph's
-    input and output names, which a built library's header uses."""
+    input and output names, which a built library's header uses. With ONNX weights as an
+    argument, `weights` is their value, the last argument, which `specs` leave out."""
 
     compiled: CompiledFunction
     specs: list
     input_names: list | None = None
     output_names: list | None = None
+    weights: dict | None = None
+
+    def example_arguments(self, seed: int = 0) -> list:
+        """Random arrays for the specs (and the model's own weights after them)."""
+        arguments = random_arguments(self.specs, seed)
+        return arguments if self.weights is None else [*arguments, self.weights]
+
+
+def random_arguments(specs, seed: int = 0) -> list:
+    """Arrays for annotated specs (nested ones too): normal floats, small integers, coin-flip bools."""
+    rng = np.random.default_rng(seed)
+
+    def array(spec):
+        if spec.dtype.kind == "f":
+            return rng.standard_normal(spec.shape).astype(spec.dtype)
+        if spec.dtype.kind == "b":
+            return rng.random(spec.shape) < 0.5
+        return rng.integers(-8, 8, spec.shape).astype(spec.dtype)
+
+    arguments = []
+    for spec in specs:
+        leaves, treedef = pytree.flatten(spec)
+        arguments.append(pytree.unflatten(treedef, [array(leaf) for leaf in leaves]))
+    return arguments
 
 
 def load_target(
-    target: str, input_shapes: list | None = None, weights: str | None = None, weights_param: str | None = None
+    target: str,
+    input_shapes: list | None = None,
+    weights: str | None = None,
+    weights_param: str | None = None,
+    onnx_weights: str = "constants",
 ) -> Target:
     """`target` (``path.py:function`` or ``model.onnx``) compiled, with its input specs.
 
     `input_shapes` are ``name=d0,d1,...`` strings for an ONNX model's inputs; `weights` a
     SafeTensors file bound to a Python function's dict parameter (`weights_param`, or the
-    only one whose annotation is a dict of specs)."""
+    only one whose annotation is a dict of specs); `onnx_weights` is ``kiln.onnx.load``'s
+    `weights` ("constants" or "arguments")."""
     if is_onnx(target):
         if weights is not None or weights_param is not None:
             raise KilnError("--weights binds a Python function's dict parameter; an ONNX model carries its own weights")
-        return load_onnx(target, parse_input_shapes(input_shapes or []))
+        return load_onnx(target, parse_input_shapes(input_shapes or []), onnx_weights)
     if input_shapes:
         raise KilnError("--input-shape is for ONNX models; a Python function's shapes come from its annotations")
     compiled, specs = load_function(target)
@@ -154,16 +186,17 @@ def _without_parameter(fn, index: int, value):
 # ----- ONNX models -----
 
 
-def load_onnx(path: str, input_shapes: dict) -> Target:
-    """The ONNX model at `path`, its weights compiled in, at its graph inputs' shapes
-    (`input_shapes`, input name -> shape, for the ones it leaves symbolic)."""
+def load_onnx(path: str, input_shapes: dict, weights: str = "constants") -> Target:
+    """The ONNX model at `path` at its graph inputs' shapes (`input_shapes`, input name ->
+    shape, for the ones it leaves symbolic), its weights compiled in or (``weights=
+    "arguments"``) passed as the last argument."""
     if not os.path.isfile(path):
         raise KilnError(f"no such file: {path}")
     import kiln.onnx  # noqa: PLC0415 (the ONNX front end, which needs the optional onnx package)
 
     name = ssa_name(os.path.splitext(os.path.basename(path))[0]) or "model"
     try:
-        compiled = kiln.onnx.load(path, name=name)
+        compiled = kiln.onnx.load(path, weights=weights, name=name)
     except ModuleNotFoundError as exc:
         if exc.name != "onnx":
             raise
@@ -177,7 +210,7 @@ def load_onnx(path: str, input_shapes: dict) -> Target:
         TensorSpec(_input_shape(value, input_shapes.get(value.name)), dtype)
         for value, dtype in zip(inputs, compiled.graph.input_dtypes)
     ]
-    return Target(compiled, specs, list(compiled.input_names), list(compiled.output_names))
+    return Target(compiled, specs, list(compiled.input_names), list(compiled.output_names), compiled.weights)
 
 
 def parse_input_shapes(options: list) -> dict:
