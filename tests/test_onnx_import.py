@@ -168,10 +168,11 @@ def test_unsupported_parts_name_the_node_op_and_opset():
     other_domain.opset_import.append(helper.make_opsetid("com.example", 1))
     with pytest.raises(kiln.UnsupportedError, match="domain 'com.example'"):
         kiln.onnx.load(other_domain)(np.ones(2, np.float32))
-    # If has a subgraph and no function body: refused, naming the node.
+    # An If on a traced condition whose branches differ in shape: refused, naming the node.
     branch = helper.make_graph([helper.make_node("Identity", ["x"], ["z"])], "b", [], [tensor("z", [2])])
+    longer = helper.make_graph([helper.make_node("Concat", ["x", "x"], ["w"], axis=0)], "l", [], [tensor("w", [4])])
     if_model = make_model(
-        [helper.make_node("If", ["c"], ["y"], name="choose", then_branch=branch, else_branch=branch)],
+        [helper.make_node("If", ["c"], ["y"], name="choose", then_branch=branch, else_branch=longer)],
         [tensor("c", [], TensorProto.BOOL), tensor("x", [2])],
         [tensor("y", [2])],
         opset=17,

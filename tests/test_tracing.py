@@ -85,6 +85,22 @@ def test_captured_arrays_become_constants_at_trace_time():
     np.testing.assert_array_equal(f(np.ones(3)), first)
 
 
+def test_zero_stride_constants_stay_broadcasts():
+    # A filled weight (np.broadcast_to, ONNX's ConstantOfShape) is its distinct elements and a
+    # broadcast, never a copy of every element.
+    fill = np.broadcast_to(np.float32(0.5), (512, 1024))
+    rows = np.broadcast_to(np.arange(3, dtype=np.float32)[:, None], (3, 1024))
+    f = kiln.compile(lambda x, y: (x + fill, y * rows))
+    x, y = np.ones((512, 1024), np.float32), np.ones((3, 1024), np.float32)
+    text = f.lower(x, y).text()
+    assert "kiln.constant dense<0.5> : tensor<f32>" in text
+    assert "kiln.constant dense<[[0.0], [1.0], [2.0]]> : tensor<3x1xf32>" in text
+    assert not [line for line in text.splitlines() if "kiln.constant" in line and "1024" in line]
+    got_fill, got_rows = f(x, y)
+    np.testing.assert_array_equal(got_fill, x + fill)
+    np.testing.assert_array_equal(got_rows, y * rows)
+
+
 def test_one_trace_per_signature():
     calls = []
 

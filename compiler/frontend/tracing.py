@@ -137,11 +137,26 @@ class TraceContext:
     def constant(self, array: np.ndarray, weak: bool = False) -> "Tracer":
         """A kiln.constant for `array`; one op per distinct captured array or scalar."""
         array = np.asarray(array)
+        if any(stride == 0 and n > 1 for stride, n in zip(array.strides, array.shape)):
+            return self._broadcast_constant(array, weak)
         key = (array.dtype.str, array.shape, array.tobytes()) if array.size <= 16 else id(array)
         if key not in self._constants:
             # A copy: the trace must not change if the caller mutates the array later.
             value = self.emit(T.ConstantOp, [], {"value": np.array(array, copy=True)}).value
             self._constants[key] = (value, array)  # keeping `array` alive keeps id() unique
+        return Tracer(self._constants[key][0], self, weak)
+
+    def _broadcast_constant(self, array: np.ndarray, weak: bool) -> "Tracer":
+        """A zero-stride array (np.broadcast_to, a filled weight) as a constant of its distinct
+        elements and a broadcast, so that a large splat is never copied out in full."""
+        key = ("broadcast", id(array))
+        if key not in self._constants:
+            distinct = array[tuple(slice(0, 1) if stride == 0 else slice(None) for stride in array.strides)]
+            # a splat is a scalar constant, kiln's own spelling of a filled array
+            source = self.constant(np.array(distinct.reshape(()) if distinct.size == 1 else distinct, copy=True))
+            result_type = tensor_type(array.shape, array.dtype)
+            value = self.emit(T.BroadcastToOp, [source], result_type=result_type).value
+            self._constants[key] = (value, array)
         return Tracer(self._constants[key][0], self, weak)
 
     def value_of(self, tracer: "Tracer"):

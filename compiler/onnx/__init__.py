@@ -11,7 +11,9 @@ import os
 
 import numpy as np
 
+from kiln.errors import ArgumentError
 from kiln.jit import CompiledFunction
+from kiln.onnx.graph import StaticValue
 
 __all__ = ["load", "OnnxFunction", "Backend", "BackendRep", "supported_ops"]
 
@@ -26,8 +28,13 @@ class OnnxFunction(CompiledFunction):
     model's own values for it.
     """
 
-    def __init__(self, graph, fn, parameters: dict, weights_as_argument: bool, **options):
-        super().__init__(fn, **options)
+    def __init__(self, graph, fn, parameters: dict, weights_as_argument: bool, static_inputs=(), **options):
+        unknown = sorted(set(static_inputs) - set(parameters))
+        if unknown:
+            raise ArgumentError(f"static_inputs {unknown} are not graph inputs of the model")
+        self.static_inputs = tuple(static_inputs)
+        self._static = [parameters[name] for name in static_inputs]
+        super().__init__(fn, static_argnames=self._static, **options)
         self.graph = graph
         self.input_names = [v.name for v in graph.inputs]
         self.output_names = list(graph.outputs)
@@ -37,18 +44,35 @@ class OnnxFunction(CompiledFunction):
     def _renamed(self, kwargs: dict) -> dict:
         return {self._parameter_of.get(k, k): v for k, v in kwargs.items()}
 
+    def _bound(self, args, kwargs):
+        """`args` and `kwargs` by parameter name, the static inputs' arrays made hashable."""
+        kwargs = self._renamed(kwargs)
+        if not self._static:
+            return args, kwargs
+        names = list(self._signature.parameters)
+        kwargs.update(zip(names, args))
+        for name in self._static:
+            if name in kwargs:
+                kwargs[name] = StaticValue(kwargs[name])
+        return (), kwargs
+
     def __call__(self, *args, out=None, **kwargs):
-        result = super().__call__(*args, out=out, **self._renamed(kwargs))
+        args, kwargs = self._bound(args, kwargs)
+        result = super().__call__(*args, out=out, **kwargs)
         return tuple(np.asarray(r) if isinstance(r, np.generic) else r for r in result)
 
     def lower(self, *args, **kwargs):
-        return super().lower(*args, **self._renamed(kwargs))
+        args, kwargs = self._bound(args, kwargs)
+        return super().lower(*args, **kwargs)
 
     def profile(self, *args, seconds: float = 2.0, **kwargs):
-        return super().profile(*args, seconds=seconds, **self._renamed(kwargs))
+        args, kwargs = self._bound(args, kwargs)
+        return super().profile(*args, seconds=seconds, **kwargs)
 
 
-def load(model, *, weights: str = "constants", name: str | None = None, **compile_options) -> OnnxFunction:
+def load(
+    model, *, weights: str = "constants", name: str | None = None, static_inputs=(), **compile_options
+) -> OnnxFunction:
     """Import the ONNX model `model` (a path, bytes or an ``onnx.ModelProto``) and compile it.
 
     The model is parsed and checked with the ``onnx`` package (``onnx.checker``; local
@@ -56,7 +80,10 @@ def load(model, *, weights: str = "constants", name: str | None = None, **compil
     ``"arguments"`` (float initializers become one dict argument, ``weights``, so they
     change without a recompile and ``kiln.grad`` reaches them; integer initializers, which
     are shapes and indices, stay constants). `compile_options` are ``kiln.compile``'s
-    (``target=``, ``schedule=``, ``optimize=``, ``debug=``, ...).
+    (``target=``, ``schedule=``, ``optimize=``, ``debug=``, ...). `static_inputs` names graph
+    inputs whose values are compiled in, as static arguments are (a new value is traced and
+    compiled anew): those a model uses as shapes, axes, pads or counts, which kiln must know
+    when it imports the model.
 
     Shapes are static: each new input shape is traced once, shape arithmetic in the graph is
     done then, and a value that would need a data-dependent shape raises
@@ -84,7 +111,7 @@ def load(model, *, weights: str = "constants", name: str | None = None, **compil
     graph = GraphFunction(proto, source)
     name = name or _function_name(proto, source)
     fn, parameters = make_python_function(graph, weights == "arguments", name)
-    return OnnxFunction(graph, fn, parameters, weights == "arguments", **compile_options)
+    return OnnxFunction(graph, fn, parameters, weights == "arguments", tuple(static_inputs), **compile_options)
 
 
 def _function_name(proto, source: str) -> str:

@@ -16,6 +16,7 @@ from onnx.backend.base import Backend as _OnnxBackend
 from onnx.backend.base import BackendRep as _OnnxBackendRep
 from onnx.backend.base import Device, DeviceType
 
+from kiln.errors import UnsupportedError
 from kiln.onnx import load
 
 _TARGETS = {DeviceType.CPU: "cpu", DeviceType.CUDA: "cuda"}
@@ -23,17 +24,47 @@ _TARGETS = {DeviceType.CPU: "cpu", DeviceType.CUDA: "cuda"}
 
 class BackendRep(_OnnxBackendRep):
     """A prepared model: ``run(inputs)`` takes the graph inputs (a list in graph order, or a
-    dict by name) and returns the outputs as a tuple of numpy arrays."""
+    dict by name) and returns the outputs as a tuple of numpy arrays.
 
-    def __init__(self, function):
+    ONNX's node tests feed shapes, axes, pads and counts as graph inputs, which kiln must
+    know when it imports the model (its shapes are static). A model that needs them is
+    compiled again with its integer and bool inputs (shapes, axes, counts, Compress's
+    condition) passed by value (``static_inputs``, compiled once per distinct value), as a
+    deployed model has them as initializers. Float inputs are never made constants: an
+    output whose shape depends on float data (NonZero, Unique) is refused, not computed
+    by numpy at import time."""
+
+    def __init__(self, function, reload=None):
         self.function = function
+        self._reload = reload
 
     def run(self, inputs, **kwargs):
-        if isinstance(inputs, dict):
-            return self.function(**inputs)
         if isinstance(inputs, np.ndarray):
             inputs = [inputs]
-        return self.function(*[np.asarray(x) for x in inputs])
+        if not isinstance(inputs, dict):
+            inputs = [np.asarray(x) for x in inputs]
+        try:
+            return self._call(inputs)
+        except UnsupportedError as exc:
+            index_like = _index_like_inputs(self.function.graph)
+            if (
+                self._reload is None
+                or _NEEDS_CONSTANT not in str(exc)
+                or set(index_like) <= set(self.function.static_inputs)
+            ):
+                raise
+        self.function = self._reload(index_like)
+        return self._call(inputs)
+
+    def _call(self, inputs):
+        return self.function(**inputs) if isinstance(inputs, dict) else self.function(*inputs)
+
+
+_NEEDS_CONSTANT = "must be known when the model is imported"
+
+
+def _index_like_inputs(graph) -> tuple:
+    return tuple(v.name for v, dtype in zip(graph.inputs, graph.input_dtypes) if dtype.kind in "iub")
 
 
 class Backend(_OnnxBackend):
@@ -44,7 +75,10 @@ class Backend(_OnnxBackend):
         super().prepare(model, device, **kwargs)
         target = _TARGETS[Device(device).type]
         options = {k: v for k, v in kwargs.items() if k not in ("rtol", "atol")}
-        return BackendRep(load(model, target=target, **options))
+        return BackendRep(
+            load(model, target=target, **options),
+            lambda static_inputs: load(model, target=target, static_inputs=static_inputs, **options),
+        )
 
     @classmethod
     def run_node(cls, node, inputs, device: str = "CPU", outputs_info=None, **kwargs):

@@ -150,7 +150,7 @@ class GraphFunction:
                     "kiln imports the default ONNX domain only"
                 )
             opset = opsets.get("", opsets.get("ai.onnx", 1))
-            node = Node(proto, opset, index)
+            node = Node(proto, opset, index, self._subgraph_runner(values, opsets))
             inputs = []
             for name in proto.input:
                 if name and name not in values:
@@ -164,6 +164,25 @@ class GraphFunction:
             for name, result in zip(proto.output, results):
                 if name:
                     values[name] = self._checked(node, name, result)
+
+    def _subgraph_runner(self, outer: dict, opsets: dict):
+        def run_graph(graph, inputs: dict) -> list:
+            return self.run_subgraph(graph, inputs, outer, opsets)
+
+        return run_graph
+
+    def run_subgraph(self, graph, inputs: dict, outer: dict, opsets: dict) -> list:
+        """The outputs of the subgraph `graph` run in a child scope of `outer`: the outer
+        values, then the subgraph's initializers, then `inputs` (by the subgraph's input
+        names), each shadowing the one before. The outer scope is left as it was."""
+        scope = dict(outer)
+        scope.update((t.name, to_numpy(t)) for t in graph.initializer)
+        scope.update(inputs)
+        self.run_nodes(graph.node, scope, opsets)
+        missing = [v.name for v in graph.output if v.name not in scope]
+        if missing:
+            raise KilnError(f"the ONNX subgraph {graph.name!r} never computes its outputs {missing}")
+        return [scope[v.name] for v in graph.output]
 
     def run_node(self, node: Node, inputs: list, values: dict):
         definition = OPS.get(node.op_type)
@@ -281,12 +300,28 @@ def _bind_attributes(body_node, caller, schema):
     return node
 
 
+class StaticValue:
+    """A graph input's array passed by value (``static_inputs``): hashable, so that kiln
+    traces and compiles once per distinct value, as it does for a static argument."""
+
+    def __init__(self, array):
+        self.array = np.asarray(array)
+        self._key = (self.array.dtype.str, self.array.shape, self.array.tobytes())
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __eq__(self, other):
+        return isinstance(other, StaticValue) and self._key == other._key
+
+
 def make_python_function(graph: GraphFunction, weights_as_argument: bool, name: str):
     """A Python function with one parameter per graph input (and ``weights`` last when
     weights are an argument) returning the tuple of graph outputs, for ``kiln.compile``."""
     names = parameter_names([v.name for v in graph.inputs])
 
     def model(*args):
+        args = [a.array if isinstance(a, StaticValue) else a for a in args]
         if weights_as_argument:
             *args, weights = args
             return graph(list(args), weights)

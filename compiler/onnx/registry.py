@@ -49,10 +49,11 @@ class Node:
     """One ``NodeProto`` being imported: its attributes as Python values and the opset
     of its domain. ``error()`` builds the exception that names the node."""
 
-    def __init__(self, proto, opset: int, index: int):
+    def __init__(self, proto, opset: int, index: int, graph_runner=None):
         import onnx  # noqa: PLC0415 (the optional extra, imported only when a model is)
 
         self.proto = proto
+        self._graph_runner = graph_runner
         self.opset = opset
         self.index = index
         self.op_type = proto.op_type
@@ -85,6 +86,14 @@ class Node:
     def ints(self, name: str, default=None):
         value = self.attr(name, default)
         return None if value is None else [int(v) for v in value]
+
+    def run_graph(self, graph, inputs: dict) -> list:
+        """The outputs of `graph` (one of this node's GRAPH attributes, e.g. If's
+        ``then_branch``), run with `inputs` (name -> value) bound to its inputs in a scope
+        that also sees every value of the scope this node runs in, as ONNX's subgraphs do."""
+        if self._graph_runner is None:
+            raise self.error("cannot run a subgraph outside of a model being imported")
+        return self._graph_runner(graph, inputs)
 
     def error(self, message: str, cls=UnsupportedError) -> KilnError:
         return cls(f"ONNX node {self.name!r} ({self.op_type}, opset {self.opset}): {message}")
