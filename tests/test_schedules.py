@@ -385,3 +385,24 @@ def test_factors_past_the_trip_count_unroll_fully_at_once(step):
     a, b = rng.standard_normal((7, 13)).astype(np.float32), rng.standard_normal((13, 11)).astype(np.float32)
     got = kiln.compile(lambda a, b: a @ b, schedule=[step])(a, b)
     np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_the_default_matmul_recipe_is_tried_on_a_copy_of_its_own_kernel(monkeypatch):
+    """Trying a recipe copies only the kernel it schedules: copying the whole function per
+    kernel made scheduling quadratic in the number of kernels (minutes for a CNN)."""
+    from kiln.passes import default_schedule, schedule
+
+    trials = []
+
+    def trial_copy(function, step):
+        trial = schedule._trial_copy(function, step)
+        trials.append({schedule.A.kernel_of(nest) for nest in schedule.kernels(trial)})
+        return trial
+
+    monkeypatch.setattr(default_schedule, "_trial_copy", trial_copy)
+    a = rng.standard_normal((16, 16)).astype(np.float32)
+    fn = kiln.compile(lambda a: np.tanh((np.tanh(a @ a) + 1) @ a) @ a)
+    text = fn.lower(a).text("scheduled")
+    assert len(trials) >= 3 and all(len(kernels) == 1 for kernels in trials), trials
+    assert text.count("unroll_jam(") >= 3
+    np.testing.assert_allclose(fn(a), np.tanh((np.tanh(a @ a) + 1) @ a) @ a, rtol=1e-5, atol=1e-5)
