@@ -38,6 +38,7 @@ from kiln.runtime.library import load
 from kiln.tools.bisect import BisectReport, bisect
 from kiln.tools.gradcheck import GradcheckReport, gradcheck
 from kiln.tools.profiler import Profile, profile
+from kiln.tools.weights import load_weights, save_weights
 from kiln.transforms import grad, value_and_grad
 from kiln.version import __version__
 
@@ -95,6 +96,8 @@ __all__ = [
     "Profile",
     "bisect",
     "BisectReport",
+    "save_weights",
+    "load_weights",
 ]
 
 

@@ -1,12 +1,14 @@
 """Train a digit classifier whose whole training step is one compiled function.
 
-    python examples/train_mlp.py [--epochs 10] [--batch 64] [--hidden 64]
+    python examples/train_mlp.py [--epochs 10] [--batch 64] [--hidden 64] [--save build/digits_mlp.safetensors]
 
 Data: the UCI handwritten digits (8x8 images, 1797 samples, shipped in
 examples/data). The step (forward, softmax cross-entropy, backward through
 kiln.value_and_grad, SGD update of a dict of parameters) runs as native code;
 the same step written by hand in numpy runs beside it, both for its time and as
-a check that kiln computes the same numbers.
+a check that kiln computes the same numbers. The trained parameters are saved
+with kiln.save_weights (SafeTensors), which examples/c/digits_model.py builds
+into a C library: kiln build examples/c/digits_model.py:classify --weights FILE.
 """
 
 import argparse
@@ -86,6 +88,11 @@ def main():
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--lr", type=float, default=0.5)
+    parser.add_argument(
+        "--save",
+        default=os.path.join("build", "digits_mlp.safetensors"),
+        help="SafeTensors file for the trained parameters (default: build/digits_mlp.safetensors)",
+    )
     args = parser.parse_args()
 
     rng = np.random.default_rng(0)
@@ -135,6 +142,9 @@ def main():
     test_accuracy = accuracy(params, x_test, y_test[:, None])
     if test_accuracy < 0.9:
         raise SystemExit(f"the model did not learn: test accuracy {test_accuracy:.3f}")
+    os.makedirs(os.path.dirname(os.path.abspath(args.save)), exist_ok=True)
+    kiln.save_weights(args.save, params)
+    print(f"trained parameters saved to {args.save}")
 
 
 if __name__ == "__main__":

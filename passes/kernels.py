@@ -18,10 +18,10 @@ import hashlib
 import re
 
 from kiln.dialects import affine as A
-from kiln.dialects import arith as AR
 from kiln.dialects import builtin, print_ir
 from kiln.dialects import func as F
 from kiln.dialects import memref as MR
+from kiln.dialects.affine_expr import AffineMap
 from kiln.dialects.types import MemRefType
 
 _NAMES = (A.LOOP, MR.BUFFER, MR.ARGUMENT_BUFFERS)  # what the hash leaves out
@@ -54,11 +54,23 @@ def _outside_values(function: F.FuncOp, kernel: str) -> list:
         for a in block.args
     }
     external = []
+
+    def use(value):
+        if value in inside or value in external:
+            return
+        producer = getattr(value, "op", None)
+        if not isinstance(value.type, MemRefType) and producer is not None and not producer.regions:
+            # A scalar computed before the nests (a load of a 0-d buffer that loop-invariant code
+            # motion hoisted out of them, and arithmetic on it): the cut-out kernel recomputes it,
+            # so what it reads comes first.
+            for operand in producer.operands:
+                use(operand)
+        external.append(value)
+
     for nest in nests:
         for op in nest.walk():
             for value in op.operands:
-                if value not in inside and value not in external:
-                    external.append(value)
+                use(value)
     return external
 
 
@@ -68,19 +80,29 @@ def kernel_buffers(function: F.FuncOp, kernel: str) -> list:
 
 
 def extract(function: F.FuncOp, kernel: str) -> builtin.ModuleOp:
-    """A module whose one function runs just `kernel`, over arguments for every buffer it uses."""
+    """A module whose one function runs just `kernel`, over arguments for every buffer it uses.
+
+    Scalars computed before the nests are recomputed in it; one that another kernel's loop
+    computes (a whole-array reduction, which stays in a register) becomes a 0-d argument of
+    its own, after the buffers, so the buffers keep their numbers a0, a1, ...
+    """
     nests = nests_of(function, kernel)
     external = _outside_values(function, kernel)
     buffers = [v for v in external if isinstance(v.type, MemRefType)]
     scalars = [v for v in external if not isinstance(v.type, MemRefType)]
-    new = F.FuncOp.create("kernel", [v.type for v in buffers], [], [f"a{k}" for k in range(len(buffers))])
-    new.attributes[MR.ARGUMENT_BUFFERS] = tuple(f"a{k}" for k in range(len(buffers)))
+    passed = [v for v in scalars if getattr(v, "op", None) is None or v.op.regions]
+    types = [v.type for v in buffers] + [MemRefType((), v.type) for v in passed]
+    names = [f"a{k}" for k in range(len(types))]
+    new = F.FuncOp.create("kernel", types, [], names)
+    new.attributes[MR.ARGUMENT_BUFFERS] = tuple(names)
     mapping = dict(zip(buffers, new.arguments))
-    for value in scalars:
-        producer = getattr(value, "op", None)
-        if not isinstance(producer, AR.ConstantOp):
-            raise ValueError(f"kernel {kernel} reads a scalar that is not a constant")
-        new.body.append(producer.clone(mapping))
+    for value, argument in zip(passed, new.arguments[len(buffers) :]):
+        load = A.LoadOp([argument], {"map": AffineMap(0, ())})
+        new.body.append(load)
+        mapping[value] = load.result
+    for value in scalars:  # in the order they are computed (see _outside_values)
+        if value not in passed:
+            new.body.append(value.op.clone(mapping))
     for nest in nests:
         copy = nest.clone(mapping)
         new.body.append(copy)

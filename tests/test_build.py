@@ -1,6 +1,8 @@
 """kiln build: a shared library and a C header that need no Python to call."""
 
+import gzip
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,26 +21,44 @@ pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler to link librar
 rng = np.random.default_rng(29)
 
 
-def test_a_c_program_calls_the_built_mlp_in_a_bare_environment(tmp_path):
+def test_a_c_program_classifies_digits_with_the_trained_weights_built_in(tmp_path):
+    """examples/c/main.c as its comment runs it: train, build with --weights, compile, classify."""
+    weights = tmp_path / "digits_mlp.safetensors"
+    train = [sys.executable, f"{ROOT}/examples/train_mlp.py", "--epochs", "3", "--save", str(weights)]
+    subprocess.run(train, capture_output=True, check=True)
     out = tmp_path / "build"
+    model = f"{ROOT}/examples/c/digits_model.py:classify"
     result = subprocess.run(
-        [sys.executable, "-m", "kiln", "build", f"{ROOT}/examples/c/mlp_model.py:mlp", "-o", str(out)],
+        [sys.executable, "-m", "kiln", "build", model, "--weights", str(weights), "-o", str(out)],
         capture_output=True,
         text=True,
     )
     assert result.returncode == 0, result.stderr
-    assert {"libmlp.so", "mlp.h", "README"} <= set(os.listdir(out))
+    assert {"libclassify.so", "classify.h", "README"} <= set(os.listdir(out))
+    assert "int32_t classify(const float *image, int64_t *out0, float *out1);" in (out / "classify.h").read_text()
     program = out / "main"
     subprocess.run(
-        [CC, f"{ROOT}/examples/c/main.c", f"-I{out}", f"-L{out}", "-lmlp", "-Wl,-rpath,$ORIGIN", "-o", str(program)],
+        [CC, f"{ROOT}/examples/c/main.c", f"-I{out}", f"-L{out}", "-lclassify", "-Wl,-rpath,$ORIGIN"]
+        + ["-o", str(program)],
         check=True,
     )
-    run = subprocess.run([str(program)], capture_output=True, text=True, env={}, check=True)  # no PYTHONPATH, nothing
-    printed = np.array([[float(v) for v in line.split()] for line in run.stdout.splitlines()])
+    with gzip.open(f"{ROOT}/examples/data/digits.csv.gz", "rt") as f:
+        table = f.read()
+    # no PYTHONPATH, nothing of kiln: the library carries the weights
+    run = subprocess.run([str(program)], input=table, capture_output=True, text=True, env={}, check=True)
+    *lines, summary = run.stdout.splitlines()
+    printed = [re.fullmatch(r"digit (\d) \(p = ([\d.]+)\), label (\d)", line).groups() for line in lines]
+    assert len(printed) == 1797 and re.fullmatch(r"accuracy 0\.9\d+ \(\d+ of 1797\)", summary), summary
     sys.path.insert(0, f"{ROOT}/examples/c")
-    import mlp_model
+    import digits_model
 
-    np.testing.assert_allclose(printed, mlp_model.mlp(mlp_model.example_input()), atol=2e-6)
+    pixels = np.loadtxt(table.splitlines(), delimiter=",", dtype=np.float32)[:, :64]
+    classify = kiln.compile(digits_model.classify)
+    params = kiln.load_weights(weights)
+    for (digit, probability, _), image in zip(printed[:50], pixels):
+        want_digit, want_probabilities = classify(params, image[None, :])
+        assert int(digit) == want_digit[0]
+        assert abs(float(probability) - want_probabilities[0, want_digit[0]]) < 1e-4
 
 
 def make_library(tmp_path, fn, specs, name, grad=None):

@@ -38,6 +38,8 @@ LATE_IMPORTS = {
     ("kiln.tools.cli", "kiln.tools.tuning_db"),
     ("kiln.tools.cli", "kiln.tools.bisect"),
     ("kiln.tools.cli", "kiln.tools.build"),
+    # The ONNX front end needs the optional onnx package: loaded only for a model.onnx target.
+    ("kiln.tools.targets", "kiln.onnx"),
 }
 
 

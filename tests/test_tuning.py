@@ -179,6 +179,30 @@ def test_tuning_end_to_end_through_the_command_line(tmp_path):
         assert {"kernel", "host", "steps", "default_ms", "tuned_ms", "seed", "trials"} <= set(records[0])
 
 
+@pytest.mark.parametrize(
+    "fn, specs",
+    [
+        (lambda x: x - np.mean(x), (kiln.f32[16, 64],)),  # k1 reads the 0-d mean k0 wrote
+        (lambda x, s: np.exp(x * s), (kiln.f32[16, 64], kiln.f32[()])),  # a 0-d input
+    ],
+)
+def test_a_kernel_reading_a_hoisted_0d_load_is_cut_out_with_the_load(tmp_path, monkeypatch, fn, specs):
+    function = affine(fn, *specs)
+    kernel = kernel_names(function)[-1]
+    module = extract(function, kernel)  # once a ValueError: "reads a scalar that is not a constant"
+    text = print_ir(module)
+    assert re.search(r"affine\.load %a\d+\[\] : memref<f32>", text), text
+    result = tune_kernel(module, trials=2, seed=0)  # the cut-out kernel builds, runs and checks
+    assert result.trials >= 1
+    # Compiling with a tuning database that has records for this host cuts out every kernel.
+    db = TuningDB(str(tmp_path / "tuning.yaml"))
+    db.put({"kernel": "0" * 16, "host": host_fingerprint(), "steps": [], "default_ms": 1.0, "tuned_ms": 0.5})
+    db.save()
+    compiled = kiln.compile(fn, tuning_db=str(tmp_path / "tuning.yaml"))
+    args = [np.linspace(-1, 1, 1024, dtype=np.float32).reshape(16, 64), np.float32(0.5)][: len(specs)]
+    np.testing.assert_allclose(compiled(*args), fn(*args), rtol=1e-5, atol=1e-6)
+
+
 def test_tune_kernel_returns_the_default_or_a_schedule_with_its_numbers():
     # Which schedule wins depends on timing, so the test checks what cannot: the result is
     # either "keep the default" (no steps, one measurement) or steps that compute the same.

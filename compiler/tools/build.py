@@ -47,9 +47,21 @@ C_TYPES = {
 }
 
 
-def build_library(compiled, specs, out_dir: str, name: str | None = None, grad_argnums=None, progress=None) -> dict:
+def build_library(
+    compiled,
+    specs,
+    out_dir: str,
+    name: str | None = None,
+    grad_argnums=None,
+    progress=None,
+    input_names=None,
+    output_names=None,
+) -> dict:
     """Write lib<name>.so, <name>.h and README into `out_dir`; returns their paths. `progress`,
-    a stream (``kiln build`` gives sys.stderr), shows a bar of the steps if it is a terminal."""
+    a stream (``kiln build`` gives sys.stderr), shows a bar of the steps if it is a terminal.
+    `input_names` and `output_names` name the arrays in the header (an ONNX graph's names;
+    by default the parameters' names and out0, out1, ...); they are made C identifiers, and
+    the header quotes a name that had to change."""
     name = name or compiled.__name__
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise KilnError(f"--name must be a C identifier, got {name!r}")
@@ -82,7 +94,9 @@ def build_library(compiled, specs, out_dir: str, name: str | None = None, grad_a
             with open(path, "wb") as f:
                 f.write(code)
             objects.append(path)
-            signature = _signature(entry, pipeline, symbol_name(pipeline.module("tensor").body.ops[0].sym_name))
+            symbol = symbol_name(pipeline.module("tensor").body.ops[0].sym_name)
+            outputs = output_names if entry == name else None  # the gradient's outputs are (value, gradients)
+            signature = _signature(entry, pipeline, symbol, input_names, outputs)
             signatures.append(signature)
             shims.append(_shim(signature))
             bar.update()
@@ -107,17 +121,53 @@ def build_library(compiled, specs, out_dir: str, name: str | None = None, grad_a
     return {"library": library, "header": header, "readme": readme}
 
 
-def _signature(entry, pipeline, symbol) -> dict:
+def _signature(entry, pipeline, symbol, input_names=None, output_names=None) -> dict:
     function = pipeline.module("tensor").body.ops[0]
-    inputs = [
-        {"name": a.name_hint or f"in{k}", "dtype": str(a.type.dtype), "shape": list(a.type.shape)}
-        for k, a in enumerate(function.arguments)
+    arguments, results = function.arguments, function.function_type.results
+    for kind, given, count in (("input", input_names, len(arguments)), ("output", output_names, len(results))):
+        if given is not None and len(given) != count:
+            raise KilnError(f"{entry} has {count} {kind}s, but {len(given)} {kind} names were given")
+    sources = list(input_names or [a.name_hint or f"in{k}" for k, a in enumerate(arguments)])
+    sources += list(output_names or [f"out{k}" for k in range(len(results))])
+    names = c_identifiers(sources)
+    arrays = [
+        {"name": n, "dtype": str(t.dtype), "shape": list(t.shape), **({"source": s} if s != n else {})}
+        for n, s, t in zip(names, sources, [a.type for a in arguments] + list(results))
     ]
-    outputs = [
-        {"name": f"out{k}", "dtype": str(t.dtype), "shape": list(t.shape)}
-        for k, t in enumerate(function.function_type.results)
-    ]
-    return {"entry": entry, "symbol": symbol, "inputs": inputs, "outputs": outputs}
+    return {"entry": entry, "symbol": symbol, "inputs": arrays[: len(arguments)], "outputs": arrays[len(arguments) :]}
+
+
+# C's keywords (C23's included), which a parameter may not be named.
+C_KEYWORDS = frozenset(
+    "alignas alignof auto bool break case char const constexpr continue default do double else enum extern false "
+    "float for goto if inline int long nullptr register restrict return short signed sizeof static static_assert "
+    "struct switch thread_local true typedef typeof typeof_unqual union unsigned void volatile while".split()
+)
+
+
+def c_identifiers(names) -> list:
+    """`names` (an ONNX graph's "input.1", "495", ...) as distinct C identifiers: other
+    characters become '_', a leading digit gets a ``v`` before it, a C keyword gets a '_'
+    after it. Names that differ only in case count as equal, because
+    the header's macros are upper case (``MLP_X_SIZE``).
+
+    >>> c_identifiers(["input.1", "495", "int", "X", "x"])
+    ['input_1', 'v495', 'int_', 'X', 'x_2']
+    """
+    taken, result = set(), []
+    for name in names:
+        base = re.sub(r"[^A-Za-z0-9_]", "_", name) or "v"
+        if base[0].isdigit():
+            base = "v" + base
+        if base in C_KEYWORDS:
+            base += "_"
+        candidate, k = base, 1
+        while candidate.upper() in taken:
+            k += 1
+            candidate = f"{base}{k}" if base.endswith("_") else f"{base}_{k}"
+        taken.add(candidate.upper())
+        result.append(candidate)
+    return result
 
 
 def _params(signature) -> str:
@@ -166,7 +216,8 @@ def _header(name, signatures, compiled) -> str:
         for kind, arrays in (("input", signature["inputs"]), ("output", signature["outputs"])):
             for a in arrays:
                 dims = "".join(f"[{d}]" for d in a["shape"]) or " (a scalar)"
-                lines.append(f"/* {kind} {a['name']}: {a['dtype']}{dims} */")
+                source = f" ({json.dumps(a['source'])})".replace("*/", "*\\/") if "source" in a else ""
+                lines.append(f"/* {kind} {a['name']}{source}: {a['dtype']}{dims} */")
                 macro = f"{prefix}_{a['name'].upper()}"
                 lines.append(f"#define {macro}_RANK {len(a['shape'])}")
                 for k, d in enumerate(a["shape"]):

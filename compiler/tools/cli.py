@@ -3,69 +3,43 @@
     kiln dump examples/mlp.py:predict --stage tensor
     kiln profile examples/train_step.py:train_step
     kiln bisect examples/layernorm.py:layernorm
+    kiln build model.onnx --input-shape input=1,3,224,224 -o build/
 
 Functions are named ``path.py:function``; their input specs come from
 parameter annotations such as ``x: kiln.f32[256, 784]`` (a dict or tuple of
-specs for a structured argument).
+specs for a structured argument). An ONNX model, ``model.onnx``, is compiled
+at its graph inputs' shapes (``kiln.tools.targets`` loads both).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import inspect
 import os
 import sys
 
-import numpy as np
-
 from kiln.errors import KilnError
-from kiln.frontend import pytree
-from kiln.frontend.specs import TensorSpec
-from kiln.jit import CompiledFunction, compile
+from kiln.tools.targets import load_function, load_target, random_arguments
 from kiln.version import __version__
 
+__all__ = ["main", "load_function", "load_target", "random_arguments"]
 
-def load_function(target: str):
-    """Import ``path.py:function`` and return (the compiled function, its input specs)."""
-    path, sep, name = target.rpartition(":")
-    if not sep or not path or not name:
-        raise KilnError(f"expected path.py:function, got {target!r}")
-    if not os.path.isfile(path):
-        raise KilnError(f"no such file: {path}")
-    module_name = "_kiln_cli_" + os.path.splitext(os.path.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.pop(0)
-    fn = getattr(module, name, None)
-    if fn is None:
-        raise KilnError(f"{path} has no function {name!r}")
-    compiled = fn if isinstance(fn, CompiledFunction) else compile(fn)
-    return compiled, annotated_specs(compiled.fn)
+TARGET_HELP = "path.py:function (inputs given by parameter annotations) or model.onnx"
 
 
-def annotated_specs(fn) -> list:
-    annotations = inspect.get_annotations(fn, eval_str=True)
-    specs = []
-    for param in inspect.signature(fn).parameters.values():
-        if param.name not in annotations:
-            raise KilnError(
-                f"parameter '{param.name}' of {fn.__name__} has no input spec; annotate it, "
-                f"e.g. {param.name}: kiln.f32[8, 4]"
-            )
-        spec = annotations[param.name]
-        if not all(isinstance(leaf, TensorSpec) for leaf in pytree.flatten(spec)[0]):
-            raise KilnError(f"the annotation of '{param.name}' is not a kiln spec like kiln.f32[8, 4]: {spec!r}")
-        specs.append(spec)
-    return specs
+def _target(args, onnx_weights: str = "constants"):
+    return load_target(
+        args.function,
+        input_shapes=args.input_shape,
+        weights=args.weights,
+        weights_param=args.weights_param,
+        onnx_weights=onnx_weights,
+    )
 
 
 def cmd_dump(args) -> int:
-    compiled, specs = load_function(args.function)
+    target = _target(args)
+    compiled, specs = target.compiled, target.specs
     lowered = compiled.lower(*specs)
     stages = lowered.stages if args.stage == "all" else [args.stage]
     for stage in stages:
@@ -98,41 +72,27 @@ def cmd_tune(args) -> int:
         print(f"{len(stale)} stale record(s)")
         return 1 if stale else 0
     if not args.function:
-        raise KilnError("kiln tune needs path.py:function (or --report / --verify)")
-    compiled, specs = load_function(args.function)
+        raise KilnError("kiln tune needs path.py:function or model.onnx (or --report / --verify)")
+    target = _target(args)
+    compiled, specs = target.compiled, target.specs
     tune_function(compiled, specs, db, args.trials, args.seed, args.time_budget, args.strategy)
     print(f"tuning records are in {db.path}")
     return 0
 
 
-def random_arguments(specs, seed: int = 0) -> list:
-    """Arrays for annotated specs (nested ones too): normal floats, small integers, coin-flip bools."""
-    rng = np.random.default_rng(seed)
-
-    def array(spec):
-        if spec.dtype.kind == "f":
-            return rng.standard_normal(spec.shape).astype(spec.dtype)
-        if spec.dtype.kind == "b":
-            return rng.random(spec.shape) < 0.5
-        return rng.integers(-8, 8, spec.shape).astype(spec.dtype)
-
-    arguments = []
-    for spec in specs:
-        leaves, treedef = pytree.flatten(spec)
-        arguments.append(pytree.unflatten(treedef, [array(leaf) for leaf in leaves]))
-    return arguments
-
-
 def cmd_profile(args) -> int:
-    compiled, specs = load_function(args.function)
-    print(compiled.profile(*random_arguments(specs, args.seed), seconds=args.seconds))
+    # An ONNX model's weights are passed as an argument: timing each kernel compiles the
+    # function once per kernel, which would copy weights built in as constants every time.
+    target = _target(args, onnx_weights="arguments")
+    print(target.compiled.profile(*target.example_arguments(args.seed), seconds=args.seconds))
     return 0
 
 
 def cmd_bisect(args) -> int:
     from kiln.tools.bisect import StepBar, bisect, duration, estimate, shrink_specs
 
-    compiled, specs = load_function(args.function)
+    target = _target(args)
+    compiled, specs = target.compiled, target.specs
 
     def say(line):
         print(line, file=sys.stderr, flush=True)
@@ -169,16 +129,51 @@ def cmd_bisect(args) -> int:
 def cmd_build(args) -> int:
     from kiln.tools.build import build_library
 
-    compiled, specs = load_function(args.function)
+    target = _target(args)
+    compiled, specs = target.compiled, target.specs
     if args.db:
         compiled.tuning_db = args.db
     grad = None
     if args.grad is not None:
         grad = tuple(int(a) for a in args.grad.split(",")) if "," in args.grad else int(args.grad)
-    paths = build_library(compiled, specs, args.output, args.name, grad, progress=sys.stderr)
+    paths = build_library(
+        compiled,
+        specs,
+        args.output,
+        args.name,
+        grad,
+        progress=sys.stderr,
+        input_names=target.input_names,
+        output_names=target.output_names,
+    )
     for path in paths.values():
         print(path)
     return 0
+
+
+def add_target(parser, optional: bool = False) -> None:
+    """The positional target and the options that set its input specs."""
+    parser.add_argument("function", nargs="?" if optional else None, metavar="TARGET", help=TARGET_HELP)
+    parser.add_argument(
+        "--input-shape",
+        action="append",
+        default=None,
+        metavar="NAME=D0,D1,...",
+        help="the shape of an ONNX model's input whose dimensions are symbolic (repeat for several inputs)",
+    )
+    parser.add_argument(
+        "--weights",
+        default=None,
+        metavar="FILE",
+        help="a SafeTensors file whose tensors are compiled in as the function's dict parameter "
+        "(which then is no longer an input)",
+    )
+    parser.add_argument(
+        "--weights-param",
+        default=None,
+        metavar="NAME",
+        help="the parameter --weights binds (default: the one annotated with a dict of specs)",
+    )
 
 
 def main(argv=None) -> int:
@@ -187,13 +182,13 @@ def main(argv=None) -> int:
     parser.add_argument("--version", action="version", version=f"kiln {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     dump = commands.add_parser("dump", help="print the IR of a function at one stage or all stages")
-    dump.add_argument("function", help="path.py:function, inputs given by parameter annotations")
+    add_target(dump)
     dump.add_argument("--stage", default="tensor", help="a stage name, or 'all' (default: tensor)")
     dump.add_argument("--no-locations", action="store_true", help="leave out loc(...) source locations")
     dump.add_argument("--generic", action="store_true", help="print every op in MLIR's generic form")
     dump.set_defaults(run=cmd_dump)
     tune = commands.add_parser("tune", help="search faster schedules for a function's kernels")
-    tune.add_argument("function", nargs="?", help="path.py:function, inputs given by parameter annotations")
+    add_target(tune, optional=True)
     tune.add_argument("--trials", type=int, default=100, help="candidates per kernel (default 100)")
     tune.add_argument("--time-budget", type=float, default=None, help="seconds for the whole run")
     tune.add_argument(
@@ -209,12 +204,12 @@ def main(argv=None) -> int:
     tune.add_argument("--verify", action="store_true", help="re-measure and re-check every record for this host")
     tune.set_defaults(run=cmd_tune)
     prof = commands.add_parser("profile", help="time each kernel of a function on random inputs")
-    prof.add_argument("function", help="path.py:function, inputs given by parameter annotations")
+    add_target(prof)
     prof.add_argument("--seconds", type=float, default=2.0, help="time spent measuring (default 2)")
     prof.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     prof.set_defaults(run=cmd_profile)
     bis = commands.add_parser("bisect", help="find the first pass or schedule step that changes the numbers")
-    bis.add_argument("function", help="path.py:function, inputs given by parameter annotations")
+    add_target(bis)
     bis.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     bis.add_argument(
         "--shrink",
@@ -231,9 +226,11 @@ def main(argv=None) -> int:
     )
     bis.set_defaults(run=cmd_bisect)
     build = commands.add_parser("build", help="build a shared library and C header for a function")
-    build.add_argument("function", help="path.py:function, inputs given by parameter annotations")
+    add_target(build)
     build.add_argument("-o", "--output", required=True, help="directory for lib<name>.so, <name>.h, README")
-    build.add_argument("--name", default=None, help="C name of the function (default: the Python name)")
+    build.add_argument(
+        "--name", default=None, help="C name of the function (default: the Python name, or the ONNX file's)"
+    )
     build.add_argument("--db", default=None, help="tuning database to take schedules from")
     build.add_argument(
         "--grad",

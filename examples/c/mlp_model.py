@@ -1,4 +1,6 @@
-"""The model examples/c/main.c calls: an MLP forward pass with its weights built in.
+"""An MLP forward pass whose weights are arrays it captures: `kiln build` makes them
+constants of the library (docs/build.md builds it and calls it from Python; the C program,
+examples/c/main.c, calls digits_model.py's classifier, whose weights come from a file).
 
 kiln build examples/c/mlp_model.py:mlp -o build/
 """
@@ -19,11 +21,11 @@ def mlp(x: kiln.f32[2, 16]):
 
 
 def example_input():
-    """The input main.c uses: x[i][j] = (i * 16 + j) / 32 - 0.5."""
+    """The input docs/build.md uses: x[i][j] = (i * 16 + j) / 32 - 0.5."""
     return (np.arange(32, dtype=np.float32).reshape(2, 16) / 32 - 0.5).astype(np.float32)
 
 
 if __name__ == "__main__":
-    # What build/main prints, computed here by kiln's native code instead of the shipped library.
+    # What the built library computes (docs/build.md), computed here by kiln's native code.
     for row in kiln.compile(mlp)(example_input()):
         print(" ".join(f"{p:.6f}" for p in row))
