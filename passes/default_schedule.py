@@ -52,7 +52,7 @@ from kiln.dialects.affine_expr import dims_of
 from kiln.dialects.diagnostics import KilnError
 
 from .loop_transforms import ScheduleError
-from .schedule import Schedule, _trial_copy, apply_step, find_loop, kernels
+from .schedule import Schedule, apply_step, find_loop, kernels, trial_copy
 
 PARALLEL_MIN_WORK = 1 << 16  # innermost iterations; below this a kernel stays on one thread
 
@@ -181,7 +181,7 @@ def _applies(function, steps) -> bool:
     kernel (a recipe's loops are one nest's), so the copy holds only that kernel, as a single
     step's trial does: copying the whole function per recipe made scheduling quadratic in the
     number of kernels (ShuffleNet's 200-odd took minutes)."""
-    trial = _trial_copy(function, steps[0])
+    trial = trial_copy(function, steps[0])
     try:
         for step in steps:
             apply_step(trial, step, atomic=False)  # the copy is thrown away, whole or not

@@ -177,7 +177,7 @@ def apply_step(function: F.FuncOp, step, atomic: bool = True) -> None:
     if not atomic:
         _apply(function, step)
         return
-    trial = _trial_copy(function, step)
+    trial = trial_copy(function, step)
     try:
         _apply(trial, step)
         verify(trial)
@@ -188,7 +188,7 @@ def apply_step(function: F.FuncOp, step, atomic: bool = True) -> None:
     _apply(function, step)
 
 
-def _trial_copy(function: F.FuncOp, step) -> F.FuncOp:
+def trial_copy(function: F.FuncOp, step) -> F.FuncOp:
     """A copy of `function` to try `step` on. A step acts within the one kernel its loops
     belong to, so the copy holds that kernel's loop nests and every top-level op that is
     not a loop nest or gives a value (a whole-array reduction's result), but no other

@@ -40,6 +40,8 @@ LATE_IMPORTS = {
     ("kiln.tools.cli", "kiln.tools.build"),
     # The ONNX front end needs the optional onnx package: loaded only for a model.onnx target.
     ("kiln.tools.targets", "kiln.onnx"),
+    # kiln.onnx.Backend subclasses onnx's own Backend: it loads (with onnx) on first use.
+    ("kiln.onnx", "kiln.onnx.backend"),
 }
 
 

@@ -194,7 +194,7 @@ def test_the_docstring_examples_print_what_they_show():
 
     finder = doctest.DocTestFinder(exclude_empty=True)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    tests = [t for t in finder.find(kiln.onnx, "kiln.onnx", globs={"np": np, "kiln": kiln}) if t.examples]
+    tests = [t for t in finder.find(kiln.onnx.model, "kiln.onnx.model", globs={"np": np, "kiln": kiln}) if t.examples]
     assert tests, "kiln.onnx shows no example"
     for test in tests:
         runner.run(test)

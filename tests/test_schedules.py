@@ -394,12 +394,12 @@ def test_the_default_matmul_recipe_is_tried_on_a_copy_of_its_own_kernel(monkeypa
 
     trials = []
 
-    def trial_copy(function, step):
-        trial = schedule._trial_copy(function, step)
+    def recording_trial_copy(function, step):
+        trial = schedule.trial_copy(function, step)
         trials.append({schedule.A.kernel_of(nest) for nest in schedule.kernels(trial)})
         return trial
 
-    monkeypatch.setattr(default_schedule, "_trial_copy", trial_copy)
+    monkeypatch.setattr(default_schedule, "trial_copy", recording_trial_copy)
     a = rng.standard_normal((16, 16)).astype(np.float32)
     fn = kiln.compile(lambda a: np.tanh((np.tanh(a @ a) + 1) @ a) @ a)
     text = fn.lower(a).text("scheduled")

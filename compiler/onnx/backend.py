@@ -16,8 +16,10 @@ from onnx.backend.base import Backend as _OnnxBackend
 from onnx.backend.base import BackendRep as _OnnxBackendRep
 from onnx.backend.base import Device, DeviceType
 
+from kiln.codegen.nvcc import check_compiler
 from kiln.errors import UnsupportedError
-from kiln.onnx import load
+from kiln.onnx.model import load
+from kiln.runtime.cuda import CudaUnavailable, check_gpu
 
 _TARGETS = {DeviceType.CPU: "cpu", DeviceType.CUDA: "cuda"}
 
@@ -98,9 +100,6 @@ class Backend(_OnnxBackend):
     def supports_device(cls, device: str) -> bool:
         if Device(device).type == DeviceType.CPU:
             return True
-        from kiln.codegen.nvcc import check_compiler
-        from kiln.runtime.cuda import CudaUnavailable, check_gpu
-
         try:
             check_compiler()
             check_gpu()

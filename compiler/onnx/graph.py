@@ -190,7 +190,7 @@ class GraphFunction:
             return self.expand_function(node, inputs)
         if node.opset < definition.since:
             raise node.error(f"kiln imports {node.op_type} from opset {definition.since} on")
-        unknown = sorted(set(node._attributes) - definition.attributes)
+        unknown = sorted(node.attribute_names - definition.attributes)
         if unknown:
             raise node.error(f"attribute {unknown[0]!r} is not supported")
         try:

@@ -64,6 +64,11 @@ class Node:
                 raise self.error(f"attribute {attribute.name!r} refers to a function attribute")
             self._attributes[attribute.name] = onnx.helper.get_attribute_value(attribute)
 
+    @property
+    def attribute_names(self) -> set:
+        """The names of the attributes the node sets."""
+        return set(self._attributes)
+
     def __contains__(self, name: str) -> bool:
         return name in self._attributes
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.onnx.registry import numpy_dtype, op
+from kiln.onnx.registry import numpy_dtype, op, to_numpy
 
 
 def _same(x, result):
@@ -275,7 +275,7 @@ def constant_(node):
         if name in node:
             return np.asarray(node.attr(name), dtype)
     if "sparse_value" in node:
-        return _dense(node, node._attributes["sparse_value"])
+        return _dense(node, node.attr("sparse_value"))
     if "value_string" in node or "value_strings" in node:
         raise node.error("string constants are not supported by kiln")
     raise node.error("has none of value, value_float(s), value_int(s), sparse_value")
@@ -283,8 +283,6 @@ def constant_(node):
 
 def _dense(node, sparse):
     """A ``SparseTensorProto`` as the dense numpy array it stands for (zeros elsewhere)."""
-    from kiln.onnx.registry import to_numpy  # noqa: PLC0415
-
     values, indices = to_numpy(sparse.values, node), to_numpy(sparse.indices, node)
     shape = tuple(sparse.dims)
     dense = np.zeros(int(np.prod(shape, dtype=np.int64)), values.dtype)
