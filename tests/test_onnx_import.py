@@ -213,3 +213,48 @@ def test_opsets_before_7_are_raised_to_7_by_onnx_version_converter():
     # Broadcasting from a middle axis has no numpy equivalent the converter knows: refused, clearly.
     with pytest.raises(kiln.UnsupportedError, match="opset 6; kiln imports opset 7 and later"):
         kiln.onnx.load(legacy_add([3], axis=1))
+
+
+def test_weights_given_as_an_argument_must_be_the_models_float_initializers():
+    model, w, b = scaled_exp_model()
+    f = kiln.onnx.load(model, weights="arguments")
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(kiln.ArgumentError, match=r"missing \['b'\]"):
+        f(x, {"w": w})
+    with pytest.raises(kiln.ArgumentError, match=r"not in the model \['bias'\]"):
+        f(x, {"w": w, "b": b, "bias": b})
+    with pytest.raises(kiln.DTypeError, match="weight 'w' is float32, got float64"):
+        f(x, {"w": w.astype(np.float64), "b": b})
+    with pytest.raises(kiln.ArgumentError, match=r"weight 'b' has shape \[3\], got \[4\]"):
+        f(x, {"w": w, "b": np.zeros(4, np.float32)})
+
+
+def test_arguments_that_are_not_arrays_or_not_inputs_are_named():
+    f = kiln.onnx.load(scaled_exp_model()[0])
+    with pytest.raises(kiln.ArgumentError, match="'input.1' takes an array of float32, got a list"):
+        f([[1.0, 2.0, 3.0]])
+    with pytest.raises(kiln.ArgumentError, match=r"no input 'inputx'; its inputs are \['input.1'\]"):
+        f(inputx=np.ones((1, 3), np.float32))
+
+
+def test_what_kiln_cannot_import_is_refused_when_the_model_loads(tmp_path):
+    # An op with neither a handler nor a function body, inside a subgraph too.
+    node = helper.make_node("RandomUniformLike", ["x"], ["y"], name="noise")
+    model = make_model([node], [tensor("x", [2])], [tensor("y", [2])], opset=22)
+    with pytest.raises(kiln.UnsupportedError, match=r"'noise' \(RandomUniformLike, opset 22\)"):
+        kiln.onnx.load(model)
+    branch = helper.make_graph([node], "b", [], [tensor("y", [2])])
+    nested = make_model(
+        [helper.make_node("If", ["c"], ["z"], then_branch=branch, else_branch=branch)],
+        [tensor("c", [], TensorProto.BOOL), tensor("x", [2])],
+        [tensor("z", [2])],
+        opset=22,
+    )
+    with pytest.raises(kiln.UnsupportedError, match="RandomUniformLike"):
+        kiln.onnx.load(nested)
+    too_new = make_model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [2])], [tensor("y", [2])])
+    too_new.opset_import[0].version = onnx.defs.onnx_opset_version() + 2
+    with pytest.raises(kiln.UnsupportedError, match="the installed onnx package knows opsets up to"):
+        kiln.onnx.load(too_new)
+    with pytest.raises(kiln.KilnError, match="is a directory, not an ONNX model file"):
+        kiln.onnx.load(tmp_path)

@@ -38,6 +38,8 @@ def read_model(model):
             proto = onnx.load_from_string(bytes(model))
         elif isinstance(model, (str, os.PathLike)):
             if not os.path.isfile(model):
+                if os.path.isdir(model):
+                    raise KilnError(f"{os.fspath(model)} is a directory, not an ONNX model file")
                 raise KilnError(f"no such ONNX model file: {os.fspath(model)}")
             proto = onnx.load(os.fspath(model))
         else:
@@ -54,6 +56,11 @@ def read_model(model):
     if proto.functions:
         proto = onnx.inliner.inline_local_functions(proto)
     opset = _default_opset(proto)
+    if opset > onnx.defs.onnx_opset_version():
+        raise UnsupportedError(
+            f"the model imports ONNX opset {opset}; the installed onnx package knows opsets up to "
+            f"{onnx.defs.onnx_opset_version()} (upgrade onnx, or export the model for an older opset)"
+        )
     if opset < OLDEST_OPSET:
         # Opsets before 7 broadcast by attributes (broadcast=1, axis) and mark inference by
         # is_test; onnx's version converter rewrites them into opset 7's numpy broadcasting.
@@ -108,6 +115,35 @@ class GraphFunction:
         self.input_dtypes = [self._value_dtype(v) for v in self.inputs]
         self.outputs = [v.name for v in graph.output]
         self.expected = _inferred_types(model)
+        self.check_ops(graph.node)
+
+    def check_ops(self, nodes) -> None:
+        """Refuse, when the model is loaded rather than at its first call, every node whose op
+        kiln can neither import nor expand (what depends on shapes waits for the trace)."""
+        import onnx  # noqa: PLC0415
+
+        for index, proto in enumerate(nodes):
+            name = proto.name or f"#{index}"
+            domain = proto.domain or ""
+            if domain not in _DEFAULT_DOMAINS:
+                version = self.opsets.get(domain, "?")
+                raise UnsupportedError(
+                    f"ONNX node {name!r} ({proto.op_type}, {domain} opset {version}) is in domain {domain!r}; "
+                    "kiln imports the default ONNX domain only"
+                )
+            if proto.op_type not in OPS:
+                opset = self.opsets.get("", self.opsets.get("ai.onnx", OLDEST_OPSET))
+                try:
+                    schema = onnx.defs.get_schema(proto.op_type, opset, "")
+                except onnx.defs.SchemaError:
+                    schema = None
+                if schema is None or not (schema.has_function or schema.has_context_dependent_function):
+                    raise UnsupportedError(
+                        f"ONNX node {name!r} ({proto.op_type}, opset {opset}): is not supported by kiln yet"
+                    )
+            for attribute in proto.attribute:
+                for subgraph in ([attribute.g] if attribute.HasField("g") else []) + list(attribute.graphs):
+                    self.check_ops(subgraph.node)
 
     @staticmethod
     def _value_dtype(value_info):
@@ -118,6 +154,10 @@ class GraphFunction:
     def check_arguments(self, arguments: list) -> None:
         """Each argument has its graph input's dtype and rank, and its fixed dimensions."""
         for value_info, dtype, argument in zip(self.inputs, self.input_dtypes, arguments):
+            if not hasattr(argument, "dtype"):
+                raise ArgumentError(
+                    f"ONNX input {value_info.name!r} takes an array of {dtype}, got a {type(argument).__name__}"
+                )
             got_dtype, got_shape = np.dtype(argument.dtype), tuple(argument.shape)
             if got_dtype != dtype:
                 raise DTypeError(f"ONNX input {value_info.name!r} is {dtype}, got an array of {got_dtype}")
@@ -129,9 +169,36 @@ class GraphFunction:
                 wanted = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in dims]
                 raise ArgumentError(f"ONNX input {value_info.name!r} has shape {wanted}, got {list(got_shape)}")
 
+    def argument_weights(self) -> dict:
+        """The initializers ``weights="arguments"`` makes an argument: the float ones."""
+        return {name: value for name, value in self.weights.items() if value.dtype.kind == "f"}
+
+    def check_weights(self, weights) -> None:
+        """`weights` has exactly the float initializers' names, each with its dtype and shape:
+        a misspelt or missing name would otherwise run with the model's own value."""
+        expected = self.argument_weights()
+        if not isinstance(weights, dict):
+            raise ArgumentError(
+                f"weights must be a dict of the model's float initializers, got a {type(weights).__name__}"
+            )
+        missing, extra = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
+        if missing or extra:
+            raise ArgumentError(
+                "weights must have exactly the model's float initializers"
+                + (f"; missing {missing[:5]}" if missing else "")
+                + (f"; not in the model {extra[:5]}" if extra else "")
+            )
+        for name, value in weights.items():
+            want = expected[name]
+            if np.dtype(value.dtype) != want.dtype:
+                raise DTypeError(f"weight {name!r} is {want.dtype}, got {np.dtype(value.dtype)}")
+            if tuple(value.shape) != want.shape:
+                raise ArgumentError(f"weight {name!r} has shape {list(want.shape)}, got {list(value.shape)}")
+
     def __call__(self, arguments: list, weights: dict | None = None) -> tuple:
         values = dict(self.weights)
         if weights is not None:
+            self.check_weights(weights)
             values.update(weights)
         self.check_arguments(arguments)
         values.update((v.name, a) for v, a in zip(self.inputs, arguments))

@@ -35,9 +35,13 @@ class OnnxFunction(CompiledFunction):
         self.input_names = [v.name for v in graph.inputs]
         self.output_names = list(graph.outputs)
         self._parameter_of = parameters
-        self.weights = {k: v for k, v in graph.weights.items() if v.dtype.kind == "f"} if weights_as_argument else None
+        self.weights = graph.argument_weights() if weights_as_argument else None
 
     def _renamed(self, kwargs: dict) -> dict:
+        known = set(self._parameter_of) | set(self._parameter_of.values()) | {"weights"}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise ArgumentError(f"the model has no input {unknown[0]!r}; its inputs are {self.input_names}")
         return {self._parameter_of.get(k, k): v for k, v in kwargs.items()}
 
     def _bound(self, args, kwargs):
