@@ -10,6 +10,8 @@ broadcast, as in ``numpy_api.apply_ufunc``).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from kiln.dialects import tensor as T
@@ -362,7 +364,7 @@ def _smallest_subnormal(dtype):
 
 def _frexp(ctx, operands):
     """numpy's frexp: x = mantissa * 2**exponent with 0.5 <= |mantissa| < 1 and an int32
-    exponent; 0, -0.0, infinities and (quieted) NaN are their own mantissa with exponent 0. The
+    exponent; 0, -0.0, infinities and NaN are their own mantissa with exponent 0. The
     exponent is read from the bits (a subnormal first scaled into the normal range by an exact
     power of two); the mantissa is x times 2**-exponent in two exact steps (2**1073 is past
     float64's range), so its gradient is 2**-exponent."""
@@ -382,8 +384,22 @@ def _frexp(ctx, operands):
     exponent = np.where(special, np.int32(0), exponent)
     half = np.floor_divide(exponent, np.int32(2))
     mantissa = x * _power_of_two(-half, x.dtype) * _power_of_two(half - exponent, x.dtype)
-    # x + x: a NaN comes out quiet, as from C's frexp (float16's through float)
-    return np.where(np.isnan(x), x + x, np.where(special, x, mantissa)), exponent
+    # A signalling NaN comes out quiet (x + x) where the installed numpy's loop quiets it (C's
+    # frexp, float16's through float) and unchanged where it copies x (numpy 2.4's float32 and
+    # float64 loops): the rule changed between numpy versions, and kiln matches the one it runs with.
+    nan = x + x if _frexp_quiets_nan(x.dtype) else x
+    return np.where(np.isnan(x), nan, np.where(special, x, mantissa)), exponent
+
+
+@functools.lru_cache(maxsize=None)
+def _frexp_quiets_nan(dtype) -> bool:
+    """Whether this numpy's frexp returns a signalling NaN of `dtype` quieted."""
+    fraction_bits, _, unsigned = _float_format(np.dtype(dtype))
+    exponent_ones = (1 << (8 * np.dtype(dtype).itemsize - 1)) - (1 << fraction_bits)
+    signalling = np.array([exponent_ones | 1], unsigned).view(dtype)
+    with np.errstate(invalid="ignore"):
+        mantissa, _ = np.frexp(signalling)
+    return bool(mantissa.view(unsigned)[0] >> (fraction_bits - 1) & 1)
 
 
 def _ldexp(ctx, operands):
