@@ -6,8 +6,8 @@ use, so files written by either side read on the other. ``bind_weights`` checks 
 tensors against the specs of a function's dict parameter, the way ``kiln build --weights``
 builds them into a library.
 
-The ``safetensors`` package is an optional extra (``pip install kiln[onnx]``), imported only
-when a file is read or written.
+The ``safetensors`` package (a dependency of kiln) is imported only when a file is read or
+written, so ``import kiln`` stays fast.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ SEPARATOR = "."
 
 def _safetensors_numpy():
     try:
-        from safetensors import numpy as safetensors_numpy  # noqa: PLC0415 (an optional extra)
+        from safetensors import numpy as safetensors_numpy  # noqa: PLC0415 (loaded on first use)
     except ImportError:
         raise KilnError(
-            "reading and writing SafeTensors files needs the safetensors package: pip install 'kiln[onnx]'"
+            "reading and writing SafeTensors files needs the safetensors package: pip install safetensors"
         ) from None
     return safetensors_numpy
 
