@@ -258,3 +258,11 @@ def test_what_kiln_cannot_import_is_refused_when_the_model_loads(tmp_path):
         kiln.onnx.load(too_new)
     with pytest.raises(kiln.KilnError, match="is a directory, not an ONNX model file"):
         kiln.onnx.load(tmp_path)
+
+
+def test_a_missing_onnx_package_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "onnx", None)  # as if it were not installed
+    with pytest.raises(kiln.KilnError, match=r"need the onnx package: pip install 'kiln\[onnx\]'"):
+        kiln.onnx.load("model.onnx")

@@ -29,7 +29,10 @@ _DEFAULT_DOMAINS = ("", "ai.onnx")
 def read_model(model):
     """`model` (a path, bytes or ``onnx.ModelProto``) parsed, its local functions inlined and
     checked by the ``onnx`` package; a model that does not parse or check is a ``KilnError``."""
-    import onnx  # noqa: PLC0415
+    try:
+        import onnx  # noqa: PLC0415 (the optional extra)
+    except ImportError:
+        raise KilnError("ONNX models need the onnx package: pip install 'kiln[onnx]'") from None
 
     try:
         if isinstance(model, onnx.ModelProto):
