@@ -7,10 +7,9 @@ import math
 
 import numpy as np
 import pytest
-
-onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
+from onnx_models import one_node_model  # noqa: E402
 
 import kiln  # noqa: E402
 import kiln.onnx  # noqa: E402
@@ -20,20 +19,7 @@ rng = np.random.default_rng(5)
 
 
 def make_model(node, inputs: dict, initializers: dict | None = None, opset: int = 18):
-    """A one-node model: `inputs` (name -> array) are graph inputs, `initializers` constants."""
-    initializers = initializers or {}
-    graph = helper.make_graph(
-        [node],
-        "g",
-        [
-            helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-            for name, a in inputs.items()
-        ],
-        [helper.make_empty_tensor_value_info(name) for name in node.output],
-        [numpy_helper.from_array(np.asarray(a), name) for name, a in initializers.items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    return onnx.shape_inference.infer_shapes(model)  # the outputs' types, which the checker wants
+    return one_node_model(node, inputs, initializers, opset)
 
 
 def run(node, inputs: dict, initializers: dict | None = None, opset: int = 18):
