@@ -4,7 +4,7 @@
     python bench/run.py --quick                                           # smaller sizes, a smoke test
     python bench/run.py --only matmul,chain
 
-Peers: numpy always; numexpr, PyTorch and JAX when installed (a note says
+Peers: numpy always; numexpr, PyTorch, JAX and ONNX Runtime when installed (a note says
 which are missing). Every library gets the same number of threads (the
 machine's cores, or --threads). Implementations of one workload are timed in
 interleaved rounds, so a noisy neighbour slows all of them alike; each figure
@@ -16,77 +16,16 @@ unset it (as above) to compare with numpy at its best.
 from __future__ import annotations
 
 import argparse
+import glob
+import importlib
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def configure_threads(threads: int) -> None:
-    """Before any numeric library loads: the same thread count for all."""
-    for name in (
-        "KILN_NUM_THREADS",
-        "OMP_NUM_THREADS",
-        "OPENBLAS_NUM_THREADS",
-        "MKL_NUM_THREADS",
-        "NUMEXPR_NUM_THREADS",
-    ):
-        os.environ[name] = str(threads)
-    os.environ.setdefault("XLA_FLAGS", f"--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={threads}")
-
-
-def peers():
-    found, missing = {}, []
-    for name in ("numexpr", "torch", "jax"):
-        try:
-            found[name] = __import__(name)
-        except ImportError:
-            missing.append(name)
-    if "torch" in found:
-        found["torch"].set_num_threads(int(os.environ["KILN_NUM_THREADS"]))
-    return found, missing
-
-
-PAUSE = 0.15  # seconds between implementations: spinning threads of one library's pool go to sleep
-
-
-def interleaved(implementations: dict, rounds: int = 7, min_time: float = 0.05) -> dict:
-    """Median seconds per implementation; every round runs each one in turn.
-
-    On a machine with few cores, a thread pool that just finished keeps its
-    threads spinning for a while (OpenBLAS for ~0.1 s), starving the next
-    library's threads; the pause before each implementation lets them sleep."""
-    for fn in implementations.values():
-        fn()  # warm-up: compilation, caches, page mappings
-    timings = {name: [] for name in implementations}
-    for _ in range(rounds):
-        for name, fn in implementations.items():
-            time.sleep(PAUSE)
-            fn()
-            runs, start = 0, time.perf_counter()
-            while True:
-                fn()
-                runs += 1
-                elapsed = time.perf_counter() - start
-                if elapsed >= min_time or runs >= 50:
-                    break
-            timings[name].append(elapsed / runs)
-    return {name: statistics.median(t) for name, t in timings.items()}
-
-
-def report(title, times, unit, per_call=None):
-    """One table: time, `unit` (a rate from seconds) and the ratio to numpy."""
-    print(f"\n{title}")
-    baseline = times.get("numpy")
-    for name, seconds in times.items():
-        rate = f"{per_call(seconds):>10.1f} {unit}" if per_call else ""
-        ratio = f"{baseline / seconds:>8.2f}x numpy" if baseline else ""
-        print(f"  {name:<22}{seconds * 1e3:>10.3f} ms {rate} {ratio}")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import ROOT, configure_threads, interleaved, peers, report  # noqa: E402
 
 
 def bench_matmul(np, kiln, found, quick):
@@ -241,11 +180,22 @@ WORKLOADS = {
 }
 
 
+def discover() -> dict:
+    """This file's workloads, then those of every ``bench/targets_*.py``, in file-name order."""
+    found = dict(WORKLOADS)
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in sorted(glob.glob(os.path.join(here, "targets_*.py"))):
+        module = importlib.import_module(os.path.basename(path)[:-3])
+        found.update(module.WORKLOADS)
+    return found
+
+
 def main():
+    workloads = discover()
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
-    parser.add_argument("--only", default="", help="comma-separated workloads: " + ", ".join(WORKLOADS))
+    parser.add_argument("--only", default="", help="comma-separated workloads: " + ", ".join(workloads))
     args = parser.parse_args()
     configure_threads(args.threads)
     import numpy as np
@@ -267,9 +217,12 @@ def main():
     )
     if missing:
         print(f"not installed, skipped: {', '.join(missing)}")
-    chosen = [w for w in args.only.split(",") if w] or list(WORKLOADS)
+    chosen = [w for w in args.only.split(",") if w] or list(workloads)
+    unknown = [w for w in chosen if w not in workloads]
+    if unknown:
+        parser.error(f"unknown workloads {', '.join(unknown)}; choose from {', '.join(workloads)}")
     for name in chosen:
-        WORKLOADS[name](np, kiln, found, args.quick)
+        workloads[name](np, kiln, found, args.quick)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,79 @@
+"""What every benchmark shares: one thread count for every library, the peers that are
+installed, interleaved timing rounds and the report format.
+
+Workload modules (``bench/targets_*.py``) each define ``WORKLOADS = {name: function}``;
+a function takes ``(np, kiln, found, quick)``, where ``found`` maps a peer's name
+(``torch``, ``jax``, ``onnxruntime``, ``numexpr``) to its module when installed.
+``bench/run.py`` finds them all.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PEERS = ("numexpr", "torch", "jax", "onnxruntime")
+
+
+def configure_threads(threads: int) -> None:
+    """Before any numeric library loads: the same thread count for all."""
+    for name in (
+        "KILN_NUM_THREADS",
+        "OMP_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "NUMEXPR_NUM_THREADS",
+    ):
+        os.environ[name] = str(threads)
+    os.environ.setdefault("XLA_FLAGS", f"--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={threads}")
+
+
+def peers():
+    found, missing = {}, []
+    for name in PEERS:
+        try:
+            found[name] = __import__(name)
+        except ImportError:
+            missing.append(name)
+    if "torch" in found:
+        found["torch"].set_num_threads(int(os.environ["KILN_NUM_THREADS"]))
+    return found, missing
+
+
+PAUSE = 0.15  # seconds between implementations: spinning threads of one library's pool go to sleep
+
+
+def interleaved(implementations: dict, rounds: int = 7, min_time: float = 0.05) -> dict:
+    """Median seconds per implementation; every round runs each one in turn.
+
+    On a machine with few cores, a thread pool that just finished keeps its
+    threads spinning for a while (OpenBLAS for ~0.1 s), starving the next
+    library's threads; the pause before each implementation lets them sleep."""
+    for fn in implementations.values():
+        fn()  # warm-up: compilation, caches, page mappings
+    timings = {name: [] for name in implementations}
+    for _ in range(rounds):
+        for name, fn in implementations.items():
+            time.sleep(PAUSE)
+            fn()
+            runs, start = 0, time.perf_counter()
+            while True:
+                fn()
+                runs += 1
+                elapsed = time.perf_counter() - start
+                if elapsed >= min_time or runs >= 50:
+                    break
+            timings[name].append(elapsed / runs)
+    return {name: statistics.median(t) for name, t in timings.items()}
+
+
+def report(title, times, unit, per_call=None):
+    """One table: time, `unit` (a rate from seconds) and the ratio to numpy."""
+    print(f"\n{title}")
+    baseline = times.get("numpy")
+    for name, seconds in times.items():
+        rate = f"{per_call(seconds):>10.1f} {unit}" if per_call else ""
+        ratio = f"{baseline / seconds:>8.2f}x numpy" if baseline else ""
+        print(f"  {name:<22}{seconds * 1e3:>10.3f} ms {rate} {ratio}")
