@@ -13,8 +13,10 @@ import functools
 import hashlib
 import os
 import threading
+import time
 import warnings
 
+from kiln import timings
 from kiln.codegen import llvm_codegen, llvm_target
 from kiln.codegen.cuda_codegen import emit_cuda
 from kiln.dialects import print_ir, verify
@@ -91,15 +93,29 @@ class Pipeline:
     def _module(self, stage: str):
         if stage not in self._modules:
             if stage == "optimized":  # passes change IR in place: they work on a copy
-                self._modules[stage] = run_passes(self.module("tensor").clone({}), self.graph_passes)
+                self._modules[stage] = self._run_passes(self.module("tensor").clone({}), self.graph_passes)
             elif stage == "affine":
                 lowering = "lower-tensor-to-affine-gpu" if self.target.startswith("cuda") else "lower-tensor-to-affine"
-                self._modules[stage] = run_passes(self.module("optimized"), [lowering])
+                self._modules[stage] = self._run_passes(self.module("optimized"), [lowering])
             elif stage == "scheduled":
-                self._modules[stage] = self._scheduled()
+                module = self.module("affine")
+                with timings.timed(self.name, "schedule"):
+                    self._modules[stage] = self._scheduled(module)
             else:
                 raise KeyError(stage)
         return self._modules[stage]
+
+    def _run_passes(self, module, names):
+        """run_passes, timing each pass (with the verification after it)."""
+        last = time.perf_counter()
+
+        def timed_pass(name, _module):
+            nonlocal last
+            now = time.perf_counter()
+            timings.record(self.name, f"pass {name}", now - last)
+            last = now
+
+        return run_passes(module, names, after_each=timed_pass)
 
     def tuning_db(self):
         """The tuning database's records, read once per pipeline (None if there are none)."""
@@ -110,8 +126,8 @@ class Pipeline:
             self._tuning_db = db if db.records else None
         return self._tuning_db
 
-    def _scheduled(self):
-        module = self.module("affine").clone({})
+    def _scheduled(self, affine):
+        module = affine.clone({})
         function = module.body.ops[-1]
         gpu = self.target.startswith("cuda")
         if gpu:  # GPU kernels get one thread per result element unless a schedule binds loops
@@ -210,8 +226,9 @@ class Pipeline:
                 with LLVM_LOCK:
                     tm = llvm_target.host_target_machine()
                     triple, layout = tm.triple, str(tm.target_data)
-                module = llvm_codegen.emit_module(self.module("scheduled"), triple, layout, bounds_checks=self.debug)
-                self._llvm_ir = str(module)
+                scheduled = self.module("scheduled")
+                with timings.timed(self.name, "emit llvm ir"):
+                    self._llvm_ir = str(llvm_codegen.emit_module(scheduled, triple, layout, bounds_checks=self.debug))
             return self._llvm_ir
 
     def optimized_llvm(self) -> str:
@@ -226,10 +243,16 @@ class Pipeline:
         module is freed before the lock is let go."""
         text = self.llvm_ir()
         with LLVM_LOCK:
-            module = llvm_target.parse_and_verify(text)
+            with timings.timed(self.name, "llvm parse"):
+                module = llvm_target.parse_and_verify(text)
             try:
-                llvm_target.optimize(module)
-                return str(module), llvm_target.emit_object(module) if emit_object else None
+                with timings.timed(self.name, "llvm optimize"):
+                    llvm_target.optimize(module)
+                    optimized = str(module)
+                if not emit_object:
+                    return optimized, None
+                with timings.timed(self.name, "object code"):
+                    return optimized, llvm_target.emit_object(module)
             finally:
                 module.close()
 
@@ -250,14 +273,19 @@ class Pipeline:
     def object_code(self, cache: DiskCache | None = None) -> tuple:
         """(object code, whether it came from the disk cache)."""
         cache = cache or DiskCache()
-        with self._lock:
+        with self._lock, timings.timed(self.name, "cache key"):
             key = self.cache_key()
         with self._lock, cache.writing(key):  # threads building one key: the first builds, the rest read it
+            started = time.perf_counter()
             cached = cache.load(key)
+            timings.record(
+                self.name, "disk cache", time.perf_counter() - started, "hit" if cached is not None else "miss"
+            )
             if cached is not None:
                 return cached, True
             self._optimized_llvm, code = self._run_llvm(emit_object=True)
-            cache.store(key, code)
+            with timings.timed(self.name, "cache store"):
+                cache.store(key, code)
             return code, False
 
     def dump(self, directory: str, digest: str, stages=STAGES) -> None:
