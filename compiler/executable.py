@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kiln import debug as debug_mode
+from kiln import timings
 from kiln.codegen.llvm_emitter import symbol_name
 from kiln.codegen.status import FAILED_CHECK, OUT_OF_BOUNDS, STATUS, check_sites
 from kiln.errors import ArgumentError, KilnError, OutOfBoundsError
@@ -39,13 +40,14 @@ class Executable:
     def __init__(self, pipeline, traced):
         started = time.perf_counter()
         code, self.from_cache = pipeline.object_code()
-        self._object = LoadedObject(code)
         function = traced.function
         self.input_specs = [(a.type.shape, a.type.dtype) for a in function.arguments]
         self.output_specs = [(t.shape, t.dtype) for t in function.function_type.results]
-        self._native = self._object.function(
-            symbol_name(function.sym_name), len(self.input_specs) + len(self.output_specs)
-        )
+        with timings.timed(pipeline.name, "load"):
+            self._object = LoadedObject(code)
+            self.native = self._object.function(
+                symbol_name(function.sym_name), len(self.input_specs) + len(self.output_specs)
+            )
         self.seconds = time.perf_counter() - started
 
     def run(self, leaves, out_leaves=None) -> list:
@@ -61,7 +63,7 @@ class Executable:
                     copy_back.append((target, outputs[-1]))
         threads.use_in_this_thread()
         # Results with no elements need no code run; the native code is never handed empty buffers to write.
-        status = self._native(inputs + outputs) if any(o.size for o in outputs) else 0
+        status = self.native(inputs + outputs) if any(o.size for o in outputs) else 0
         if status:
             raise status_error(status)
         for target, result in copy_back:

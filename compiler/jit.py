@@ -19,6 +19,7 @@ import threading
 import numpy as np
 
 from kiln import debug as debug_mode
+from kiln import plain_call, timings
 from kiln.aot import Lowered, Signature
 from kiln.codegen import nvcc
 from kiln.cuda_executable import CudaExecutable
@@ -92,6 +93,7 @@ class CompiledFunction:
             raise KilnError(f"static_argnames {unknown} are not parameters of {fn.__name__}")
         self._traces: dict = {}
         self._executables: dict = {}
+        self._plain_calls: dict = {}  # (shape, dtype) per argument -> PlainCall: the fast path
         self._signature_locks: dict = {}  # key -> the lock held while tracing or compiling that signature
         self._lock = threading.Lock()  # guards _signature_locks
 
@@ -127,7 +129,8 @@ class CompiledFunction:
 
     def _trace(self, call) -> tuple:
         specs = [leaf_spec(path, leaf) for path, leaf in zip(call.paths, call.leaves)]
-        traced = trace(self.fn, call, specs)
+        with timings.timed(self.fn.__name__, "trace"):
+            traced = trace(self.fn, call, specs)
         passes = (REMAT_PASSES if self.remat else GRAPH_PASSES) if self.optimize else LEGALIZE_PASSES
         pipeline = Pipeline(
             self.fn.__name__, traced.module, passes, self.schedule, self.tuning_db, self.target, self.debug
@@ -202,13 +205,27 @@ class CompiledFunction:
             return CudaExecutable(pipeline, traced, emulate=self.target == "cuda-emulate")
         return Executable(pipeline, traced)
 
-    @user_facing
     def __call__(self, *args, out=None, **kwargs):
+        if out is None and not kwargs:
+            plain = plain_call.lookup(self._plain_calls, args)
+            if plain is not None:
+                result = plain(args)
+                if result is not plain_call.MISS:
+                    return result
+        return self._checked_call(args, kwargs, out)
+
+    @user_facing
+    def _checked_call(self, args, kwargs, out):
+        """A call with every check: binding, pytrees, the signature, conversions, out=."""
         call, key = self._specialize(args, kwargs, allow_specs=False)
         if key is None:
             return self.fn(*args, **kwargs)  # called from inside another trace: inline it
         traced, pipeline = self._traces[key]
         executable = None if self.target == "interpret" else self._executable(key)
+        if not self.debug and executable is not None and plain_call.lookup(self._plain_calls, args) is None:
+            plain = plain_call.PlainCall.of(call, args, kwargs, executable, traced)
+            if plain is not None:
+                self._plain_calls[plain.key] = plain
         return call_signature(traced, pipeline, executable, self.debug, call.leaves, out)
 
     def profile(self, *args, seconds: float = 2.0, **kwargs):

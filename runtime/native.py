@@ -12,12 +12,16 @@ import ctypes.util
 import functools
 import threading
 
-import cffi
+import _cffi_backend
 import llvmlite.binding as llvm
 
 from kiln.runtime import threads
 
-_ffi = cffi.FFI()
+# cffi's C implementation of its FFI object (the class of every compiled cffi module's
+# `ffi`): its cast parses C types itself and its from_buffer is a C function, where the
+# pure-Python cffi.FFI() loads pycparser on first use and wraps each from_buffer in Python,
+# which is a third of the cost of calling a small function.
+_ffi = _cffi_backend.FFI()
 
 # llvmlite parses into LLVM's one global context, kiln shares one target machine, and
 # MCJIT links into process-wide state: none of these may be used by two threads at once
@@ -82,5 +86,6 @@ class NativeFunction:
         self.num_args = num_args
 
     def __call__(self, arrays) -> int:
-        """Call with arrays the caller has already checked; returns the status code."""
-        return self._fn(*[_ffi.from_buffer(a, require_writable=False) for a in arrays])
+        """Call with arrays the caller has already checked; returns the status code. (from_buffer
+        takes read-only arrays too: its require_writable is False unless asked.)"""
+        return self._fn(*map(_ffi.from_buffer, arrays))

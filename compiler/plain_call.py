@@ -1,0 +1,92 @@
+"""The fast path of a call whose arguments are plain numpy arrays, given positionally.
+
+On small arrays a compiled function's time goes to the call, not to native code:
+binding arguments to parameters, flattening them, building the signature key,
+converting each array, then packing the results. For the commonest call, every
+argument a C-contiguous aligned ``numpy.ndarray`` given by position, no keywords
+and no ``out=``, the checked path (``CompiledFunction`` and ``call_signature``)
+proves once per signature that all of that is redundant, and registers a
+``PlainCall`` under the arguments' (shape, dtype) pairs:
+
+- the binding: positional arguments bind by position, so every call with as many of
+  them binds as the registering call did (which had no static argument among them,
+  and one leaf per argument);
+- the trace: a plain array's part of the signature key is its shape and dtype, so
+  equal pairs select the same compiled code;
+- the conversions: each array already has the compiled dtype and shape; the one
+  check left per call is layout (C-contiguous and aligned), and an array that fails
+  it takes the checked path, which copies it;
+- the results: fresh arrays, which overlap nothing.
+
+Anything else (a Python scalar, a list, another array type, keywords, ``out=``, a
+new shape) finds no entry or fails a check and takes the checked path, whose errors
+name the problem. A status from native code does too: the checked path runs the
+code again and raises the error the status stands for.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+from kiln.frontend import pytree
+from kiln.runtime import threads
+
+MISS = object()  # the fast path could not prove the call safe: take the checked path
+_shape_and_dtype = operator.attrgetter("shape", "dtype")
+
+
+def lookup(table: dict, args: tuple):
+    """The PlainCall registered for these arguments' (shape, dtype) pairs, else None."""
+    try:
+        return table.get(tuple(map(_shape_and_dtype, args)))
+    except Exception:  # not array-like, or unhashable attributes: the checked path says what is wrong
+        return None
+
+
+class PlainCall:
+    """One compiled signature, called with plain arrays; made by ``PlainCall.of``."""
+
+    def __init__(self, executable, out_treedef: pytree.TreeDef):
+        self.key = tuple(executable.input_specs)
+        self._native = executable.native
+        self._output_specs = tuple(executable.output_specs)
+        # Results with no elements need no code run (as in Executable.run).
+        self._writes = any(int(np.prod(shape)) for shape, _ in self._output_specs)
+        self._single = out_treedef == pytree.LEAF
+        self._out_treedef = out_treedef
+
+    @classmethod
+    def of(cls, call, args: tuple, kwargs: dict, executable, traced):
+        """A PlainCall for this checked call's signature, or None when its arguments are not
+        plain arrays bound one to a parameter, or `executable` is not plain native CPU code."""
+        if kwargs or call.static or getattr(executable, "native", None) is None:
+            return None
+        if call.treedef != pytree.TreeDef("tuple", None, (pytree.LEAF,) * len(args)):
+            return None
+        if len(call.leaves) != len(args) or any(
+            type(a) is not np.ndarray or leaf is not a for a, leaf in zip(args, call.leaves)
+        ):
+            return None
+        if [(a.shape, a.dtype) for a in args] != list(executable.input_specs):
+            return None
+        return cls(executable, traced.out_treedef)
+
+    def __call__(self, args: tuple):
+        """The function's results for `args`, or MISS when the checked path must take the call."""
+        for a in args:
+            if type(a) is not np.ndarray:
+                return MISS
+            flags = a.flags
+            if not (flags.c_contiguous and flags.aligned):
+                return MISS
+        outputs = [np.empty(shape, dtype) for shape, dtype in self._output_specs]
+        if self._writes:
+            threads.use_in_this_thread()
+            if self._native((*args, *outputs)):
+                return MISS
+        if self._single:
+            result = outputs[0]
+            return result[()] if result.ndim == 0 else result
+        return pytree.unflatten(self._out_treedef, [r[()] if r.ndim == 0 else r for r in outputs])
