@@ -47,3 +47,15 @@ def test_kiln_log_prints_each_stage_to_stderr(tmp_path, monkeypatch, capsys):
     finally:
         logging.getLogger("kiln").removeHandler(timings._handler)
         timings._handler = None
+
+
+def test_cli_timings_prints_a_table_to_stderr(capsys):
+    from kiln.tools import cli
+
+    assert cli.main(["dump", "examples/mlp.py:predict", "--stage", "affine", "--timings"]) == 0
+    out, err = capsys.readouterr()
+    assert "func.func" in out and "seconds" not in out
+    lines = err.splitlines()
+    assert lines[0].split() == ["function", "stage", "seconds"]
+    assert any(line.split()[1:3] == ["pass", "lower-tensor-to-affine"] for line in lines)
+    assert lines[-1].split()[:2] == ["predict", "total"]

@@ -18,6 +18,7 @@ import inspect
 import os
 import sys
 
+from kiln import timings
 from kiln.errors import KilnError
 from kiln.tools.targets import load_function, load_target, random_arguments
 from kiln.version import __version__
@@ -176,6 +177,14 @@ def add_target(parser, optional: bool = False) -> None:
     )
 
 
+def add_timings(parser) -> None:
+    parser.add_argument(
+        "--timings",
+        action="store_true",
+        help="after the command, print the seconds each compile stage took to stderr (KILN_LOG=1 logs them as they end)",
+    )
+
+
 def main(argv=None) -> int:
 
     parser = argparse.ArgumentParser(prog="kiln", description="kiln: an ahead-of-time tensor compiler for numpy")
@@ -186,6 +195,7 @@ def main(argv=None) -> int:
     dump.add_argument("--stage", default="tensor", help="a stage name, or 'all' (default: tensor)")
     dump.add_argument("--no-locations", action="store_true", help="leave out loc(...) source locations")
     dump.add_argument("--generic", action="store_true", help="print every op in MLIR's generic form")
+    add_timings(dump)
     dump.set_defaults(run=cmd_dump)
     tune = commands.add_parser("tune", help="search faster schedules for a function's kernels")
     add_target(tune, optional=True)
@@ -207,6 +217,7 @@ def main(argv=None) -> int:
     add_target(prof)
     prof.add_argument("--seconds", type=float, default=2.0, help="time spent measuring (default 2)")
     prof.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    add_timings(prof)
     prof.set_defaults(run=cmd_profile)
     bis = commands.add_parser("bisect", help="find the first pass or schedule step that changes the numbers")
     add_target(bis)
@@ -238,13 +249,18 @@ def main(argv=None) -> int:
         metavar="ARGNUMS",
         help="also export <name>_grad: value and gradient for these arguments (e.g. 1 or 1,2)",
     )
+    add_timings(build)
     build.set_defaults(run=cmd_build)
     args = parser.parse_args(argv)
     try:
-        return args.run(args)
+        with timings.collect() as stages:
+            status = args.run(args)
     except KilnError as exc:
         print(f"kiln: error: {exc}", file=sys.stderr)
         return 1
+    if getattr(args, "timings", False):
+        print(timings.table(stages), file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":
