@@ -32,6 +32,7 @@ import numpy as np
 
 from kiln.frontend import pytree
 from kiln.runtime import threads
+from kiln.runtime.native import pointer
 
 MISS = object()  # the fast path could not prove the call safe: take the checked path
 _shape_and_dtype = operator.attrgetter("shape", "dtype")
@@ -50,7 +51,7 @@ class PlainCall:
 
     def __init__(self, executable, out_treedef: pytree.TreeDef):
         self.key = tuple(executable.input_specs)
-        self._native = executable.native
+        self._c_function = executable.native.c_function
         self._output_specs = tuple(executable.output_specs)
         # Results with no elements need no code run (as in Executable.run).
         self._writes = any(int(np.prod(shape)) for shape, _ in self._output_specs)
@@ -75,16 +76,18 @@ class PlainCall:
 
     def __call__(self, args: tuple):
         """The function's results for `args`, or MISS when the checked path must take the call."""
+        pointers = []
         for a in args:
             if type(a) is not np.ndarray:
                 return MISS
             flags = a.flags
             if not (flags.c_contiguous and flags.aligned):
                 return MISS
+            pointers.append(pointer(a))
         outputs = [np.empty(shape, dtype) for shape, dtype in self._output_specs]
         if self._writes:
             threads.use_in_this_thread()
-            if self._native((*args, *outputs)):
+            if self._c_function(*pointers, *map(pointer, outputs)):
                 return MISS
         if self._single:
             result = outputs[0]

@@ -29,16 +29,25 @@ _ffi = _cffi_backend.FFI()
 LLVM_LOCK = threading.RLock()
 
 
+# The C and math libraries by the names glibc's dynamic loader finds without a search; where
+# they are not those, ctypes.util.find_library names them (it runs ldconfig: milliseconds that
+# a warm start from the disk cache would otherwise spend on every process start).
+_GLIBC_NAMES = {"c": "libc.so.6", "m": "libm.so.6"}
+
+
 @functools.lru_cache(maxsize=None)
 def _make_c_libraries_visible() -> None:
     """Let the loader resolve the C and math library functions the code calls
     (aligned_alloc, free, memset, expf, tanh, ...); LLVM does not search the
     process's libraries unless they are loaded through it."""
-    for name in ("c", "m"):
-        path = ctypes.util.find_library(name)
-        if path is None:
-            raise OSError(f"cannot find the system's lib{name}, which compiled code calls")
-        llvm.load_library_permanently(path)
+    for name, soname in _GLIBC_NAMES.items():
+        try:
+            llvm.load_library_permanently(soname)
+        except RuntimeError:
+            path = ctypes.util.find_library(name)
+            if path is None:
+                raise OSError(f"cannot find the system's lib{name}, which compiled code calls") from None
+            llvm.load_library_permanently(path)
 
 
 def host_target_machine():
@@ -77,15 +86,21 @@ class LoadedObject:
         return NativeFunction(self, address, num_args)
 
 
+# A C-contiguous numpy array's data as a `void *` argument; read-only arrays too (from_buffer
+# requires a writable buffer only when asked). The C function itself: a wrapper would cost
+# as much as the call.
+pointer = _ffi.from_buffer
+
+
 class NativeFunction:
-    """``int32_t f(void *a0, void *a1, ...)`` called with C-contiguous numpy arrays."""
+    """``int32_t f(void *a0, void *a1, ...)`` called with C-contiguous numpy arrays.
+    ``c_function`` is the function itself, for callers that pass ``pointer(array)``s."""
 
     def __init__(self, owner: LoadedObject, address: int, num_args: int):
         self._owner = owner  # the code lives as long as the engine that loaded it
-        self._fn = _ffi.cast(f"int32_t(*)({', '.join(['void *'] * num_args) or 'void'})", address)
+        self.c_function = _ffi.cast(f"int32_t(*)({', '.join(['void *'] * num_args) or 'void'})", address)
         self.num_args = num_args
 
     def __call__(self, arrays) -> int:
-        """Call with arrays the caller has already checked; returns the status code. (from_buffer
-        takes read-only arrays too: its require_writable is False unless asked.)"""
-        return self._fn(*map(_ffi.from_buffer, arrays))
+        """Call with arrays the caller has already checked; returns the status code."""
+        return self.c_function(*map(pointer, arrays))

@@ -318,17 +318,21 @@ def test_every_op_table_case_with_a_size_0_dimension_in_cuda_host_emulation(tmp_
 def test_a_result_with_no_elements_runs_no_native_code():
     f = kiln.compile(lambda x, y: (x @ y, x.sum(axis=1)))
     x, y = np.ones((0, 3), np.float32), np.ones((3, 5), np.float32)
-    f.lower(x, y)
-    f(x, y)
+    f.lower(x, y).compile()
     (executable,) = f._executables.values()
 
-    def refuse(arrays):
-        raise AssertionError("native code was called with nothing to compute")
+    class Refuse:
+        def __call__(self, arrays):
+            raise AssertionError("native code was called with nothing to compute")
 
-    executable._native = refuse
-    product, sums = f(x, y)
-    assert product.shape == (0, 5) and product.dtype == np.float32
-    assert sums.shape == (0,) and sums.dtype == np.float32
+        c_function = __call__  # what the fast path of plain arrays calls
+
+    executable.native = Refuse()
+    for _ in range(2):  # the checked path, then the fast path it registers
+        product, sums = f(x, y)
+        assert product.shape == (0, 5) and product.dtype == np.float32
+        assert sums.shape == (0,) and sums.dtype == np.float32
+    assert f._plain_calls
     out = (np.empty((0, 5), np.float32), np.empty((0,), np.float32))
     assert f(x, y, out=out) is out
 
