@@ -20,9 +20,7 @@ import glob
 import importlib
 import os
 import platform
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import ROOT, configure_threads, interleaved, peers, report  # noqa: E402
@@ -138,45 +136,12 @@ def bench_mlp(np, kiln, found, quick):
     )
 
 
-COMPILE_SCRIPT = """
-import sys, time
-start = time.perf_counter()
-import numpy as np
-import kiln
-sys.path.insert(0, {bench!r})
-import mlp_step
-step, _, params, x, y, _ = mlp_step.make(np, {batch})
-imported = time.perf_counter()
-compiled = kiln.compile(step)
-compiled(params, x, y)
-done = time.perf_counter()
-print(done - imported, compiled.compilations[0].from_cache, imported - start)
-"""
-
-
-def bench_compile(np, kiln, found, quick):
-    batch = 64 if quick else 256
-    script = COMPILE_SCRIPT.format(bench=os.path.join(ROOT, "bench"), batch=batch)
-    print("\ncompile the MLP training step (each in a new process; first call, after import)")
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, KILN_CACHE_DIR=cache)
-        for label in ("cold (empty cache)", "warm (cache filled)"):
-            out = subprocess.run(
-                [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
-            ).stdout.split()
-            print(
-                f"  {label:<22}{float(out[0]) * 1e3:>10.1f} ms   from cache: {out[1]}, "
-                f"import: {float(out[2]) * 1e3:.0f} ms"
-            )
-
-
 WORKLOADS = {
     "matmul": bench_matmul,
     "chain": bench_chain,
     "softmax": bench_softmax,
     "conv": bench_conv,
     "mlp": bench_mlp,
-    "compile": bench_compile,
 }
 
 
