@@ -17,6 +17,7 @@ from typing import Callable
 
 import numpy as np
 
+from kiln import plain_call
 from kiln.dlpack import dlpack_leaves
 from kiln.errors import ArgumentError, StageError, user_facing
 from kiln.executable import call_signature
@@ -152,9 +153,22 @@ class Compiled:
         self._executable = executable
         self.name = lowered.name
         self.stages = lowered.stages
+        sig = self._signature
+        plain = None if sig.debug else plain_call.PlainCall.of_signature(sig.call, sig.specs, executable, sig.traced)
+        self._plain_calls = {} if plain is None else {plain.key: plain}  # the fast path, as CompiledFunction's
+
+    def __call__(self, *args, out=None, **kwargs):
+        if out is None and not kwargs:
+            plain = plain_call.lookup(self._plain_calls, args)
+            if plain is not None:
+                result = plain(args)
+                if result is not plain_call.MISS:
+                    return result
+        return self._checked_call(args, kwargs, out)
 
     @user_facing
-    def __call__(self, *args, out=None, **kwargs):
+    def _checked_call(self, args, kwargs, out):
+        """A call with every check, each failure named (kiln.ArgumentError)."""
         sig = self._signature
         call = bind(sig.fn, args, kwargs, sig.static_argnames, sig.python_signature)
         leaves = dlpack_leaves(call.paths, call.leaves)

@@ -74,6 +74,26 @@ class PlainCall:
             return None
         return cls(executable, traced.out_treedef)
 
+    @classmethod
+    def of_signature(cls, call, specs: list, executable, traced):
+        """A PlainCall for a lowered signature (``Compiled``), or None unless every leaf is an
+        array spec (not a Python scalar's) of a parameter that a positional argument binds:
+        the first len(specs) parameters, none of them static or variadic."""
+        if call.static or getattr(executable, "native", None) is None or any(s.weak for s in specs):
+            return None
+        if call.treedef != pytree.TreeDef("tuple", None, (pytree.LEAF,) * len(specs)):
+            return None
+        positional = [
+            name
+            for name, p in call.signature.parameters.items()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        if list(call.arguments) != positional[: len(specs)]:
+            return None
+        if [(s.spec.shape, s.spec.dtype) for s in specs] != list(executable.input_specs):
+            return None
+        return cls(executable, traced.out_treedef)
+
     def __call__(self, args: tuple):
         """The function's results for `args`, or MISS when the checked path must take the call."""
         pointers = []

@@ -198,3 +198,46 @@ def test_array_subclasses_take_the_checked_path():
     checked = spy_on_checked_path(f)
     np.testing.assert_array_equal(f(x.view(Tagged)), x + 1)
     assert len(checked) == 1
+
+
+def test_compiled_signatures_take_the_fast_path_and_keep_their_errors():
+    f = kiln.compile(lambda x, y: x @ y)
+    c = f.lower(kiln.f32[2, 3], kiln.f32[3, 2]).compile()
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)
+    checked = spy_on_checked_path(c)
+    np.testing.assert_array_equal(c(a, b), a @ b)
+    assert checked == []
+    np.testing.assert_array_equal(c(np.asfortranarray(a), b), a @ b)  # copied on the checked path
+    with pytest.raises(kiln.ArgumentError, match=r"argument 'x' is kiln.f64\[2, 3\]; .* compiled for kiln.f32\[2, 3\]"):
+        c(a.astype(np.float64), b)
+    with pytest.raises(kiln.ArgumentError, match=r"argument 'y' is kiln.f32\[3, 3\]"):
+        c(a, np.ones((3, 3), np.float32))
+    assert len(checked) == 3
+
+
+def test_compiled_signatures_the_fast_path_cannot_serve():
+    scalar = kiln.compile(lambda x, s: x * s).lower(np.ones(2, np.float32), 2.0).compile()
+    assert scalar._plain_calls == {}
+    with pytest.raises(kiln.ArgumentError, match="argument 's' is kiln.f64"):
+        scalar(np.ones(2, np.float32), np.array(2.0))  # a strong float64 is not the weak scalar it was lowered for
+
+    def keyword_only(*, x):
+        return x + 1
+
+    by_keyword = kiln.compile(keyword_only).lower(x=kiln.f32[2]).compile()
+    assert by_keyword._plain_calls == {}
+    with pytest.raises(kiln.ArgumentError, match=r"keyword_only\(\): too many positional arguments"):
+        by_keyword(np.ones(2, np.float32))
+    np.testing.assert_array_equal(by_keyword(x=np.ones(2, np.float32)), [2.0, 2.0])
+
+
+def test_threads_share_the_fast_path():
+    from concurrent.futures import ThreadPoolExecutor
+
+    f = kiln.compile(lambda x: x * 2 + 1)
+    arrays = [np.full(16, k, np.float32) for k in range(8)]
+    f(arrays[0])
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda a: [f(a) for _ in range(200)][-1], arrays))
+    for a, result in zip(arrays, results):
+        np.testing.assert_array_equal(result, a * 2 + 1)
