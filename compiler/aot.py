@@ -157,6 +157,7 @@ class Compiled:
         plain = None if sig.debug else plain_call.PlainCall.of_signature(sig.call, sig.specs, executable, sig.traced)
         self._plain_calls = {} if plain is None else {plain.key: plain}  # the fast path, as CompiledFunction's
 
+    @user_facing
     def __call__(self, *args, out=None, **kwargs):
         if out is None and not kwargs:
             plain = plain_call.lookup(self._plain_calls, args)
@@ -166,7 +167,6 @@ class Compiled:
                     return result
         return self._checked_call(args, kwargs, out)
 
-    @user_facing
     def _checked_call(self, args, kwargs, out):
         """A call with every check, each failure named (kiln.ArgumentError)."""
         sig = self._signature

@@ -205,6 +205,7 @@ class CompiledFunction:
             return CudaExecutable(pipeline, traced, emulate=self.target == "cuda-emulate")
         return Executable(pipeline, traced)
 
+    @user_facing
     def __call__(self, *args, out=None, **kwargs):
         if out is None and not kwargs:
             plain = plain_call.lookup(self._plain_calls, args)
@@ -214,7 +215,6 @@ class CompiledFunction:
                     return result
         return self._checked_call(args, kwargs, out)
 
-    @user_facing
     def _checked_call(self, args, kwargs, out):
         """A call with every check: binding, pytrees, the signature, conversions, out=."""
         call, key = self._specialize(args, kwargs, allow_specs=False)

@@ -241,3 +241,19 @@ def test_threads_share_the_fast_path():
         results = list(pool.map(lambda a: [f(a) for _ in range(200)][-1], arrays))
     for a, result in zip(arrays, results):
         np.testing.assert_array_equal(result, a * 2 + 1)
+
+
+def test_no_arguments_and_parameters_left_at_their_defaults():
+    constant = kiln.compile(lambda: np.arange(3.0) * 2)
+    for _ in range(2):
+        np.testing.assert_array_equal(constant(), [0.0, 2.0, 4.0])
+
+    def scaled(x, scale=2.0):
+        return x * scale
+
+    f = kiln.compile(scaled)
+    x = np.arange(3, dtype=np.float32)
+    for _ in range(2):
+        np.testing.assert_array_equal(f(x), x * 2)
+        np.testing.assert_array_equal(f(x, 3.0), x * 3)
+        np.testing.assert_array_equal(f(x, np.float32(4)), x * 4)
