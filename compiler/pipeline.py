@@ -46,17 +46,43 @@ REMAT_PASSES = LEGALIZE_PASSES + ("canonicalize", "cse", "dce", "rematerialize",
 def kiln_digest() -> str:
     """kiln's version and a hash of its own source: object code cached by one build of
     kiln is never served to another (an edited checkout, a git install without a new
-    version number)."""
+    version number). Reading every source file takes milliseconds of each process start,
+    so the hash is remembered in the disk cache under a stamp of the files' names, sizes,
+    inodes and modification and change times: an edit changes the stamp (the change time
+    even when a tool restores the modification time; file times move in clock ticks of a
+    few milliseconds), and the contents are hashed again."""
+    files = _source_files()
+    stamp = hashlib.sha256(__version__.encode())
+    for relative, path in files:
+        st = os.stat(path)
+        stamp.update(f"{relative}\0{st.st_size}\0{st.st_ino}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\n".encode())
+    cache = DiskCache()
+    remembered = cache.load(stamp.hexdigest(), SOURCE_DIGEST)
+    if remembered is not None:
+        return remembered.decode()
     digest = hashlib.sha256(__version__.encode())
+    for relative, path in files:
+        with open(path, "rb") as f:
+            digest.update(relative.encode() + b"\0" + f.read())
+    cache.store(stamp.hexdigest(), digest.hexdigest().encode(), SOURCE_DIGEST, quiet=True)
+    return digest.hexdigest()
+
+
+SOURCE_DIGEST = ".source-digest"  # the cache entries kiln_digest remembers, beside object code (.o)
+
+
+def _source_files() -> list:
+    """(path relative to its package root, path) of every kiln source file, in a fixed order."""
+    files = []
     for root in source_roots():
         for directory, subdirectories, names in os.walk(root):
             subdirectories.sort()
-            for name in sorted(names):
-                if name.endswith(".py"):
-                    path = os.path.join(directory, name)
-                    with open(path, "rb") as f:
-                        digest.update(os.path.relpath(path, root).encode() + b"\0" + f.read())
-    return digest.hexdigest()
+            files += [
+                (os.path.relpath(os.path.join(directory, n), root), os.path.join(directory, n))
+                for n in sorted(names)
+                if n.endswith(".py")
+            ]
+    return files
 
 
 class Pipeline:

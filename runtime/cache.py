@@ -50,8 +50,8 @@ class DiskCache:
     def __init__(self, directory: str | None = None):
         self.directory = directory or default_directory()
 
-    def path(self, key: str) -> str:
-        return os.path.join(self.directory, key[:2], f"{key}.o")
+    def path(self, key: str, suffix: str = ".o") -> str:
+        return os.path.join(self.directory, key[:2], f"{key}{suffix}")
 
     @contextlib.contextmanager
     def writing(self, key: str):
@@ -82,10 +82,10 @@ class DiskCache:
             if locked:
                 lock.release()
 
-    def load(self, key: str) -> bytes | None:
-        """The payload stored under `key`, or None if there is none or it is damaged (then
-        removed, with a RuntimeWarning)."""
-        path = self.path(key)
+    def load(self, key: str, suffix: str = ".o") -> bytes | None:
+        """The payload stored under `key` (in the file ending in `suffix`: ``.o`` for object
+        code), or None if there is none or it is damaged (then removed, with a RuntimeWarning)."""
+        path = self.path(key, suffix)
         try:
             with open(path, "rb") as f:
                 data = f.read()
@@ -101,10 +101,11 @@ class DiskCache:
             return None
         return data[header:]
 
-    def store(self, key: str, payload: bytes) -> None:
+    def store(self, key: str, payload: bytes, suffix: str = ".o", quiet: bool = False) -> None:
         """Write `payload` under `key`, whole or not at all; an unwritable directory is a
-        RuntimeWarning, not an error (the caller has the code and runs it)."""
-        path = self.path(key)
+        RuntimeWarning, not an error (the caller has the code and runs it), or nothing at
+        all when `quiet` (for a payload that only saves a little time)."""
+        path = self.path(key, suffix)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
@@ -112,6 +113,8 @@ class DiskCache:
                 f.write(MAGIC + hashlib.sha256(payload).digest() + payload)
             os.replace(temporary, path)  # atomic: readers never see a half-written entry
         except OSError as exc:
+            if quiet:
+                return
             warnings.warn(
                 f"kiln: cannot write the compile cache at {self.directory} ({exc}); "
                 "set KILN_CACHE_DIR to a writable directory",
