@@ -26,7 +26,7 @@ _count = 0  # the process's count; one int, replaced whole, so it needs no lock
 _this_thread = threading.local()  # .count: what this thread last gave omp_set_num_threads
 
 
-# libgomp's default spin is 300,000 `pause`s (7-20 ms on current x86 cores) after every parallel
+# libgomp's default spin is 300,000 `pause`s (7 ms or more on current x86 cores) after every parallel
 # loop. A process that also runs numpy pays for it: kiln's idle thread keeps a core from the
 # OpenBLAS call that follows, and on a loaded machine a spinning thread starves the one it waits
 # for. 3,000 (~0.1 ms) still spans the serial gaps between the parallel loops of one call, so
