@@ -33,9 +33,10 @@ def _timed(fn, seconds):
     return (time.perf_counter() - wall) / runs, (time.process_time() - cpu) / runs
 
 
-def alongside(kiln_side, other_side, rounds=7, seconds=0.3) -> dict:
+def alongside(kiln_side, other_side, rounds=15, seconds=0.1) -> dict:
     """Medians over rounds of each side alone, the two alternating, and the per-round ratio of
-    alternating to the sum of the separate times."""
+    alternating to the sum of the separate times. Many short rounds: on a shared machine the
+    neighbours' load changes from one second to the next, and each round sees it on all three."""
     both = lambda: (kiln_side(), other_side())  # noqa: E731
     parts = {"kiln alone": kiln_side, "other alone": other_side, "alternating": both}
     both()  # warm-up: compilation, caches, page mappings
@@ -64,10 +65,10 @@ def report(title, other_name, result):
     separate = wall["kiln alone"] + wall["other alone"]
     separate_cpu = cpu["kiln alone"] + cpu["other alone"]
     print(f"  {'sum of the separate':<26}{separate * 1e3:>9.2f} ms  {separate_cpu * 1e3:>9.2f} ms CPU")
+    q1, median, q3 = statistics.quantiles(ratios, n=4)
     print(
-        f"  alternating / separate: {statistics.median(ratios):.2f} (per round: "
-        + " ".join(f"{r:.2f}" for r in ratios)
-        + f"), CPU {cpu['alternating'] / separate_cpu:.2f}"
+        f"  alternating / separate: {median:.2f} over {len(ratios)} rounds (quartiles {q1:.2f}-{q3:.2f}, "
+        f"range {ratios[0]:.2f}-{ratios[-1]:.2f}); CPU {cpu['alternating'] / separate_cpu:.2f}"
     )
 
 
@@ -83,8 +84,9 @@ def describe_pools(np):
     else:
         for pool in threadpoolctl.threadpool_info():
             print(f"  {pool['internal_api']:<9}{pool['num_threads']} threads  {os.path.basename(pool['filepath'])}")
-    policy = os.environ.get("OMP_WAIT_POLICY") or os.environ.get("GOMP_SPINCOUNT")
-    print(f"  libgomp's idle threads: {policy or f'spin {threads.SPIN_COUNT} pauses (kiln default)'}, then sleep")
+    chosen = [f"{name}={os.environ[name]}" for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if name in os.environ]
+    policy = ", ".join(chosen) or f"GOMP_SPINCOUNT={threads.SPIN_COUNT} (kiln's default)"
+    print(f"  libgomp's idle threads: {policy}")
 
 
 def mlp(np, batch):
@@ -108,7 +110,7 @@ def bench_beside_numpy(np, kiln, found, quick):
     print("\nthread pools in this process:")
     describe_pools(np)
     kiln_step = lambda: compiled(params, x, y)  # noqa: E731
-    rounds = 3 if quick else 7
+    rounds = 3 if quick else 15
     report(
         f"MLP step (kiln), then a {batch}x784x512 matmul and an accuracy (numpy), back to back",
         "numpy",
@@ -154,7 +156,7 @@ def bench_beside_torch(np, kiln, found, quick):
     report(
         f"MLP step in kiln, then in torch eager, back to back, batch {batch}",
         "torch step",
-        alongside(lambda: compiled(params, x, y), torch_step(found["torch"]), 3 if quick else 7),
+        alongside(lambda: compiled(params, x, y), torch_step(found["torch"]), 3 if quick else 15),
     )
 
 
