@@ -29,7 +29,7 @@ from kiln.runtime import threads
 from kiln.runtime.native import LLVM_LOCK, _make_c_libraries_visible, host_target_machine
 
 CALLBACK_IR = r"""
-%jobs = type { ptr, i64, ptr, i32 }  ; dojob, elsize, jobdata, dojob_data
+%jobs = type { ptr, i64, ptr, i32, i32 }  ; dojob, elsize, jobdata, dojob_data, numjobs
 
 @one_at_a_time = internal global [64 x i8] zeroinitializer, align 16  ; a pthread_mutex_t, unlocked
 
@@ -37,7 +37,10 @@ declare void @GOMP_parallel(ptr, ptr, i32, i32)
 declare i32 @pthread_mutex_lock(ptr)
 declare i32 @pthread_mutex_unlock(ptr)
 declare i32 @omp_get_thread_num()
+declare i32 @omp_get_num_threads()
 
+; Thread t runs jobs t, t + team, ...: one job each in a full team; all of them, one after
+; another, where libgomp gave fewer threads (OMP_THREAD_LIMIT, a call from a parallel region).
 define internal void @run_jobs(ptr %jobs) {
 entry:
   %dojob = load ptr, ptr %jobs
@@ -47,11 +50,26 @@ entry:
   %data = load ptr, ptr %data.at
   %arg.at = getelementptr %jobs, ptr %jobs, i32 0, i32 3
   %arg = load i32, ptr %arg.at
+  %numjobs.at = getelementptr %jobs, ptr %jobs, i32 0, i32 4
+  %numjobs = load i32, ptr %numjobs.at
   %me = call i32 @omp_get_thread_num()
-  %me.wide = sext i32 %me to i64
-  %offset = mul i64 %me.wide, %elsize
+  %team = call i32 @omp_get_num_threads()
+  br label %next.job
+
+next.job:
+  %i = phi i32 [ %me, %entry ], [ %after, %run ]
+  %more = icmp slt i32 %i, %numjobs
+  br i1 %more, label %run, label %done
+
+run:
+  %i.wide = sext i32 %i to i64
+  %offset = mul i64 %i.wide, %elsize
   %job = getelementptr i8, ptr %data, i64 %offset
-  call void %dojob(i32 %me, ptr %job, i32 %arg)
+  call void %dojob(i32 %i, ptr %job, i32 %arg)
+  %after = add i32 %i, %team
+  br label %next.job
+
+done:
   ret void
 }
 
@@ -65,6 +83,8 @@ entry:
   store ptr %data, ptr %data.at
   %arg.at = getelementptr %jobs, ptr %jobs, i32 0, i32 3
   store i32 %arg, ptr %arg.at
+  %numjobs.at = getelementptr %jobs, ptr %jobs, i32 0, i32 4
+  store i32 %numjobs, ptr %numjobs.at
   call i32 @pthread_mutex_lock(ptr @one_at_a_time)
   call void @GOMP_parallel(ptr @run_jobs, ptr %jobs, i32 %numjobs, i32 0)
   call i32 @pthread_mutex_unlock(ptr @one_at_a_time)
@@ -87,8 +107,11 @@ _shared = []  # the setters of the OpenBLAS libraries that run on kiln's threads
 def openblas_setters() -> list:
     """The callback setter of each OpenBLAS loaded in this process (numpy's, scipy's ...)."""
     found, seen = [], set()
-    with open("/proc/self/maps") as maps:
-        paths = [line.split()[-1] for line in maps if "openblas" in line.rsplit("/", 1)[-1].lower()]
+    try:
+        with open("/proc/self/maps") as maps:  # Linux: where each loaded library lives
+            paths = [line.split()[-1] for line in maps if "openblas" in line.rsplit("/", 1)[-1].lower()]
+    except OSError:
+        return []
     for path in paths:
         if path in seen:
             continue
@@ -106,7 +129,7 @@ def _callback_address() -> int:
     with LLVM_LOCK:
         if _engine is None:
             _make_c_libraries_visible()  # pthread_mutex_lock
-            os.register_at_fork(after_in_child=_in_forked_child)
+            os.register_at_fork(after_in_child=_give_back)
             module = llvm.parse_assembly(CALLBACK_IR)
             module.verify()
             engine = llvm.create_mcjit_compiler(module, host_target_machine())
@@ -133,10 +156,10 @@ def share() -> bool:
 def unshare() -> None:
     """OpenBLAS's own threads again."""
     with _lock:
-        _in_forked_child()
+        _give_back()
 
 
-def _in_forked_child() -> None:
+def _give_back() -> None:
     for setter in _shared:
         setter(ctypes.c_void_p(None))
     _shared.clear()
