@@ -16,21 +16,43 @@ far more than CPU times). Compare libgomp's old default spin with
 
 from __future__ import annotations
 
+import collections
 import os
 import statistics
 import sys
+import threading
 import time
 
 from harness import PAUSE, ROOT
 
 
-def _timed(fn, seconds):
-    """(wall seconds, CPU seconds of every thread of the process) per call of fn, over `seconds`."""
+def _thread_ticks() -> dict:
+    """CPU clock ticks (user + system) of each thread of this process, by thread id (Linux)."""
+    ticks = {}
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            ticks[int(tid)] = int(fields[11]) + int(fields[12])
+    except OSError:
+        pass
+    return ticks
+
+
+def _timed(fn, seconds, per_thread=None):
+    """(wall seconds, CPU seconds of every thread of the process) per call of fn, over `seconds`;
+    adds each thread's ticks to `per_thread` (a Counter) if given."""
+    before = _thread_ticks() if per_thread is not None else {}
     runs, wall, cpu = 0, time.perf_counter(), time.process_time()
     while time.perf_counter() - wall < seconds or runs < 3:
         fn()
         runs += 1
-    return (time.perf_counter() - wall) / runs, (time.process_time() - cpu) / runs
+    result = (time.perf_counter() - wall) / runs, (time.process_time() - cpu) / runs
+    if per_thread is not None:
+        for tid, ticks in _thread_ticks().items():
+            per_thread[tid] += ticks - before.get(tid, 0)
+        per_thread["calls"] += runs
+    return result
 
 
 def alongside(kiln_side, other_side, rounds=15, seconds=0.1) -> dict:
@@ -42,10 +64,11 @@ def alongside(kiln_side, other_side, rounds=15, seconds=0.1) -> dict:
     both()  # warm-up: compilation, caches, page mappings
     wall = {name: [] for name in parts}
     cpu = {name: [] for name in parts}
+    per_thread = {name: collections.Counter() for name in parts}
     for _ in range(rounds):
         for name, fn in parts.items():
             time.sleep(PAUSE)  # the previous part's threads go to sleep
-            w, c = _timed(fn, seconds)
+            w, c = _timed(fn, seconds, per_thread[name])
             wall[name].append(w)
             cpu[name].append(c)
     ratios = [b / (k + o) for k, o, b in zip(wall["kiln alone"], wall["other alone"], wall["alternating"])]
@@ -53,6 +76,7 @@ def alongside(kiln_side, other_side, rounds=15, seconds=0.1) -> dict:
         "wall": {name: statistics.median(t) for name, t in wall.items()},
         "cpu": {name: statistics.median(t) for name, t in cpu.items()},
         "ratios": sorted(ratios),
+        "per_thread": per_thread,
     }
 
 
@@ -70,6 +94,16 @@ def report(title, other_name, result):
         f"  alternating / separate: {median:.2f} over {len(ratios)} rounds (quartiles {q1:.2f}-{q3:.2f}, "
         f"range {ratios[0]:.2f}-{ratios[-1]:.2f}); CPU {cpu['alternating'] / separate_cpu:.2f}"
     )
+    # Which thread burns the CPU: a pool's idle thread that spins through the other's calls
+    # shows up here, whatever the neighbours do to wall times.
+    tick = 1 / os.sysconf("SC_CLK_TCK")
+    caller = threading.get_native_id()
+    print("  CPU ms per call, by thread (the calling thread first):")
+    for name, counts in result["per_thread"].items():
+        calls = counts.pop("calls", 0)
+        busy = sorted((t for t in counts if counts[t]), key=lambda t: (t != caller, t))
+        shares = "  ".join(f"{counts[t] * tick / calls * 1e3:6.2f}" for t in busy)
+        print(f"    {name.replace('other', other_name):<24}{shares}")
 
 
 def describe_pools(np):

@@ -29,8 +29,8 @@ _this_thread = threading.local()  # .count: what this thread last gave omp_set_n
 # libgomp's default spin is 300,000 `pause`s (7 ms or more on current x86 cores) after every parallel
 # loop. A process that also runs numpy pays for it: kiln's idle thread keeps a core from the
 # OpenBLAS call that follows, and on a loaded machine a spinning thread starves the one it waits
-# for. 3,000 (~0.1 ms) still spans the serial gaps between the parallel loops of one call, so
-# kiln alone keeps its speed (bench/targets_threads.py measures both).
+# for. 3,000 (~0.1 ms) is meant to span the serial gaps between the parallel loops of one call,
+# so that kiln alone keeps its speed (bench/targets_threads.py and bench/run.py measure both).
 SPIN_COUNT = 3000
 _loading = threading.Lock()  # the environment is the process's: one loader changes it at a time
 
