@@ -39,8 +39,9 @@ declare i32 @pthread_mutex_unlock(ptr)
 declare i32 @omp_get_thread_num()
 declare i32 @omp_get_num_threads()
 
-; Thread t runs jobs t, t + team, ...: one job each in a full team; all of them, one after
-; another, where libgomp gave fewer threads (OMP_THREAD_LIMIT, a call from a parallel region).
+; Thread t runs jobs t, t + team, ...: one job each in a full team. In a smaller one (a BLAS
+; call from inside a parallel region) every job still runs, in turn; share() refuses the
+; settings that make every team smaller, since a threaded GEMM's jobs cannot run in turn.
 define internal void @run_jobs(ptr %jobs) {
 entry:
   %dojob = load ptr, ptr %jobs
@@ -93,19 +94,16 @@ entry:
 """
 
 # numpy's wheels carry OpenBLAS with its symbols renamed (scipy-openblas, 64-bit integers).
-SETTERS = (
-    "openblas_set_threads_callback_function",
-    "scipy_openblas_set_threads_callback_function64_",
-    "scipy_openblas_set_threads_callback_function",
-)
+NAMINGS = (("openblas_", ""), ("scipy_openblas_", "64_"), ("scipy_openblas_", ""))
 
 _lock = threading.Lock()
 _engine = None  # the loaded callback; lives as long as the process, since OpenBLAS keeps its address
 _shared = []  # the setters of the OpenBLAS libraries that run on kiln's threads now
 
 
-def openblas_setters() -> list:
-    """The callback setter of each OpenBLAS loaded in this process (numpy's, scipy's ...)."""
+def openblas_libraries() -> list:
+    """(set_threads_callback_function, get_num_threads) of each OpenBLAS loaded in this process
+    (numpy's, scipy's ...) that takes a threads callback."""
     found, seen = [], set()
     try:
         with open("/proc/self/maps") as maps:  # Linux: where each loaded library lives
@@ -117,9 +115,10 @@ def openblas_setters() -> list:
             continue
         seen.add(path)
         library = ctypes.CDLL(path)
-        for name in SETTERS:
-            if hasattr(library, name):
-                found.append(getattr(library, name))
+        for prefix, suffix in NAMINGS:
+            if hasattr(library, f"{prefix}set_threads_callback_function{suffix}"):
+                setter = getattr(library, f"{prefix}set_threads_callback_function{suffix}")
+                found.append((setter, getattr(library, f"{prefix}get_num_threads{suffix}")))
                 break
     return found
 
@@ -140,12 +139,15 @@ def _callback_address() -> int:
 
 def share() -> bool:
     """Run the parallel jobs of every loaded OpenBLAS on kiln's libgomp threads from now on.
-    False, changing nothing, where there is no libgomp or no OpenBLAS that takes a callback
-    (numpy built with MKL or Accelerate, OpenBLAS before 0.3.27)."""
+    False, changing nothing, where there is no libgomp, no OpenBLAS that takes a callback
+    (numpy built with MKL or Accelerate, OpenBLAS before 0.3.27), or where libgomp may give a
+    team fewer threads than OpenBLAS has (OMP_THREAD_LIMIT, OMP_DYNAMIC): a threaded GEMM's
+    jobs wait for each other, so run in turn they would wait forever."""
     with _lock:
-        setters = openblas_setters() if threads.available() else []
-        if not setters:
+        libraries = openblas_libraries() if threads.available() else []
+        if not libraries or any(count() > threads.full_team_limit() for _, count in libraries):
             return False
+        setters = [setter for setter, _ in libraries]
         address = _callback_address()
         for setter in setters:
             setter(ctypes.c_void_p(address))

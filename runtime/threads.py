@@ -98,6 +98,15 @@ def available() -> bool:
     return _library() is not None
 
 
+def full_team_limit() -> int:
+    """The most threads a parallel region started outside any other is sure to get: libgomp's
+    thread limit (OMP_THREAD_LIMIT), or 1 where OMP_DYNAMIC lets it give fewer than asked."""
+    library = _library()
+    if library is None or library.omp_get_dynamic():
+        return 1
+    return library.omp_get_thread_limit()
+
+
 def thread_count() -> int:
     value = os.environ.get("KILN_NUM_THREADS", "")
     if value:

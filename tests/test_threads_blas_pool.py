@@ -3,6 +3,7 @@
 The oracle is numpy in float64 with OpenBLAS's own threads, never kiln.
 """
 
+import os
 import subprocess
 import sys
 import threading
@@ -14,7 +15,7 @@ import kiln
 from kiln.runtime import blas_pool, threads
 
 pytestmark = pytest.mark.skipif(
-    not (threads.available() and blas_pool.openblas_setters()),
+    not (threads.available() and blas_pool.openblas_libraries()),
     reason="needs libgomp and an OpenBLAS (0.3.27 or later) that takes a threads callback",
 )
 
@@ -114,3 +115,18 @@ _, status = os.waitpid(pid, 0)
 sys.exit(os.waitstatus_to_exitcode(status))
 """
     subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+
+
+@pytest.mark.parametrize("setting", ["OMP_THREAD_LIMIT=1", "OMP_DYNAMIC=true"])
+def test_share_refuses_where_libgomp_may_give_fewer_threads_than_openblas_has(setting):
+    # A threaded GEMM's jobs wait for each other: run in turn on a smaller team they would hang.
+    script = """
+import numpy as np
+from kiln.runtime import blas_pool
+assert blas_pool.share() is False
+a = np.random.default_rng(6).standard_normal((500, 500))
+assert np.abs(a @ a - a.astype(np.longdouble) @ a).max() < 1e-9
+"""
+    name, value = setting.split("=")
+    env = dict(os.environ, **{name: value, "OPENBLAS_NUM_THREADS": "2"})
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=120)
