@@ -118,9 +118,7 @@ def describe_pools(np):
     else:
         for pool in threadpoolctl.threadpool_info():
             print(f"  {pool['internal_api']:<9}{pool['num_threads']} threads  {os.path.basename(pool['filepath'])}")
-    chosen = [f"{name}={os.environ[name]}" for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if name in os.environ]
-    policy = ", ".join(chosen) or f"GOMP_SPINCOUNT={threads.SPIN_COUNT} (kiln's default)"
-    print(f"  libgomp's idle threads: {policy}")
+    print(f"  libgomp's idle threads: {threads.wait_policy()}")
 
 
 def mlp(np, batch):

@@ -35,16 +35,24 @@ SPIN_COUNT = 3000
 _loading = threading.Lock()  # the environment is the process's: one loader changes it at a time
 
 
+_policy = "libgomp not loaded"  # what libgomp's idle threads do, in words: see wait_policy()
+
+
 def _wait_policy(path: str) -> dict:
     """The environment libgomp should initialise with: nothing where the user set a wait policy
-    (theirs stands) or where libgomp is loaded already (it read its environment then; torch
-    brings one), else the bounded spin."""
-    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+    (theirs stands) or where libgomp is loaded already (it read its environment then: torch
+    loads it on import), else the bounded spin."""
+    global _policy
+    chosen = [f"{name}={os.environ[name]}" for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if name in os.environ]
+    if chosen:
+        _policy = f"{', '.join(chosen)} (the user's)"
         return {}
     try:
         ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        _policy = "libgomp's own: it was loaded before kiln (torch loads it), 300,000 pauses unless set then"
         return {}
     except OSError:  # not loaded yet
+        _policy = f"GOMP_SPINCOUNT={SPIN_COUNT} (kiln's)"
         return {"GOMP_SPINCOUNT": str(SPIN_COUNT)}
 
 
@@ -96,6 +104,12 @@ def use_in_this_thread() -> None:
 
 def available() -> bool:
     return _library() is not None
+
+
+def wait_policy() -> str:
+    """How long libgomp's idle threads spin before they sleep, in words, and whose choice it is."""
+    _library()
+    return _policy
 
 
 def full_team_limit() -> int:

@@ -23,6 +23,7 @@ from kiln.runtime import threads
 {before}
 threads.available()
 print(os.environ.get("GOMP_SPINCOUNT"), os.environ.get("OMP_WAIT_POLICY"))
+print(threads.wait_policy())
 """
 
 
@@ -35,24 +36,27 @@ def load_in_new_process(before="", **environment):
     )
     reported = re.findall(r"GOMP_SPINCOUNT = '(\d+)'", result.stderr)
     assert len(reported) == 1, result.stderr  # libgomp initialised once
-    return int(reported[0]), result.stdout.split()
+    after, described = result.stdout.splitlines()
+    return int(reported[0]), after.split(), described
 
 
 def test_without_a_user_setting_libgomp_spins_a_bounded_while():
-    spin, after = load_in_new_process()
+    spin, after, described = load_in_new_process()
     assert spin == threads.SPIN_COUNT
     assert after == ["None", "None"]  # programs started later inherit the user's environment, not kiln's
+    assert described == f"GOMP_SPINCOUNT={threads.SPIN_COUNT} (kiln's)"
 
 
 def test_the_users_spin_count_stands():
-    spin, after = load_in_new_process(GOMP_SPINCOUNT="12345")
+    spin, after, described = load_in_new_process(GOMP_SPINCOUNT="12345")
     assert spin == 12345
     assert after == ["12345", "None"]
+    assert described == "GOMP_SPINCOUNT=12345 (the user's)"
 
 
 @pytest.mark.parametrize("policy", ["active", "passive"])
 def test_the_users_wait_policy_stands(policy):
-    spin, after = load_in_new_process(OMP_WAIT_POLICY=policy)
+    spin, after, _ = load_in_new_process(OMP_WAIT_POLICY=policy)
     assert spin == (30_000_000_000 if policy == "active" else 0)  # libgomp's own values for each policy
     assert after == ["None", policy]
 
@@ -60,9 +64,10 @@ def test_the_users_wait_policy_stands(policy):
 def test_a_libgomp_loaded_before_kiln_keeps_what_it_read():
     # torch, for one, brings libgomp in; it read its environment then, and kiln changes nothing.
     before = "import ctypes, ctypes.util; ctypes.CDLL(ctypes.util.find_library('gomp'))"
-    spin, after = load_in_new_process(before=before)
+    spin, after, described = load_in_new_process(before=before)
     assert spin != threads.SPIN_COUNT
     assert after == ["None", "None"]
+    assert described.startswith("libgomp's own")
 
 
 def mlp_layer(x, w, b):
