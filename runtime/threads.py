@@ -9,6 +9,7 @@ looks for it a RuntimeWarning says what is missing and what it costs.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -25,8 +26,55 @@ _count = 0  # the process's count; one int, replaced whole, so it needs no lock
 _this_thread = threading.local()  # .count: what this thread last gave omp_set_num_threads
 
 
+# libgomp's default spin is 300,000 `pause`s (7 ms or more on current x86 cores) after every parallel
+# loop. A process that also runs numpy pays for it: kiln's idle thread keeps a core from the
+# OpenBLAS call that follows, and on a loaded machine a spinning thread starves the one it waits
+# for. 3,000 (~0.1 ms) is meant to span the serial gaps between the parallel loops of one call,
+# so that kiln alone keeps its speed (bench/targets_threads.py and bench/run.py measure both).
+SPIN_COUNT = 3000
+_loading = threading.Lock()  # the environment is the process's: one loader changes it at a time
+
+
+_policy = "libgomp not loaded"  # what libgomp's idle threads do, in words: see wait_policy()
+
+
+def _wait_policy(path: str) -> dict:
+    """The environment libgomp should initialise with: nothing where the user set a wait policy
+    (theirs stands) or where libgomp is loaded already (it read its environment then: torch
+    loads it on import), else the bounded spin."""
+    global _policy
+    chosen = [f"{name}={os.environ[name]}" for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if name in os.environ]
+    if chosen:
+        _policy = f"{', '.join(chosen)} (the user's)"
+        return {}
+    try:
+        ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+        _policy = "libgomp's own: it was loaded before kiln (torch loads it), 300,000 pauses unless set then"
+        return {}
+    except OSError:  # not loaded yet
+        _policy = f"GOMP_SPINCOUNT={SPIN_COUNT} (kiln's)"
+        return {"GOMP_SPINCOUNT": str(SPIN_COUNT)}
+
+
+@contextlib.contextmanager
+def _environment(settings: dict):
+    """`settings` in the environment while libgomp loads, then gone again, so that programs the
+    user starts later inherit the environment they set, not kiln's."""
+    os.environ.update(settings)
+    try:
+        yield
+    finally:
+        for name in settings:
+            del os.environ[name]
+
+
 @functools.lru_cache(maxsize=None)
 def _library():
+    with _loading:
+        return _load()
+
+
+def _load():
     path = ctypes.util.find_library("gomp")
     if path is None:
         warnings.warn(
@@ -34,10 +82,11 @@ def _library():
             f"one thread instead of {thread_count()}; install it (Debian/Ubuntu: apt install libgomp1) "
             "to use every core",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
         return None
-    llvm.load_library_permanently(path)  # so loaded code finds GOMP_parallel and friends
+    with _environment(_wait_policy(path)):
+        llvm.load_library_permanently(path)  # so loaded code finds GOMP_parallel and friends
     library = ctypes.CDLL(path)
     global _count
     _count = thread_count()
@@ -55,6 +104,21 @@ def use_in_this_thread() -> None:
 
 def available() -> bool:
     return _library() is not None
+
+
+def wait_policy() -> str:
+    """How long libgomp's idle threads spin before they sleep, in words, and whose choice it is."""
+    _library()
+    return _policy
+
+
+def full_team_limit() -> int:
+    """The most threads a parallel region started outside any other is sure to get: libgomp's
+    thread limit (OMP_THREAD_LIMIT), or 1 where OMP_DYNAMIC lets it give fewer than asked."""
+    library = _library()
+    if library is None or library.omp_get_dynamic():
+        return 1
+    return library.omp_get_thread_limit()
 
 
 def thread_count() -> int:
