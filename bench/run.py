@@ -168,6 +168,11 @@ def main():
     sys.path.insert(0, ROOT)
     import kiln
 
+    # libgomp reads its wait policy once, when it loads; torch loads it on import. Loading it
+    # through kiln first gives every library the policy kiln chooses (docs/runtime.md).
+    from kiln.runtime import threads
+
+    threads.available()
     found, missing = peers()
     cpu = platform.processor() or platform.machine()
     try:
@@ -180,6 +185,7 @@ def main():
         f"numpy {np.__version__}, kiln {kiln.__version__}"
         + "".join(f", {name} {module.__version__}" for name, module in found.items())
     )
+    print(f"OpenMP idle threads: {threads.wait_policy()}")
     if missing:
         print(f"not installed, skipped: {', '.join(missing)}")
     chosen = [w for w in args.only.split(",") if w] or list(workloads)

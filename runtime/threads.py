@@ -74,8 +74,27 @@ def _library():
         return _load()
 
 
+# libgomp by the name glibc's loader finds without a search; elsewhere ctypes.util.find_library
+# names it (it runs ldconfig, milliseconds of every warm start otherwise).
+_GLIBC_NAME = "libgomp.so.1"
+
+
+def _locate():
+    """A name or path that dlopen loads libgomp by, without loading it (its environment must be
+    set first); None where it is not installed."""
+    try:
+        ctypes.CDLL(_GLIBC_NAME, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)  # loaded already (torch)
+        return _GLIBC_NAME
+    except OSError:
+        pass
+    for directory in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"):
+        if os.path.exists(os.path.join(directory, _GLIBC_NAME)):
+            return _GLIBC_NAME
+    return ctypes.util.find_library("gomp")
+
+
 def _load():
-    path = ctypes.util.find_library("gomp")
+    path = _locate()
     if path is None:
         warnings.warn(
             "kiln: libgomp (the OpenMP runtime) is not installed, so parallel loops run serially on "

@@ -2,7 +2,6 @@
 without libgomp, and a cached CUDA library that changed on disk since it was built.
 And the compile cache itself: where it lives, and builders of one entry taking turns."""
 
-import ctypes.util
 import hashlib
 import multiprocessing
 import os
@@ -22,8 +21,7 @@ from kiln.runtime.cache import DiskCache
 
 @pytest.fixture
 def without_libgomp(monkeypatch):
-    find = ctypes.util.find_library
-    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None if name == "gomp" else find(name))
+    monkeypatch.setattr(threads, "_locate", lambda: None)  # where the loader finds no libgomp
     threads._library.cache_clear()
     yield
     monkeypatch.undo()
