@@ -11,7 +11,10 @@ elementwise semantics (reductions add in loop order).
 
 from __future__ import annotations
 
+import string
+
 import llvmlite.ir as ir
+import numpy as np
 
 from kiln.codegen import llvm_ops, llvm_parallel  # noqa: F401  (they register the arith, math, vector and parallel handlers)
 from kiln.codegen.llvm_emitter import I1, I8, I32, I64, FunctionEmitter, access_sites, handles, scalar, stored
@@ -44,11 +47,29 @@ def _emit_global(llvm_module, op):
     data = op.initial_value.astype(op.initial_value.dtype.newbyteorder("<")).tobytes()
     array_type = ir.ArrayType(I8, len(data))
     variable = ir.GlobalVariable(llvm_module, array_type, name=op.sym_name)
-    variable.initializer = ir.Constant(array_type, bytearray(data))
+    variable.initializer = ir.FormattedConstant(array_type, f'c"{escape_bytes(data)}"')
     variable.global_constant = True
     variable.linkage = "private"
     variable.align = MR.ALIGNMENT
     return variable
+
+
+# How llvmlite writes each byte in an LLVM c"..." literal: letters, digits and most
+# punctuation as they are, the rest as \xx (lower-case hex); as three-byte rows padded
+# with NULs, which escape_bytes drops.
+_KEPT = set(string.ascii_letters + string.digits + " !#$%&'()*+,-./:;<=>?@[]^_`{|}~")
+_ESCAPES = np.array(
+    [[c, 0, 0] if chr(c) in _KEPT else list(b"\\%02x" % c) for c in range(256)],
+    np.uint8,
+)
+
+
+def escape_bytes(data: bytes) -> str:
+    """`data` as the body of an LLVM string literal, exactly as llvmlite writes it, but
+    computed with numpy: llvmlite's loop over every byte took seconds for a model's
+    constants (ResNet-50's are 100 MB)."""
+    rows = _ESCAPES[np.frombuffer(data, np.uint8)]
+    return rows[rows != 0].tobytes().decode("ascii")
 
 
 @handles(F.ReturnOp)
