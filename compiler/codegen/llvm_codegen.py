@@ -22,11 +22,17 @@ from kiln.codegen.status import STATUS
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
 from kiln.dialects import memref as MR
+from kiln.dialects.collection import collection_paused
 
 
 def emit_module(module, triple: str = "", data_layout: str = "", bounds_checks: bool = False) -> ir.Module:
     """LLVM IR for an affine-level module; `bounds_checks` guards every load and store
     (an access outside its buffer is skipped and reported through the status)."""
+    with collection_paused():  # llvmlite's instructions are cycles too
+        return _emit_module(module, triple, data_layout, bounds_checks)
+
+
+def _emit_module(module, triple: str, data_layout: str, bounds_checks: bool) -> ir.Module:
     llvm_module = ir.Module(name="kiln")
     llvm_module.triple = triple
     llvm_module.data_layout = data_layout
