@@ -85,6 +85,9 @@ def _return(e: FunctionEmitter, op):
 
 @handles(A.ForOp)
 def _for(e: FunctionEmitter, op):
+    if op.constant_bounds and op.trip_count == 1:
+        _once(e, op)
+        return
     upper = upper_bound(e, op)
     before = e.b.block
     header = e.function.append_basic_block("loop")
@@ -113,6 +116,19 @@ def _for(e: FunctionEmitter, op):
     e.b.position_at_end(exit_)
     for result, phi in zip(op.results, carried):
         e.values[result] = phi
+
+
+def _once(e: FunctionEmitter, op):
+    """A loop of one iteration is its body, run with the induction variable at the lower
+    bound: no header, latch and phis for LLVM to fold away again. Models have hundreds of
+    them (a batch of one, the window loops of 1x1 convolutions); each cost LLVM's loop
+    passes as much as a real loop."""
+    e.values[op.induction_variable] = ir.Constant(I64, op.lower)
+    for arg, init in zip(op.body.args[1:], op.inits):
+        e.values[arg] = e.get(init)
+    e.emit_block(op.body)  # its affine.yield records the results in e.yielded
+    for result, value in zip(op.results, e.yielded):
+        e.values[result] = value
 
 
 def upper_bound(e: FunctionEmitter, op):
