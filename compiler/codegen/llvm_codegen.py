@@ -18,6 +18,7 @@ import numpy as np
 
 from kiln.codegen import llvm_ops, llvm_parallel  # noqa: F401  (they register the arith, math, vector and parallel handlers)
 from kiln.codegen.llvm_emitter import I1, I8, I32, I64, FunctionEmitter, access_sites, handles, scalar, stored
+from kiln.codegen.llvm_kernels import is_kernel, outline_kernel
 from kiln.codegen.status import STATUS
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
@@ -85,6 +86,8 @@ def _return(e: FunctionEmitter, op):
 
 @handles(A.ForOp)
 def _for(e: FunctionEmitter, op):
+    if is_kernel(e, op) and outline_kernel(e, op, _for):
+        return
     if op.constant_bounds and op.trip_count == 1:
         _once(e, op)
         return
