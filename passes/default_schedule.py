@@ -49,6 +49,7 @@ from kiln.dialects import affine as A
 from kiln.dialects import memref as MR
 from kiln.dialects import verify
 from kiln.dialects.affine_expr import dims_of
+from kiln.dialects.collection import collection_paused
 from kiln.dialects.diagnostics import KilnError
 
 from .loop_transforms import ScheduleError
@@ -60,6 +61,11 @@ PARALLEL_MIN_WORK = 1 << 16  # innermost iterations; below this a kernel stays o
 def default_schedule(function, vector_bits: int = 256, threads: bool = True, skip=()) -> Schedule:
     """Choose and apply a schedule to `function` (affine level); returns the steps applied.
     Kernels named in `skip` (``k0``, ...) are left alone."""
+    with collection_paused():
+        return _default_schedule(function, vector_bits, threads, skip)
+
+
+def _default_schedule(function, vector_bits: int, threads: bool, skip) -> Schedule:
     schedule = Schedule()
     # Work per kernel, measured before any step changes trip counts.
     work = {}

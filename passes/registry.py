@@ -4,6 +4,7 @@ runs a list of them, verifying after each."""
 from __future__ import annotations
 
 from kiln.dialects import verify
+from kiln.dialects.collection import collection_paused
 
 PASSES: dict = {}
 
@@ -24,8 +25,9 @@ def run_passes(module, names, after_each=None):
     for name in names:
         if name not in PASSES:
             raise KeyError(f"unknown pass {name!r}; known passes: {', '.join(sorted(PASSES))}")
-        module = PASSES[name](module)
-        verify(module)
+        with collection_paused():
+            module = PASSES[name](module)
+            verify(module)
         if after_each is not None:
             after_each(name, module)
     return module

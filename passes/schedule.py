@@ -149,16 +149,32 @@ def kernels(function: F.FuncOp) -> list:
 
 
 def find_loop(function: F.FuncOp, name: str):
+    """The loop called `name` (the first in program order). A loop's name begins with its
+    kernel's (lowering names loops ``k<n>.*`` and every transform derives new names from old
+    ones), so only that kernel's nests are searched: walking the whole function for every
+    lookup made scheduling quadratic in the number of kernels. A name not found there is
+    looked for in the whole function, where a hand-written function may have put it."""
+    if isinstance(name, str):
+        kernel = name.split(".")[0]
+        for nest in function.body.ops:
+            if isinstance(nest, (A.ForOp, A.ParallelOp)) and A.kernel_of(nest) == kernel:
+                for op in nest.walk():
+                    if isinstance(op, (A.ForOp, A.ParallelOp)) and A.loop_name(op) == name:
+                        return _unless_parallel(op, name)
     loops = [op for op in function.walk() if isinstance(op, (A.ForOp, A.ParallelOp))]
     for op in loops:
         if A.loop_name(op) == name:
-            if isinstance(op, A.ParallelOp):
-                raise ScheduleError(f"loop {name} is already parallel")
-            return op
+            return _unless_parallel(op, name)
     kernel = name.split(".")[0]
     names = sorted(A.loop_name(op) for op in loops if A.kernel_of(op) == kernel)
     known = f"loops of {kernel}: {', '.join(names)}" if names else "loops are named like k0.i"
     raise ScheduleError(f"no loop {name!r} ({known})")
+
+
+def _unless_parallel(op, name: str):
+    if isinstance(op, A.ParallelOp):
+        raise ScheduleError(f"loop {name} is already parallel")
+    return op
 
 
 def step_text(step) -> str:
@@ -190,26 +206,42 @@ def apply_step(function: F.FuncOp, step, atomic: bool = True) -> None:
 
 def trial_copy(function: F.FuncOp, step) -> F.FuncOp:
     """A copy of `function` to try `step` on. A step acts within the one kernel its loops
-    belong to, so the copy holds that kernel's loop nests and every top-level op that is
-    not a loop nest or gives a value (a whole-array reduction's result), but no other
-    kernel's nests: copying a whole many-kernel function per step made scheduling
-    several times slower."""
+    belong to, so the copy holds that kernel's loop nests, the top-level ops they read
+    (views of the arena, constants, a whole-array reduction's loop and what those read in
+    turn) and the return, in their order; nothing of the other kernels. Copying the whole
+    function per step made scheduling quadratic in the number of kernels."""
     names = step[1] if isinstance(step, (list, tuple)) and len(step) > 1 else None
     names = [names] if isinstance(names, str) else names
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         return function.clone({})  # malformed: _apply names the problem
     wanted = {n.split(".")[0] for n in names}
-    keep = [
-        op
-        for op in function.body.ops
-        if not isinstance(op, (A.ForOp, A.ParallelOp)) or op.results or A.kernel_of(op) in wanted
-    ]
     body = function.body
+    roots = [
+        op
+        for op in body.ops
+        if isinstance(op, F.ReturnOp) or (isinstance(op, (A.ForOp, A.ParallelOp)) and A.kernel_of(op) in wanted)
+    ]
+    keep = top_level_inputs(body, roots) | set(roots)
     block = Block([a.type for a in body.args], [a.name_hint for a in body.args])
     mapping = dict(zip(body.args, block.args))
-    for op in keep:
-        block.append(op.clone(mapping))
+    for op in body.ops:
+        if op in keep:
+            block.append(op.clone(mapping))
     return type(function)([], dict(function.attributes), [], [Region([block])], loc=function.loc)
+
+
+def top_level_inputs(body: Block, roots) -> set:
+    """The ops of `body` whose results `roots` (ops of `body`) read, directly or through
+    other such ops."""
+    found, work = set(), list(roots)
+    while work:
+        for op in work.pop().walk():
+            for value in op.operands:
+                producer = getattr(value, "op", None)
+                if producer is not None and producer.parent is body and producer not in found:
+                    found.add(producer)
+                    work.append(producer)
+    return found
 
 
 def _apply(function: F.FuncOp, step) -> None:

@@ -122,7 +122,7 @@ def kernel_name(source, target, lanes):
 @pytest.fixture(scope="module")
 def jit():
     """Every conversion as a scalar and as a vector loop, optimized as kiln optimizes its code
-    (O3 for the host, vectorizers on) and loaded by MCJIT: name -> convert(values, target)."""
+    (for the host, vectorizers on) and loaded by MCJIT: name -> convert(values, target)."""
     module = ir.Module("half")
     module.triple = llvm.get_process_triple()
     for source, target in CONVERSIONS:

@@ -11,19 +11,29 @@ elementwise semantics (reductions add in loop order).
 
 from __future__ import annotations
 
+import string
+
 import llvmlite.ir as ir
+import numpy as np
 
 from kiln.codegen import llvm_ops, llvm_parallel  # noqa: F401  (they register the arith, math, vector and parallel handlers)
 from kiln.codegen.llvm_emitter import I1, I8, I32, I64, FunctionEmitter, access_sites, handles, scalar, stored
+from kiln.codegen.llvm_kernels import is_kernel, outline_kernel
 from kiln.codegen.status import STATUS
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
 from kiln.dialects import memref as MR
+from kiln.dialects.collection import collection_paused
 
 
 def emit_module(module, triple: str = "", data_layout: str = "", bounds_checks: bool = False) -> ir.Module:
     """LLVM IR for an affine-level module; `bounds_checks` guards every load and store
     (an access outside its buffer is skipped and reported through the status)."""
+    with collection_paused():  # llvmlite's instructions are cycles too
+        return _emit_module(module, triple, data_layout, bounds_checks)
+
+
+def _emit_module(module, triple: str, data_layout: str, bounds_checks: bool) -> ir.Module:
     llvm_module = ir.Module(name="kiln")
     llvm_module.triple = triple
     llvm_module.data_layout = data_layout
@@ -44,11 +54,29 @@ def _emit_global(llvm_module, op):
     data = op.initial_value.astype(op.initial_value.dtype.newbyteorder("<")).tobytes()
     array_type = ir.ArrayType(I8, len(data))
     variable = ir.GlobalVariable(llvm_module, array_type, name=op.sym_name)
-    variable.initializer = ir.Constant(array_type, bytearray(data))
+    variable.initializer = ir.FormattedConstant(array_type, f'c"{escape_bytes(data)}"')
     variable.global_constant = True
     variable.linkage = "private"
     variable.align = MR.ALIGNMENT
     return variable
+
+
+# How llvmlite writes each byte in an LLVM c"..." literal: letters, digits and most
+# punctuation as they are, the rest as \xx (lower-case hex); as three-byte rows padded
+# with NULs, which escape_bytes drops.
+_KEPT = set(string.ascii_letters + string.digits + " !#$%&'()*+,-./:;<=>?@[]^_`{|}~")
+_ESCAPES = np.array(
+    [[c, 0, 0] if chr(c) in _KEPT else list(b"\\%02x" % c) for c in range(256)],
+    np.uint8,
+)
+
+
+def escape_bytes(data: bytes) -> str:
+    """`data` as the body of an LLVM string literal, exactly as llvmlite writes it, but
+    computed with numpy: llvmlite's loop over every byte took seconds for a model's
+    constants (ResNet-50's are 100 MB)."""
+    rows = _ESCAPES[np.frombuffer(data, np.uint8)]
+    return rows[rows != 0].tobytes().decode("ascii")
 
 
 @handles(F.ReturnOp)
@@ -58,6 +86,11 @@ def _return(e: FunctionEmitter, op):
 
 @handles(A.ForOp)
 def _for(e: FunctionEmitter, op):
+    if is_kernel(e, op) and outline_kernel(e, op, _for):
+        return
+    if op.constant_bounds and op.trip_count == 1:
+        _once(e, op)
+        return
     upper = upper_bound(e, op)
     before = e.b.block
     header = e.function.append_basic_block("loop")
@@ -86,6 +119,19 @@ def _for(e: FunctionEmitter, op):
     e.b.position_at_end(exit_)
     for result, phi in zip(op.results, carried):
         e.values[result] = phi
+
+
+def _once(e: FunctionEmitter, op):
+    """A loop of one iteration is its body, run with the induction variable at the lower
+    bound: no header, latch and phis for LLVM to fold away again. Models have hundreds of
+    them (a batch of one, the window loops of 1x1 convolutions); each cost LLVM's loop
+    passes as much as a real loop."""
+    e.values[op.induction_variable] = ir.Constant(I64, op.lower)
+    for arg, init in zip(op.body.args[1:], op.inits):
+        e.values[arg] = e.get(init)
+    e.emit_block(op.body)  # its affine.yield records the results in e.yielded
+    for result, value in zip(op.results, e.yielded):
+        e.values[result] = value
 
 
 def upper_bound(e: FunctionEmitter, op):
