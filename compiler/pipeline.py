@@ -258,14 +258,16 @@ class Pipeline:
             return self._llvm_ir
 
     def optimized_llvm(self) -> str:
-        """The ``llvm`` stage: LLVM IR after LLVM's O3 pipeline for the host CPU."""
+        """The ``llvm`` stage: LLVM IR after LLVM's optimization pipeline for the host CPU (O2)."""
         with self._lock:
             if self._optimized_llvm is None:
                 self._optimized_llvm, _ = self._run_llvm(emit_object=False)
             return self._optimized_llvm
 
     def _run_llvm(self, emit_object: bool) -> tuple:
-        """(the optimized LLVM IR, its object code or None). LLVM runs under LLVM_LOCK, and the
+        """(the optimized LLVM IR, or None where object code is asked for; the object code or None).
+        The optimized IR is printed only for the ``llvm`` stage: for a model with its weights as
+        constants, printing it took seconds of every compile. LLVM runs under LLVM_LOCK, and the
         module is freed before the lock is let go."""
         text = self.llvm_ir()
         with LLVM_LOCK:
@@ -274,11 +276,10 @@ class Pipeline:
             try:
                 with timings.timed(self.name, "llvm optimize"):
                     llvm_target.optimize(module)
-                    optimized = str(module)
                 if not emit_object:
-                    return optimized, None
+                    return str(module), None
                 with timings.timed(self.name, "object code"):
-                    return optimized, llvm_target.emit_object(module)
+                    return None, llvm_target.emit_object(module)
             finally:
                 module.close()
 
@@ -293,7 +294,7 @@ class Pipeline:
             f"tuning={db.digest() if db else None} debug={self.debug}"
         )
         host = f"{llvm_target.host_fingerprint()} threads={threads.available()}"
-        traced = print_ir(self.module("tensor"), locations=False)
+        traced = print_ir(self.module("tensor"), locations=False, digest_constants=True)
         return hashlib.sha256(f"{kiln_digest()}\n{host}\n{options}\n{traced}".encode()).hexdigest()
 
     def object_code(self, cache: DiskCache | None = None) -> tuple:
@@ -309,7 +310,7 @@ class Pipeline:
             )
             if cached is not None:
                 return cached, True
-            self._optimized_llvm, code = self._run_llvm(emit_object=True)
+            _, code = self._run_llvm(emit_object=True)
             with timings.timed(self.name, "cache store"):
                 cache.store(key, code)
             return code, False

@@ -13,6 +13,8 @@ The parser reads back both.
 
 from __future__ import annotations
 
+import contextvars
+import hashlib
 import re
 
 import numpy as np
@@ -24,6 +26,8 @@ from .types import TensorType, Type, scalar_type_of
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*$")
 # Dense constants larger than this print as a hex blob, as MLIR does.
 HEX_THRESHOLD = 16
+# Whether hex blobs print as a digest of their bytes instead (print_ir's digest_constants).
+_DIGESTS = contextvars.ContextVar("kiln_printer_digests", default=False)
 
 
 def format_float(value, dtype) -> str:
@@ -62,7 +66,7 @@ def format_dense(array: np.ndarray) -> str:
             data = np.packbits(flat, bitorder="little").tobytes()
         else:
             data = array.astype(array.dtype.newbyteorder("<")).tobytes()
-        body = '"0x' + data.hex().upper() + '"'
+        body = f'"sha256:{hashlib.sha256(data).hexdigest()}"' if _DIGESTS.get() else '"0x' + data.hex().upper() + '"'
     return f"dense<{body}> : {type_text}"
 
 
@@ -244,8 +248,14 @@ def _function_text(ins, outs) -> str:
     return f"({ins_text}) -> {outs_text}"
 
 
-def print_ir(op: Operation, locations: bool = True, generic: bool = False) -> str:
-    """The text of `op` (usually a module) in MLIR syntax."""
-    printer = Printer(locations=locations, generic=generic)
-    printer.print_op(op)
-    return printer.text()
+def print_ir(op: Operation, locations: bool = True, generic: bool = False, digest_constants: bool = False) -> str:
+    """The text of `op` (usually a module) in MLIR syntax. With `digest_constants`, a constant that
+    would print as a hex blob prints as the SHA-256 of its bytes instead: text that identifies the
+    IR (a cache key) without spelling out 100 MB of weights, and that no parser reads back."""
+    token = _DIGESTS.set(digest_constants)
+    try:
+        printer = Printer(locations=locations, generic=generic)
+        printer.print_op(op)
+        return printer.text()
+    finally:
+        _DIGESTS.reset(token)
