@@ -34,8 +34,6 @@ from __future__ import annotations
 import graphlib
 from dataclasses import dataclass, field
 
-import networkx as nx
-
 from kiln.dialects import func as F
 from kiln.dialects import tensor as T
 from kiln.dialects.diagnostics import VerificationError
@@ -146,6 +144,8 @@ def schedule_for_memory(function: F.FuncOp) -> None:
 def _with_free_ops(block, order) -> list:
     """`order` with the free ops (views, constants) each of its ops reads, directly or through
     other free ops, placed right before it: a depth-first post-order from each op in turn."""
+    import networkx as nx  # here, not at import: a warm start from the disk cache never plans memory
+
     needs = nx.DiGraph()
     needs.add_nodes_from(order)  # first: the search starts from each of them in this order
     for op in reversed(block.ops):  # users before producers: only free ops something needs join
