@@ -22,8 +22,10 @@ import numpy as np
 from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import cf as CF
+from kiln.dialects import memref as MR
 from kiln.dialects import tensor as T
 from kiln.dialects.affine_expr import Const, Dim, ceildiv, dims_of
+from kiln.dialects.types import MemRefType
 
 from .affine_builder import LOOP_NAMES, REDUCTION_NAMES, View, access
 from .index_maps import operand_index
@@ -64,6 +66,7 @@ class KernelEmitter:
         # A GPU backend spreads a whole-tensor sum over its threads and combines their partial
         # sums pairwise (see cuda_codegen): it wants the plain loop nest, not the tree.
         self.grid_sums = grid_sums
+        self.row_buffers = 0  # named row0, row1, ... (see row_buffer)
 
     # -- the loop nest -------------------------------------------------------------
     def emit(self, root, buffer) -> None:
@@ -113,7 +116,9 @@ class KernelEmitter:
                 pending.pop()
                 continue
             op = getattr(v, "op", None)
-            if op is not None and self.inside(op) and isinstance(op, T.ELEMENTWISE_OPS):
+            if op is not None and self.inside(op) and "row_buffer" in op.attributes and not self.grid_sums:
+                level.memo[(v, idx)] = self.row_buffer(op, idx, chain, level)
+            elif op is not None and self.inside(op) and isinstance(op, T.ELEMENTWISE_OPS):
                 missing = [(o, idx) for o in op.operands if self.known(o, idx, chain) is None]
                 if missing:
                     pending.extend(reversed(missing))  # the first operand is computed first
@@ -125,6 +130,42 @@ class KernelEmitter:
                 level.memo[(v, idx)] = self._compute(v, idx, chain, level)
             pending.pop()
         return self.known(value, index, chain)
+
+    def row_buffer(self, op, index, chain, level):
+        """`op` at `index`, read from its row buffer: the row through `index` along the axis
+        fusion marked, computed once per row into a stack buffer by a loop of its own, so
+        that every place that needs it (a row sum, then the division) reads it from L1
+        instead of computing exp again. Before the row loop, at the level of the rest of
+        the index::
+
+            %row = memref.alloca() : memref<1024xf32>
+            affine.for %k0.row = 0 to 1024 {
+              ... exp(x[i, row] - m) ...
+              affine.store %e, %row[%k0.row] : memref<1024xf32>
+            }
+
+        The buffer is allocated on the stack of the thread that runs the row."""
+        axis = op.attributes["row_buffer"]
+        rest = index[:axis] + index[axis + 1 :]
+        at = self.level_for(rest, chain)
+        key = ("row_buffer", op, rest)
+        if key not in at.memo:
+            t = op.results[0].type
+            row = at.insert(MR.AllocaOp([], {}, [MemRefType((t.shape[axis],), t.element)])).result
+            MR.set_buffer_name(row, f"row{self.row_buffers}")
+            self.row_buffers += 1
+
+            def body(i, inner, inner_chain, _):
+                at_i = index[:axis] + (i,) + index[axis + 1 :]
+                scalars = [self.value(o, at_i, inner_chain) for o in op.operands]
+                value = SCALAR_RULES[type(op)](_LevelBuilder(inner), op, op.operands[0].type.element, *scalars)
+                operands, amap = access((i,), self.ivs)
+                inner.insert(A.StoreOp([value, row, *operands], {"map": amap}))
+                return []
+
+            self._loop(t.shape[axis], [], at, chain, "row", body)
+            at.memo[key] = View.identity(row)
+        return self.load(at.memo[key], (index[axis],), level)
 
     def through_views(self, value, index):
         """`value` at `index` with the views of this kernel followed to what they read: a
