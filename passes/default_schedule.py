@@ -52,6 +52,7 @@ from kiln.dialects.affine_expr import dims_of
 from kiln.dialects.diagnostics import KilnError
 
 from .loop_transforms import ScheduleError
+from .reduction_schedule import jam_vector_reductions
 from .schedule import Schedule, apply_step, find_loop, kernels, trial_copy
 
 PARALLEL_MIN_WORK = 1 << 16  # innermost iterations; below this a kernel stays on one thread
@@ -86,6 +87,7 @@ def default_schedule(function, vector_bits: int = 256, threads: bool = True, ski
             if _try(function, schedule, ("vectorize", name, lanes)):
                 done.update(set(kernels(function)) - before)  # its vector and remainder loops
                 if _contains_loops(loop):
+                    jam_vector_reductions(function, name, vector_bits, schedule)
                     break  # an outer loop vectorized: the loops inside it are done
     for nest in list(kernels(function)):
         name = A.loop_name(nest)

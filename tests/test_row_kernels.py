@@ -151,3 +151,19 @@ def test_a_long_max_runs_in_four_accumulators():
     assert "iter_args(%acc0 = %2, %acc1 = %4, %acc2 = %6, %acc3 = %8)" in text
     assert '{kiln.loop = "k0.r.tail"}' in text  # the vectors left over, one accumulator
     assert '{kiln.loop = "k0.r.tail.tail"}' in text  # then the scalar remainder
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 15), (13, 16), (131, 129), (257, 520), (1024, 1024), (3, 4099)], ids=str)
+def test_column_sums_with_jammed_vectors_match_a_float64_sum(shape):
+    x = np.random.default_rng(sum(shape)).random(shape, dtype=np.float32)
+    x[0, 0] = -0.0
+    got = kiln.compile(lambda v: v.sum(axis=0))(x)
+    exact = x.astype(np.float64).sum(axis=0)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, exact, rtol=4 * shape[0] ** 0.5 * 2**-24)
+
+
+def test_column_sums_read_eight_vectors_per_row():
+    text = kiln.compile(lambda v: v.sum(axis=0)).lower(kiln.f32[1024, 1024]).text("scheduled")
+    if "vector<16xf32>" in text:  # AVX-512; with AVX2's 16 registers, four
+        assert "unroll_jam(k0.i, 8)" in text.splitlines()[0]
