@@ -146,7 +146,110 @@ def vectorize(loop, width: int, streams: int | None = None):
     replace_loop(loop, new_ops, results)
     if streams > 1 and tail is not None and tail.upper >= width:
         vectorize(tail, width, 1)
+    if tail is None:
+        for result in results:
+            _sum_lanes_outside(result)
     return main
+
+
+def _sum_lanes_outside(value) -> None:
+    """A level of a summation tree whose terms are the lane sums of vectors (kiln's float sums:
+    passes/kernel_emitter.py) adds the vectors instead, lane by lane, and sums the lanes once
+    after its loop; then the level above it, and so on up the tree. Each lane is then a
+    summation tree of its own, as deep as before, and a row of 1024 needs one horizontal sum
+    instead of eight. Before (a level ``k0.r.b1`` around a vectorized leaf)::
+
+        %s = affine.for %k0.r.b1 = 0 to 4 iter_args(%acc = %zero) -> (f32) {
+          %v = affine.for %k0.r = ... -> (vector<16xf32>)
+          %t = vector.reduction <add>, %v : vector<16xf32> into f32
+          %u = arith.addf %zero, %t : f32
+          %w = arith.addf %acc, %u : f32
+          affine.yield %w : f32
+        }
+
+    After::
+
+        %s4 = affine.for %k0.r.b1 = 0 to 4 iter_args(%acc = %zeros) -> (vector<16xf32>) {
+          %v = affine.for %k0.r = ... -> (vector<16xf32>)
+          %w = arith.addf %acc, %v : vector<16xf32>
+          affine.yield %w : vector<16xf32>
+        }
+        %t = vector.reduction <add>, %s4 : vector<16xf32> into f32
+        %s = arith.addf %zero, %t : f32
+    """
+    while True:
+        lane_sum = _lane_sum(value)
+        if lane_sum is None:
+            return
+        combine, total = lane_sum
+        uses = combine.result.uses
+        if len(uses) != 1 or not isinstance(uses[0][0], AR.AddFOp):
+            return
+        add = uses[0][0]
+        level = _owner(add)
+        yields = add.result.uses
+        if not isinstance(level, A.ForOp) or not level.constant_bounds or len(yields) != 1:
+            return
+        yield_op, k = yields[0]
+        accumulator = level.body.args[1 + k] if isinstance(yield_op, A.YieldOp) else None
+        if accumulator is None or yield_op.parent is not level.body or combine.parent is not level.body:
+            return
+        if set(add.operands) != {accumulator, combine.result} or len(accumulator.uses) != 1:
+            return
+        if not _is_zero(level.inits[k]):
+            return
+        value = _widen_level(level, k, add, combine, total)
+
+
+def _owner(op):
+    """The op whose region holds `op`'s block, or None."""
+    region = getattr(op.parent, "parent", None)
+    return getattr(region, "parent", None)
+
+
+def _lane_sum(value):
+    """(``%zero + %t``, ``%t = vector.reduction <add>``) if `value` is such a sum, else None."""
+    combine = getattr(value, "op", None)
+    if not isinstance(combine, AR.AddFOp) or not _is_zero(combine.operands[0]):
+        return None
+    total = getattr(combine.operands[1], "op", None)
+    if not isinstance(total, V.ReductionOp) or total.attributes["kind"] != "add" or len(total.result.uses) != 1:
+        return None
+    return combine, total
+
+
+def _is_zero(value) -> bool:
+    op = getattr(value, "op", None)
+    return isinstance(op, AR.ConstantOp) and op.attributes["value"] == 0 and not np.signbit(op.attributes["value"])
+
+
+def _widen_level(level, k, add, combine, total):
+    """`level` carrying the vectors of `total` in its iter_arg k; returns the new lane sum."""
+    vector = total.operands[0]
+    zero = combine.operands[0]
+    prelude = [V.BroadcastOp([zero], {}, [vector.type])]
+    inits = list(level.inits)
+    inits[k] = prelude[0].result
+    widened = A.ForOp.create(level.lower, level.upper, level.step, inits, loop_name(level))
+    for old, new in zip(level.body.args, widened.body.args):
+        old.replace_all_uses_with(new)
+    ops = list(level.body.ops)
+    level.body.ops.clear()
+    for op in ops:
+        widened.body.append(op)
+    lanes = AR.AddFOp([widened.body.args[1 + k], vector], {})
+    yield_op = widened.body.ops[-1]
+    widened.body.ops.insert(widened.body.ops.index(add), lanes)
+    lanes.parent = widened.body
+    yield_op.set_operand(k, lanes.result)
+    for op in (add, combine, total):
+        op.erase()
+    reduced = V.ReductionOp([widened.results[k]], {"kind": "add"})
+    final = AR.AddFOp([zero, reduced.result], {})
+    results = list(widened.results)
+    results[k] = final.result
+    replace_loop(level, prelude + [widened, reduced, final], results)
+    return final.result
 
 
 def _order_free(kind: str, element) -> bool:

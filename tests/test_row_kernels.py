@@ -167,3 +167,20 @@ def test_column_sums_read_eight_vectors_per_row():
     text = kiln.compile(lambda v: v.sum(axis=0)).lower(kiln.f32[1024, 1024]).text("scheduled")
     if "vector<16xf32>" in text:  # AVX-512; with AVX2's 16 registers, four
         assert "unroll_jam(k0.i, 8)" in text.splitlines()[0]
+
+
+def test_a_row_sum_adds_vectors_up_its_tree_and_sums_the_lanes_once():
+    text = kiln.compile(lambda v: v.sum(axis=1)).lower(kiln.f32[4, 1024]).text("scheduled")
+    if "vector<16xf32>" in text:
+        assert text.count("vector.reduction <add>") == 1
+
+
+@pytest.mark.parametrize("length", [64, 100, 512, 1000, 1024, 4099, 65536 + 17])
+def test_row_sums_with_lanes_summed_once_stay_within_two_ulp_of_fsum(length):
+    import math
+
+    x = np.random.default_rng(length).random((3, length), dtype=np.float32)
+    got = kiln.compile(lambda v: v.sum(axis=1))(x)
+    for row, value in zip(x, got):
+        exact = math.fsum(row.astype(np.float64))
+        assert abs(float(value) - exact) <= 2 * float(np.spacing(np.float32(exact)))
