@@ -36,6 +36,8 @@ STREAMS = 4  # interleaved accumulators in a leaf
 STREAM_MIN = 16  # shorter axes are one plain loop
 LEAF = 512  # STREAMS * 128 elements at most in a leaf: 16 per lane of 8
 FANOUT = 8  # at most this many block sums added per level
+CHUNKS = 16  # a whole-tensor sum runs in up to this many slices, in parallel (see _chunked_sum)
+CHUNK_MIN = 1 << 16  # elements in a slice at least: smaller sums stay on one thread
 
 
 class Level:
@@ -294,16 +296,27 @@ class KernelEmitter:
         def add(at, a, b):
             return at.insert(AR.AddFOp([a, b], {})).result
 
-        def axes_from(k, offsets, at, at_chain):
+        def axes_from(k, offsets, at, at_chain, extent=None, offset=0):
+            """The sum over axes k and after; axis k over [offset, offset + extent) (default: all)."""
             if k == len(extents):
                 return element_at(offsets, at_chain)
             sum_axis = self._axis_sum if k == len(extents) - 1 else self._outer_axis_sum
             return sum_axis(
-                extents[k], 0, at, at_chain, zero, add, lambda i, lv, ch: axes_from(k + 1, offsets + [i], lv, ch), k
+                extents[k] if extent is None else extent,
+                offset,
+                at,
+                at_chain,
+                zero,
+                add,
+                lambda i, lv, ch: axes_from(k + 1, offsets + [i], lv, ch),
+                k,
             )
 
         if not extents:  # a sum over no axes still starts at 0.0, as numpy's: -0.0 sums to 0.0
             return add(level, zero, element_at([], chain))
+        chunks = _chunks(extents) if level is self.outer else 0
+        if chunks:
+            return self._chunked_sum(extents, chunks, level, chain, add, axes_from, element)
         if level is self.outer and len(extents) == 1 and extents[0] >= STREAMS * STREAM_MIN:
             # A whole-tensor sum: one top-level nest (kernels are numbered by their nests),
             # so the tree goes in a loop of one iteration.
@@ -312,6 +325,36 @@ class KernelEmitter:
             )
             return total
         return axes_from(0, [], level, chain)
+
+    def _chunked_sum(self, extents, chunks, level, chain, add, axes_from, element):
+        """A whole-tensor sum in `chunks` equal slices of its first axis, each a summation tree
+        of its own stored to a small buffer by one iteration of a loop with no iter_args (so
+        the default schedule runs it on the thread pool), then the slices' sums added
+        pairwise; a sum of 1e7 float32::
+
+            %partials = memref.alloca() : memref<16xf32>
+            affine.for %k0.sum = 0 to 16 {
+              ... the tree over x[%k0.sum * 625000 + ...] ...
+              affine.store %s, %partials[%k0.sum] : memref<16xf32>
+            }
+            %a = affine.load %partials[0] : memref<16xf32>
+            ... 15 more, added pairwise ...
+        """
+        size = extents[0] // chunks
+        partials = level.insert(MR.AllocaOp([], {}, [MemRefType((chunks,), element)])).result
+        MR.set_buffer_name(partials, "partials")
+
+        def body(i, inner, inner_chain, _):
+            total = axes_from(0, [], inner, inner_chain, size, i * size)
+            operands, amap = access((i,), self.ivs)
+            inner.insert(A.StoreOp([total, partials, *operands], {"map": amap}))
+            return []
+
+        self._loop(chunks, [], level, chain, "sum", body)
+        sums = [self.load(View.identity(partials), (Const(k),), level) for k in range(chunks)]
+        while len(sums) > 1:
+            sums = [add(level, a, b) for a, b in zip(sums[::2], sums[1::2])] + sums[len(sums) // 2 * 2 :]
+        return sums[0]
 
     def _axis_sum(self, extent, offset, level, chain, zero, add, term, axis, streams=STREAMS):
         """Sum of `term(i, level, chain)` for i in [offset, offset + extent), computed at `level`.
@@ -436,6 +479,17 @@ class _LevelBuilder:
     def check(self, condition, message: str, loc) -> None:
         """A cf.assert at the user's `loc`: the run time reports `message` where `condition` is false."""
         self.level.insert(CF.AssertOp([condition], {"msg": message}, loc=loc))
+
+
+def _chunks(extents) -> int:
+    """How many equal slices of its first axis a whole-tensor sum over `extents` runs in: the
+    largest divisor of that axis up to CHUNKS that leaves CHUNK_MIN elements a slice; 0 (one
+    tree, on one thread) when none does, a prime length say."""
+    count = int(np.prod(extents)) if extents else 0
+    for chunks in range(min(CHUNKS, extents[0] if extents else 0), 1, -1):
+        if extents[0] % chunks == 0 and count // chunks >= CHUNK_MIN:
+            return chunks
+    return 0
 
 
 def _position(level, chain) -> int:
