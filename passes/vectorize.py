@@ -81,11 +81,13 @@ _REDUCTIONS = {
 }
 
 
-STREAMS = 4  # independent vector accumulators of a reduction whose order does not matter
-# Reductions that give the same result in any order: a max or an integer sum may run in
-# several accumulators (independent dependency chains keep the pipeline full: a float
-# maximum is several instructions on x86, and one chain of them is latency-bound); a
-# float sum or product keeps its one accumulator, so its rounding stays what it was.
+STREAMS = 4  # independent vector accumulators of a reduction (see vectorize)
+# Reductions that give the same result in any order, and float sums: they run in several
+# accumulators, so that their dependency chains overlap (a float maximum is several
+# instructions on x86; a float add has a latency of 3 or 4 cycles and two adders). A
+# float sum's result then differs in its last bits, not in its accuracy: each lane of each
+# accumulator still adds a contiguous part of the leaf of kiln's summation tree. A float
+# product keeps its one accumulator.
 _ORDER_FREE = {"maximumf", "minimumf", "maxsi", "minsi", "maxui", "minui", "and", "or"}
 
 
@@ -253,7 +255,8 @@ def _widen_level(level, k, add, combine, total):
 
 
 def _order_free(kind: str, element) -> bool:
-    return kind in _ORDER_FREE or (kind in ("add", "mul") and not element.is_float)
+    """Whether the reduction may run in several accumulators."""
+    return kind in _ORDER_FREE or kind == "add" or (kind == "mul" and not element.is_float)
 
 
 def _dependent_values(loop) -> set:

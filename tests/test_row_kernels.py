@@ -184,3 +184,42 @@ def test_row_sums_with_lanes_summed_once_stay_within_two_ulp_of_fsum(length):
     for row, value in zip(x, got):
         exact = math.fsum(row.astype(np.float64))
         assert abs(float(value) - exact) <= 2 * float(np.spacing(np.float32(exact)))
+
+
+@pytest.mark.parametrize("shape", [(10**7,), (1024, 1024), (2**17 + 3,), (3 * 2**16,), (64, 4096, 3)], ids=str)
+def test_whole_sums_in_parallel_slices_stay_within_two_ulp_and_do_not_depend_on_threads(shape):
+    import math
+
+    x = np.random.default_rng(len(shape)).random(shape, dtype=np.float32)
+    compiled = kiln.compile(lambda v: v.sum())
+    before = threads.thread_count()
+    results = []
+    try:
+        for count in (1, 2, 3):
+            threads.set_thread_count(count)
+            results.append(compiled(x))
+    finally:
+        threads.set_thread_count(before)
+    exact = math.fsum(x.astype(np.float64).ravel())
+    assert results[0] == results[1] == results[2]  # the slices are fixed, whatever runs them
+    assert abs(float(results[0]) - exact) <= 2 * float(np.spacing(np.float32(exact)))
+
+
+def test_a_whole_sum_runs_in_slices_where_its_first_axis_divides_and_in_one_tree_where_it_is_prime():
+    sliced = kiln.compile(lambda v: v.sum()).lower(kiln.f32[10**7]).text("scheduled")
+    assert "parallel(k0.sum)" in sliced.splitlines()[0] and "memref<16xf32>" in sliced
+    prime = kiln.compile(lambda v: v.sum()).lower(kiln.f32[2**17 + 3]).text("scheduled")
+    assert "partials" not in prime
+
+
+def test_whole_sums_of_special_values_match_numpy():
+    for values in (
+        [-0.0] * 200000,
+        [1.0] * 199999 + [np.nan],
+        [np.inf] * 3 + [1.0] * 199997,
+        [np.inf, -np.inf] * 100000,
+    ):
+        x = np.array(values, np.float32)
+        got, want = kiln.compile(lambda v: v.sum())(x), x.sum()
+        np.testing.assert_array_equal(got, want)
+        assert np.signbit(got) == np.signbit(want)
