@@ -3,9 +3,9 @@
 The default schedule vectorizes such a kernel along its result loop, which reads
 memory contiguously, and the reduction loops inside carry vectors. One vector of
 columns per trip down the rows reads one cache line per row, each in a new page,
-and its single accumulator chain waits on every load. Jamming JAM vectors of
-columns into the same trip reads JAM consecutive lines per row into JAM
-independent accumulators, the summation tree unchanged (each column's sum is
+and its single accumulator chain waits on every load. Jamming several vectors
+of columns into the same trip reads as many consecutive lines per row into as
+many independent accumulators, the summation tree unchanged (each column's sum is
 the same sequence of additions). ``x.sum(axis=0)`` of a 1024x1024 float32 array,
 after ``vectorize(k0.i, 16)`` and ``unroll_jam(k0.i, 32)``::
 
