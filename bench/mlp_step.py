@@ -21,9 +21,7 @@ def make(np, batch):
         logits = h @ p["w2"] + p["b2"]
         return -np.mean(np.sum(y * (logits - kiln.logsumexp(logits, axis=1, keepdims=True)), axis=1))
 
-    def step(p, x, y):
-        value, grads = kiln.value_and_grad(loss)(p, x, y)
-        return value, {k: p[k] - lr * grads[k] for k in p}
+    step = sgd_step(kiln, loss, lr)
 
     def numpy_step(p, x, y):
         h0 = x @ p["w0"] + p["b0"]
@@ -58,3 +56,13 @@ def make(np, batch):
         return run
 
     return step, numpy_step, params, x, y, torch_step
+
+
+def sgd_step(kiln, loss, lr):
+    """One step of plain SGD on `loss`: its value and the updated parameters."""
+
+    def step(p, x, y):
+        value, grads = kiln.value_and_grad(loss)(p, x, y)
+        return value, {k: p[k] - lr * grads[k] for k in p}
+
+    return step

@@ -77,18 +77,6 @@ def bench_chain(np, kiln, found, quick):
     )
 
 
-def bench_softmax(np, kiln, found, quick):
-    rows = 512 if quick else 4096
-    x = np.random.default_rng(0).standard_normal((rows, 1024), dtype=np.float32)
-    compiled = kiln.compile(kiln.softmax)
-    np.testing.assert_allclose(compiled(x), kiln.softmax(x), rtol=1e-5, atol=1e-7)
-    impl = {"numpy": lambda: kiln.softmax(x), "kiln": lambda: compiled(x)}
-    if "torch" in found:
-        tx = found["torch"].from_numpy(x)
-        impl["torch"] = lambda: found["torch"].softmax(tx, dim=-1)
-    report(f"row softmax {rows}x1024 float32", interleaved(impl), "", None)
-
-
 def bench_conv(np, kiln, found, quick):
     batch = 1 if quick else 8
     rng = np.random.default_rng(0)
@@ -110,38 +98,10 @@ def bench_conv(np, kiln, found, quick):
     )
 
 
-def mlp_parts(np, batch):
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
-    import mlp_step
-
-    return mlp_step.make(np, batch)
-
-
-def bench_mlp(np, kiln, found, quick):
-    batch = 64 if quick else 256
-    step, numpy_step, params, x, y, torch_step = mlp_parts(np, batch)
-    compiled = kiln.compile(step)
-    loss_k, _ = compiled(params, x, y)
-    loss_n, _ = numpy_step(params, x, y)
-    assert abs(float(loss_k) - float(loss_n)) < 1e-3 * abs(float(loss_n))
-    impl = {"numpy (hand-written)": lambda: numpy_step(params, x, y), "kiln": lambda: compiled(params, x, y)}
-    if "torch" in found:
-        impl["torch eager"] = torch_step(found["torch"])
-    times = interleaved(impl, rounds=5)
-    report(
-        f"MLP training step, batch {batch}, 784-512-512-10, ReLU, softmax cross-entropy, SGD",
-        times,
-        "steps/s",
-        lambda s: 1 / s,
-    )
-
-
 WORKLOADS = {
     "matmul": bench_matmul,
     "chain": bench_chain,
-    "softmax": bench_softmax,
     "conv": bench_conv,
-    "mlp": bench_mlp,
 }
 
 

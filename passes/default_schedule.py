@@ -53,6 +53,7 @@ from kiln.dialects.collection import collection_paused
 from kiln.dialects.diagnostics import KilnError
 
 from .loop_transforms import ScheduleError
+from .reduction_schedule import jam_vector_reductions
 from .schedule import Schedule, apply_step, find_loop, kernels, trial_copy
 
 PARALLEL_MIN_WORK = 1 << 16  # innermost iterations; below this a kernel stays on one thread
@@ -92,6 +93,7 @@ def _default_schedule(function, vector_bits: int, threads: bool, skip) -> Schedu
             if _try(function, schedule, ("vectorize", name, lanes)):
                 done.update(set(kernels(function)) - before)  # its vector and remainder loops
                 if _contains_loops(loop):
+                    jam_vector_reductions(function, name, vector_bits, schedule)
                     break  # an outer loop vectorized: the loops inside it are done
     for nest in list(kernels(function)):
         name = A.loop_name(nest)

@@ -13,8 +13,13 @@ places is computed in each. Two rules keep that cheap:
   inside it; not a hidden layer inside the next matmul's column loop);
 - an expensive op (reduction, matmul, a math-library call like exp) joins
   only if it is computed in one place, and no value in more than MAX_PLACES
-  places. (A row softmax is therefore two kernels: the row maximum and exp,
-  stored once; then the row sum and the division.)
+  places;
+- except a math-library call needed in several places along one row (the
+  same index but for one axis, in loops that agree outside it): it joins
+  marked ``row_buffer``, and lowering computes the row once into a small
+  buffer that every place reads (see KernelEmitter.row_buffer). A row softmax
+  is therefore one kernel: per row, the maximum, exp into the row buffer, its
+  sum, the division; x is read and the result written once.
 
 Broadcasts, transposes, reshapes, slices and constants are free: they are
 copied into every group that reads them and are never materialized. conv2d,
@@ -40,8 +45,6 @@ After::
 
 from __future__ import annotations
 
-import networkx as nx
-
 from kiln.dialects import func as F
 from kiln.dialects import math as M
 from kiln.dialects import tensor as T
@@ -61,6 +64,7 @@ TRANSCENDENTAL = (T.ExpOp, T.LogOp, T.TanhOp, T.SinOp, T.CosOp, T.PowOp) + tuple
 )
 FREE = T.VIEW_OPS + (T.ConstantOp,)
 MAX_PLACES = 8
+ROW_BUFFER_BYTES = 16384  # a row buffer stays in L1 and on the stack of the thread that runs it
 
 
 def computing_uses(value):
@@ -166,13 +170,46 @@ def _joinable_group(op, group_of):
     if len(places) > MAX_PLACES or any(group.recomputes(*place) for place in places):
         return None
     if isinstance(op, EXPENSIVE + TRANSCENDENTAL) and len(places) != 1:
-        return None
+        row = _row_of(group, op, places)
+        if row is None:
+            return None
+        op.attributes["row_buffer"] = row
+        places = places[:1]
     group.placements[op] = places
     return group
 
 
+def _row_of(group, op, places):
+    """The axis along which `op`'s places differ, when it is computed once into a row buffer
+    (see the module docstring), else None. Every place must read the whole row in a loop of
+    its own (index[axis] the innermost loop, over the whole axis), and agree on the rest of
+    the index and on the loops outside."""
+    if not isinstance(op, TRANSCENDENTAL) or op.results[0].type.rank == 0:
+        return None
+    shape = op.results[0].type.shape
+    axes = {k for k in range(len(shape)) if len({place[0][k] for place in places}) > 1}
+    if len(axes) != 1:
+        return None
+    (axis,) = axes
+    if shape[axis] * op.results[0].type.element.dtype.itemsize > ROW_BUFFER_BYTES:
+        return None
+    outside = {(place[0][:axis] + place[0][axis + 1 :], place[1][:-1]) for place in places}
+    if len(outside) != 1:
+        return None
+    rest, loops = next(iter(outside))
+    for index, place_loops in places:
+        d = place_loops[-1]
+        if index[axis] != Dim(d) or group.extents[d] != shape[axis] or d in dims_of(*rest):
+            return None
+    if group.recomputes(rest, loops) or not set(dims_of(*rest)) <= set(loops):
+        return None
+    return axis
+
+
 def _check_acyclic(body, group_of) -> None:
     """Kernels must form a DAG: fusion may never make a group depend on itself."""
+    import networkx as nx  # here, not at import: a warm start from the disk cache never fuses
+
     graph = nx.DiGraph()
     for op, group in group_of.items():
         graph.add_node(id(group))

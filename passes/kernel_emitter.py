@@ -22,8 +22,10 @@ import numpy as np
 from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import cf as CF
+from kiln.dialects import memref as MR
 from kiln.dialects import tensor as T
 from kiln.dialects.affine_expr import Const, Dim, ceildiv, dims_of
+from kiln.dialects.types import MemRefType
 
 from .affine_builder import LOOP_NAMES, REDUCTION_NAMES, View, access
 from .index_maps import operand_index
@@ -34,6 +36,8 @@ STREAMS = 4  # interleaved accumulators in a leaf
 STREAM_MIN = 16  # shorter axes are one plain loop
 LEAF = 512  # STREAMS * 128 elements at most in a leaf: 16 per lane of 8
 FANOUT = 8  # at most this many block sums added per level
+CHUNKS = 16  # a whole-tensor sum runs in up to this many slices, in parallel (see _chunked_sum)
+CHUNK_MIN = 1 << 16  # elements in a slice at least: smaller sums stay on one thread
 
 
 class Level:
@@ -64,6 +68,7 @@ class KernelEmitter:
         # A GPU backend spreads a whole-tensor sum over its threads and combines their partial
         # sums pairwise (see cuda_codegen): it wants the plain loop nest, not the tree.
         self.grid_sums = grid_sums
+        self.row_buffers = 0  # named row0, row1, ... (see row_buffer)
 
     # -- the loop nest -------------------------------------------------------------
     def emit(self, root, buffer) -> None:
@@ -113,7 +118,9 @@ class KernelEmitter:
                 pending.pop()
                 continue
             op = getattr(v, "op", None)
-            if op is not None and self.inside(op) and isinstance(op, T.ELEMENTWISE_OPS):
+            if op is not None and self.inside(op) and "row_buffer" in op.attributes and not self.grid_sums:
+                level.memo[(v, idx)] = self.row_buffer(op, idx, chain, level)
+            elif op is not None and self.inside(op) and isinstance(op, T.ELEMENTWISE_OPS):
                 missing = [(o, idx) for o in op.operands if self.known(o, idx, chain) is None]
                 if missing:
                     pending.extend(reversed(missing))  # the first operand is computed first
@@ -125,6 +132,42 @@ class KernelEmitter:
                 level.memo[(v, idx)] = self._compute(v, idx, chain, level)
             pending.pop()
         return self.known(value, index, chain)
+
+    def row_buffer(self, op, index, chain, level):
+        """`op` at `index`, read from its row buffer: the row through `index` along the axis
+        fusion marked, computed once per row into a stack buffer by a loop of its own, so
+        that every place that needs it (a row sum, then the division) reads it from L1
+        instead of computing exp again. Before the row loop, at the level of the rest of
+        the index::
+
+            %row = memref.alloca() : memref<1024xf32>
+            affine.for %k0.row = 0 to 1024 {
+              ... exp(x[i, row] - m) ...
+              affine.store %e, %row[%k0.row] : memref<1024xf32>
+            }
+
+        The buffer is allocated on the stack of the thread that runs the row."""
+        axis = op.attributes["row_buffer"]
+        rest = index[:axis] + index[axis + 1 :]
+        at = self.level_for(rest, chain)
+        key = ("row_buffer", op, rest)
+        if key not in at.memo:
+            t = op.results[0].type
+            row = at.insert(MR.AllocaOp([], {}, [MemRefType((t.shape[axis],), t.element)])).result
+            MR.set_buffer_name(row, f"row{self.row_buffers}")
+            self.row_buffers += 1
+
+            def body(i, inner, inner_chain, _):
+                at_i = index[:axis] + (i,) + index[axis + 1 :]
+                scalars = [self.value(o, at_i, inner_chain) for o in op.operands]
+                value = SCALAR_RULES[type(op)](_LevelBuilder(inner), op, op.operands[0].type.element, *scalars)
+                operands, amap = access((i,), self.ivs)
+                inner.insert(A.StoreOp([value, row, *operands], {"map": amap}))
+                return []
+
+            self._loop(t.shape[axis], [], at, chain, "row", body)
+            at.memo[key] = View.identity(row)
+        return self.load(at.memo[key], (index[axis],), level)
 
     def through_views(self, value, index):
         """`value` at `index` with the views of this kernel followed to what they read: a
@@ -253,16 +296,27 @@ class KernelEmitter:
         def add(at, a, b):
             return at.insert(AR.AddFOp([a, b], {})).result
 
-        def axes_from(k, offsets, at, at_chain):
+        def axes_from(k, offsets, at, at_chain, extent=None, offset=0):
+            """The sum over axes k and after; axis k over [offset, offset + extent) (default: all)."""
             if k == len(extents):
                 return element_at(offsets, at_chain)
             sum_axis = self._axis_sum if k == len(extents) - 1 else self._outer_axis_sum
             return sum_axis(
-                extents[k], 0, at, at_chain, zero, add, lambda i, lv, ch: axes_from(k + 1, offsets + [i], lv, ch), k
+                extents[k] if extent is None else extent,
+                offset,
+                at,
+                at_chain,
+                zero,
+                add,
+                lambda i, lv, ch: axes_from(k + 1, offsets + [i], lv, ch),
+                k,
             )
 
         if not extents:  # a sum over no axes still starts at 0.0, as numpy's: -0.0 sums to 0.0
             return add(level, zero, element_at([], chain))
+        chunks = _chunks(extents) if level is self.outer else 0
+        if chunks:
+            return self._chunked_sum(extents, chunks, level, chain, add, axes_from, element)
         if level is self.outer and len(extents) == 1 and extents[0] >= STREAMS * STREAM_MIN:
             # A whole-tensor sum: one top-level nest (kernels are numbered by their nests),
             # so the tree goes in a loop of one iteration.
@@ -271,6 +325,36 @@ class KernelEmitter:
             )
             return total
         return axes_from(0, [], level, chain)
+
+    def _chunked_sum(self, extents, chunks, level, chain, add, axes_from, element):
+        """A whole-tensor sum in `chunks` equal slices of its first axis, each a summation tree
+        of its own stored to a small buffer by one iteration of a loop with no iter_args (so
+        the default schedule runs it on the thread pool), then the slices' sums added
+        pairwise; a sum of 1e7 float32::
+
+            %partials = memref.alloca() : memref<16xf32>
+            affine.for %k0.sum = 0 to 16 {
+              ... the tree over x[%k0.sum * 625000 + ...] ...
+              affine.store %s, %partials[%k0.sum] : memref<16xf32>
+            }
+            %a = affine.load %partials[0] : memref<16xf32>
+            ... 15 more, added pairwise ...
+        """
+        size = extents[0] // chunks
+        partials = level.insert(MR.AllocaOp([], {}, [MemRefType((chunks,), element)])).result
+        MR.set_buffer_name(partials, "partials")
+
+        def body(i, inner, inner_chain, _):
+            total = axes_from(0, [], inner, inner_chain, size, i * size)
+            operands, amap = access((i,), self.ivs)
+            inner.insert(A.StoreOp([total, partials, *operands], {"map": amap}))
+            return []
+
+        self._loop(chunks, [], level, chain, "sum", body)
+        sums = [self.load(View.identity(partials), (Const(k),), level) for k in range(chunks)]
+        while len(sums) > 1:
+            sums = [add(level, a, b) for a, b in zip(sums[::2], sums[1::2])] + sums[len(sums) // 2 * 2 :]
+        return sums[0]
 
     def _axis_sum(self, extent, offset, level, chain, zero, add, term, axis, streams=STREAMS):
         """Sum of `term(i, level, chain)` for i in [offset, offset + extent), computed at `level`.
@@ -395,6 +479,17 @@ class _LevelBuilder:
     def check(self, condition, message: str, loc) -> None:
         """A cf.assert at the user's `loc`: the run time reports `message` where `condition` is false."""
         self.level.insert(CF.AssertOp([condition], {"msg": message}, loc=loc))
+
+
+def _chunks(extents) -> int:
+    """How many equal slices of its first axis a whole-tensor sum over `extents` runs in: the
+    largest divisor of that axis up to CHUNKS that leaves CHUNK_MIN elements a slice; 0 (one
+    tree, on one thread) when none does, a prime length say."""
+    count = int(np.prod(extents)) if extents else 0
+    for chunks in range(min(CHUNKS, extents[0] if extents else 0), 1, -1):
+        if extents[0] % chunks == 0 and count // chunks >= CHUNK_MIN:
+            return chunks
+    return 0
 
 
 def _position(level, chain) -> int:

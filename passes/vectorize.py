@@ -9,8 +9,10 @@ is done lane by lane (``vector.extract``, a scatter), which lets a loop
 over a column of the output vectorize when its loads are contiguous. Loops inside the vectorized loop stay loops and
 carry vectors (a matmul's reduction over k, vectorized along j). A reduction
 carried by the vectorized loop itself gets a vector accumulator and one
-``vector.reduction`` at the end. The ``N mod width`` last iterations run in a
-scalar remainder loop. Before::
+``vector.reduction`` at the end; one whose order does not matter (a max, an
+integer sum) gets STREAMS of them, over consecutive vectors, so that the
+additions or comparisons do not wait for one another. The ``N mod width`` last
+iterations run in a scalar remainder loop. Before::
 
     func.func @scale(%x: memref<4x20xf32>, %c: memref<f32>, %out0: memref<4x20xf32>) attributes {kiln.buffers = ["x", "c", "out0"]} {
       affine.for %k0.i = 0 to 4 {
@@ -79,7 +81,21 @@ _REDUCTIONS = {
 }
 
 
-def vectorize(loop, width: int):
+STREAMS = 4  # independent vector accumulators of a reduction (see vectorize)
+# Reductions that give the same result in any order, and float sums: they run in several
+# accumulators, so that their dependency chains overlap (a float maximum is several
+# instructions on x86; a float add has a latency of 3 or 4 cycles and two adders). A
+# float sum's result then differs in its last bits, not in its accuracy: each lane of each
+# accumulator still adds a contiguous part of the leaf of kiln's summation tree. A float
+# product keeps its one accumulator.
+_ORDER_FREE = {"maximumf", "minimumf", "maxsi", "minsi", "maxui", "minui", "and", "or"}
+
+
+def vectorize(loop, width: int, streams: int | None = None):
+    """`streams` accumulators per reduction (default: STREAMS where the order does not
+    matter and the loop is long enough, else 1); iteration k of the vector loop reads
+    vectors k * streams + s for s < streams, and the vectors left over run in a one-stream
+    vector loop before the scalar remainder."""
     name = loop_name(loop)
     if not isinstance(width, int) or width < 2:
         raise ScheduleError(f"vectorize({name}, {width!r}): the width must be an integer >= 2")
@@ -89,32 +105,158 @@ def vectorize(loop, width: int):
     iv = loop.induction_variable
     dependent = _dependent_values(loop)
     reductions = [_reduction_kind(loop, k) for k in range(len(loop.inits))]
+    if streams is None:
+        free = all(_order_free(kind, element_of(init.type)) for init, kind in zip(loop.inits, reductions))
+        streams = STREAMS if loop.inits and free and count // width >= 2 * STREAMS else 1
 
     prelude = _Widener(_OpList(), iv, None, width, dependent)
     accumulators = [
         prelude.broadcast(prelude.constant(_identity(kind, element_of(init.type)), init.type))
+        for _ in range(streams)
         for init, kind in zip(loop.inits, reductions)
     ]
-    main = A.ForOp.create(0, count // width, inits=accumulators, iv_name=name)
-    widener = _Widener(main.body, iv, main.induction_variable, width, dependent)
-    for old, new in zip(loop.body.args[1:], main.body.args[1:]):
-        widener.values[old] = new
-    widener.widen_ops(loop.body.ops[:-1])
-    main.body.append(A.YieldOp([widener.vector_of(v) for v in loop.body.ops[-1].operands], {}))
+    main = A.ForOp.create(0, count // (width * streams), inits=accumulators, iv_name=name)
+    carried, yielded = len(loop.inits), []
+    for stream in range(streams):
+        widener = _Widener(main.body, iv, main.induction_variable, width, dependent, width * streams, stream * width)
+        for old, new in zip(loop.body.args[1:], main.body.args[1 + stream * carried :]):
+            widener.values[old] = new
+        widener.widen_ops(loop.body.ops[:-1])
+        yielded += [widener.vector_of(v) for v in loop.body.ops[-1].operands]
+    main.body.append(A.YieldOp(yielded, {}))
 
     new_ops = prelude.block.ops + [main]
     finals = []
-    for acc, init, kind in zip(main.results, loop.inits, reductions):
-        total = V.ReductionOp([acc], {"kind": kind})
+    for k, (init, kind) in enumerate(zip(loop.inits, reductions)):
+        partials = list(main.results[k::carried])
+        while len(partials) > 1:  # pairwise, lane by lane
+            pairs = [
+                _combine_op(kind, element_of(init.type))([a, b], {}) for a, b in zip(partials[::2], partials[1::2])
+            ]
+            new_ops += pairs
+            partials = [op.result for op in pairs] + partials[len(pairs) * 2 :]
+        total = V.ReductionOp(partials, {"kind": kind})
         combine = _combine_op(kind, element_of(init.type))([init, total.result], {})
         new_ops += [total, combine]
         finals.append(combine.result)
-    results = finals
-    if count % width:
-        new_ops.append(remainder_loop(loop, count // width * width, finals))
-        results = list(new_ops[-1].results)
+    results, tail = finals, None
+    done = count // (width * streams) * width * streams
+    if count > done:
+        tail = remainder_loop(loop, done, finals)
+        new_ops.append(tail)
+        results = list(tail.results)
     replace_loop(loop, new_ops, results)
+    if streams > 1 and tail is not None and tail.upper >= width:
+        vectorize(tail, width, 1)
+    if tail is None:
+        for result in results:
+            _sum_lanes_outside(result)
     return main
+
+
+def _sum_lanes_outside(value) -> None:
+    """A level of a summation tree whose terms are the lane sums of vectors (kiln's float sums:
+    passes/kernel_emitter.py) adds the vectors instead, lane by lane, and sums the lanes once
+    after its loop; then the level above it, and so on up the tree. Each lane is then a
+    summation tree of its own, as deep as before, and a row of 1024 needs one horizontal sum
+    instead of eight. Before (a level ``k0.r.b1`` around a vectorized leaf)::
+
+        %s = affine.for %k0.r.b1 = 0 to 4 iter_args(%acc = %zero) -> (f32) {
+          %v = affine.for %k0.r = ... -> (vector<16xf32>)
+          %t = vector.reduction <add>, %v : vector<16xf32> into f32
+          %u = arith.addf %zero, %t : f32
+          %w = arith.addf %acc, %u : f32
+          affine.yield %w : f32
+        }
+
+    After::
+
+        %s4 = affine.for %k0.r.b1 = 0 to 4 iter_args(%acc = %zeros) -> (vector<16xf32>) {
+          %v = affine.for %k0.r = ... -> (vector<16xf32>)
+          %w = arith.addf %acc, %v : vector<16xf32>
+          affine.yield %w : vector<16xf32>
+        }
+        %t = vector.reduction <add>, %s4 : vector<16xf32> into f32
+        %s = arith.addf %zero, %t : f32
+    """
+    while True:
+        lane_sum = _lane_sum(value)
+        if lane_sum is None:
+            return
+        combine, total = lane_sum
+        uses = combine.result.uses
+        if len(uses) != 1 or not isinstance(uses[0][0], AR.AddFOp):
+            return
+        add = uses[0][0]
+        level = _owner(add)
+        yields = add.result.uses
+        if not isinstance(level, A.ForOp) or not level.constant_bounds or len(yields) != 1:
+            return
+        yield_op, k = yields[0]
+        accumulator = level.body.args[1 + k] if isinstance(yield_op, A.YieldOp) else None
+        if accumulator is None or yield_op.parent is not level.body or combine.parent is not level.body:
+            return
+        if set(add.operands) != {accumulator, combine.result} or len(accumulator.uses) != 1:
+            return
+        if not _is_zero(level.inits[k]):
+            return
+        value = _widen_level(level, k, add, combine, total)
+
+
+def _owner(op):
+    """The op whose region holds `op`'s block, or None."""
+    region = getattr(op.parent, "parent", None)
+    return getattr(region, "parent", None)
+
+
+def _lane_sum(value):
+    """(``%zero + %t``, ``%t = vector.reduction <add>``) if `value` is such a sum, else None."""
+    combine = getattr(value, "op", None)
+    if not isinstance(combine, AR.AddFOp) or not _is_zero(combine.operands[0]):
+        return None
+    total = getattr(combine.operands[1], "op", None)
+    if not isinstance(total, V.ReductionOp) or total.attributes["kind"] != "add" or len(total.result.uses) != 1:
+        return None
+    return combine, total
+
+
+def _is_zero(value) -> bool:
+    op = getattr(value, "op", None)
+    return isinstance(op, AR.ConstantOp) and op.attributes["value"] == 0 and not np.signbit(op.attributes["value"])
+
+
+def _widen_level(level, k, add, combine, total):
+    """`level` carrying the vectors of `total` in its iter_arg k; returns the new lane sum."""
+    vector = total.operands[0]
+    zero = combine.operands[0]
+    prelude = [V.BroadcastOp([zero], {}, [vector.type])]
+    inits = list(level.inits)
+    inits[k] = prelude[0].result
+    widened = A.ForOp.create(level.lower, level.upper, level.step, inits, loop_name(level))
+    for old, new in zip(level.body.args, widened.body.args):
+        old.replace_all_uses_with(new)
+    ops = list(level.body.ops)
+    level.body.ops.clear()
+    for op in ops:
+        widened.body.append(op)
+    lanes = AR.AddFOp([widened.body.args[1 + k], vector], {})
+    yield_op = widened.body.ops[-1]
+    widened.body.ops.insert(widened.body.ops.index(add), lanes)
+    lanes.parent = widened.body
+    yield_op.set_operand(k, lanes.result)
+    for op in (add, combine, total):
+        op.erase()
+    reduced = V.ReductionOp([widened.results[k]], {"kind": "add"})
+    final = AR.AddFOp([zero, reduced.result], {})
+    results = list(widened.results)
+    results[k] = final.result
+    replace_loop(level, prelude + [widened, reduced, final], results)
+    return final.result
+
+
+def _order_free(kind: str, element) -> bool:
+    """Whether the reduction may run in several accumulators."""
+    return kind in _ORDER_FREE or kind == "add" or (kind == "mul" and not element.is_float)
 
 
 def _dependent_values(loop) -> set:
@@ -179,11 +321,15 @@ def _combine_op(kind: str, t):
 
 
 class _Widener:
-    def __init__(self, block, old_iv, new_iv, width, dependent):
+    """Widens a loop body: the old loop variable reads as new_iv * stride + offset + lane."""
+
+    def __init__(self, block, old_iv, new_iv, width, dependent, stride=None, offset=0):
         self.block = block
         self.old_iv = old_iv
         self.new_iv = new_iv
         self.width = width
+        self.stride = width if stride is None else stride
+        self.offset = offset
         self.dependent = dependent
         self.values = {}
 
@@ -239,7 +385,7 @@ class _Widener:
         self.values[result] = copy.result
 
     def _index(self, op, lane=0, contiguous=True):
-        """The access's index with the loop variable read as new_iv * width + lane."""
+        """The access's index with the loop variable read as new_iv * stride + offset + lane."""
         indices = [self.get(v) for v in op.indices]
         results = op.map.results
         if self.old_iv not in op.indices:
@@ -247,14 +393,16 @@ class _Widener:
         k = op.indices.index(self.old_iv)
         indices[k] = self.new_iv
         results = tuple(
-            substitute(r, [Dim(d) * self.width + lane if d == k else Dim(d) for d in range(len(indices))])
+            substitute(
+                r, [Dim(d) * self.stride + (self.offset + lane) if d == k else Dim(d) for d in range(len(indices))]
+            )
             for r in results
         )
         if contiguous:
             for r in results[:-1]:
                 if _coefficient(r, k) != 0:
                     raise ScheduleError("cannot vectorize: an access moves along a non-contiguous dimension")
-            if _coefficient(results[-1], k) != self.width:
+            if _coefficient(results[-1], k) != self.stride:
                 raise ScheduleError("cannot vectorize: an access is strided along the loop (not contiguous)")
         return indices, results, True
 
