@@ -26,7 +26,7 @@ import threading
 import llvmlite.binding as llvm
 
 from kiln.runtime import threads
-from kiln.runtime.native import LLVM_LOCK, _make_c_libraries_visible, host_target_machine
+from kiln.runtime.native import LLVM_LOCK, host_target_machine, make_c_libraries_visible
 
 CALLBACK_IR = r"""
 %jobs = type { ptr, i64, ptr, i32, i32 }  ; dojob, elsize, jobdata, dojob_data, numjobs
@@ -127,7 +127,7 @@ def _callback_address() -> int:
     global _engine
     with LLVM_LOCK:
         if _engine is None:
-            _make_c_libraries_visible()  # pthread_mutex_lock
+            make_c_libraries_visible()  # pthread_mutex_lock
             os.register_at_fork(after_in_child=_give_back)
             module = llvm.parse_assembly(CALLBACK_IR)
             module.verify()

@@ -36,7 +36,7 @@ _GLIBC_NAMES = {"c": "libc.so.6", "m": "libm.so.6"}
 
 
 @functools.lru_cache(maxsize=None)
-def _make_c_libraries_visible() -> None:
+def make_c_libraries_visible() -> None:
     """Let the loader resolve the C and math library functions the code calls
     (aligned_alloc, free, memset, expf, tanh, ...); LLVM does not search the
     process's libraries unless they are loaded through it."""
@@ -71,7 +71,7 @@ class LoadedObject:
 
     def __init__(self, object_code: bytes):
         with LLVM_LOCK:
-            _make_c_libraries_visible()
+            make_c_libraries_visible()
             threads.available()  # loads libgomp for code with parallel loops
             # Each engine takes ownership of its target machine, so each gets a new one.
             self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine())
