@@ -27,9 +27,9 @@ enough for the furthest tap, 2*5 + 2)::
     %wide = memref.alloc() : memref<4x32xf32>
     affine.for %f = 0 to 4 {
       affine.for %q = 0 to 32 {
-        %s = affine.for %c = 0 to 2 iter_args(...) {    // then %kh, %kw
-          %p = affine.load %panel[%c, 0, 0, %q + %kh * 5 + %kw]
-          %v = affine.load %w[%f, %c, %kh, %kw] ...
+        %s = affine.for %c = 0 to 2 iter_args(...) {    // the 9 taps written out:
+          %p = affine.load %panel[%c, 0, 0, %q + 6]      // tap (1, 1): shift 1*5 + 1
+          %v = affine.load %w[%f, %c, 1, 1] ...
         }
         affine.store %s, %wide[%f, %q]
       }
@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 from kiln.dialects import memref as MR
 from kiln.dialects import tensor as T
-from kiln.dialects.affine_expr import Dim, floordiv, mod
+from kiln.dialects.affine_expr import Const, Dim, floordiv, mod
 from kiln.dialects.types import MemRefType
 
 from .affine_builder import View
@@ -150,15 +150,22 @@ def lower_flat(L, op, g: FlatLayout) -> None:
     weight = L.views[op.weight]
     with L.b.loops((f, g.columns)) as outer:
         init = constant(L.b, reduction_identity(T.ReduceSumOp, element), element)
-        row, q, ch, i, j = (Dim(d) for d in range(5))
+        row, q, ch = (Dim(d) for d in range(3))
 
         def step(rivs, accs):
-            tap = q + floordiv(i, g.sh) * g.phase_cols + floordiv(j, g.sw)
-            xv = L.b.load(View.identity(panel), [ch, mod(i, g.sh), mod(j, g.sw), tap], outer + rivs)
-            wv = L.b.load(weight, [row, ch, i, j], outer + rivs)
-            return [_multiply_add(L, op, element, accs[0], xv, wv)]
+            # The taps are written out, not looped over: each reads the panel at a constant
+            # phase and shift, which the vectorizer sees as contiguous (a tap loop would put
+            # mod and floordiv of its variable into the index).
+            total = accs[0]
+            for i in range(g.kh):
+                for j in range(g.kw):
+                    tap = q + (i // g.sh) * g.phase_cols + j // g.sw
+                    xv = L.b.load(View.identity(panel), [ch, Const(i % g.sh), Const(j % g.sw), tap], outer + rivs)
+                    wv = L.b.load(weight, [row, ch, Const(i), Const(j)], outer + rivs)
+                    total = _multiply_add(L, op, element, total, xv, wv)
+            return [total]
 
-        (total,) = L.b.reduction([g.c, g.kh, g.kw], [init], step)
+        (total,) = L.b.reduction([g.c], [init], step)
         L.b.store(total, wide, [row, q], outer)
     out = L.destination(op.result)
     with L.b.loops(op.result.type.shape) as ivs:
