@@ -91,27 +91,6 @@ def bench_softmax(np, kiln, found, quick):
     report(f"row softmax {rows}x1024 float32", interleaved(impl), "", None)
 
 
-def bench_conv(np, kiln, found, quick):
-    batch = 1 if quick else 8
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((batch, 64, 56, 56), dtype=np.float32)
-    w = rng.standard_normal((64, 64, 3, 3), dtype=np.float32)
-    compiled = kiln.compile(lambda x, w: kiln.conv2d(x, w, padding=1))
-    np.testing.assert_allclose(compiled(x[:1], w)[0], kiln.conv2d(x[:1], w, padding=1)[0], rtol=1e-3, atol=1e-3)
-    flops = 2 * batch * 64 * 56 * 56 * 64 * 9
-    impl = {"numpy (windows + einsum)": lambda: kiln.conv2d(x, w, padding=1), "kiln": lambda: compiled(x, w)}
-    if "torch" in found:
-        torch = found["torch"]
-        tx, tw = torch.from_numpy(x), torch.from_numpy(w)
-        impl["torch"] = lambda: torch.nn.functional.conv2d(tx, tw, padding=1)
-    report(
-        f"conv2d NCHW {batch}x64x56x56, 64 3x3 filters, pad 1",
-        interleaved(impl, rounds=5),
-        "GFLOP/s",
-        lambda s: flops / s / 1e9,
-    )
-
-
 def mlp_parts(np, batch):
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     import mlp_step
@@ -174,7 +153,6 @@ WORKLOADS = {
     "matmul": bench_matmul,
     "chain": bench_chain,
     "softmax": bench_softmax,
-    "conv": bench_conv,
     "mlp": bench_mlp,
     "compile": bench_compile,
 }
