@@ -55,6 +55,7 @@ from .scalar_rules import SCALAR_RULES, constant, reduction_identity
 
 COLUMN_MULTIPLE = 32  # wide columns round up to this: whole pairs of vectors (16 float32 lanes) cover them
 MAX_WASTE = 2.0  # flat layout only while it computes at most this many times the useful outputs
+MAX_SMALL_OUTPUTS = 16  # lower_few_outputs keeps this many accumulators at most (in registers)
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,8 @@ def lower_conv2d(L, op) -> None:
     layout = FlatLayout(n, c, h, w, kh, kw, *op.stride, *op.padding)
     if layout.waste <= MAX_WASTE:
         lower_flat(L, op, layout)
+    elif op.stride == (1, 1) and layout.out_rows * layout.out_cols <= MAX_SMALL_OUTPUTS:
+        lower_few_outputs(L, op)
     else:
         lower_direct(L, op)
 
@@ -201,3 +204,53 @@ def lower_direct(L, op) -> None:
 
         (total,) = L.b.reduction(list(op.weight.type.shape[1:]), [init], step)
         L.b.store(total, out, [Dim(d) for d in range(4)], outer)
+
+
+def lower_few_outputs(L, op) -> None:
+    """A stride-1 convolution with at most MAX_SMALL_OUTPUTS outputs per (image, filter) and a
+    kernel nearly as large as its input: the weight gradient's correlation (a 3x3 result of a
+    56x56 "kernel"). Each image's padded channels go one after the other into one flat row
+    (`panel`), and each filter's into a row of the same layout (`kernel`, zeros outside the
+    kernel), so output (i, j) is one dot product along a flat row:
+    out[n, f, i, j] = sum over t of panel[n, t + i*Wp + j] * kernel[f, t]. Every output has an
+    accumulator of its own in that one reduction, so the input is read once and each
+    accumulator is summed across its vector lanes once."""
+    (n, c, h, w), (f, _, kh, kw) = op.input.type.shape, op.weight.type.shape
+    (ph, pw), (oh, ow) = op.padding, op.result.type.shape[2:]
+    element = op.input.type.element
+    pitch, plane = w + 2 * pw, (h + 2 * ph) * (w + 2 * pw)
+    total = -(-(c * plane) // COLUMN_MULTIPLE) * COLUMN_MULTIPLE
+    reach = (oh - 1) * pitch + ow - 1
+    panel = _scratch(L, (n, total + reach), element)
+    _fill_zero(L, panel)
+    with L.b.loops((n, c, h, w)) as ivs:
+        bn, ch, y, x = (Dim(d) for d in range(4))
+        value = L.b.load(L.views[op.input], [bn, ch, y, x], ivs)
+        L.b.store(value, panel, [bn, ch * plane + (y + ph) * pitch + x + pw], ivs)
+    kernel = _scratch(L, (f, total), element)
+    _fill_zero(L, kernel)
+    with L.b.loops((f, c, kh, kw)) as ivs:
+        ff, ch, y, x = (Dim(d) for d in range(4))
+        value = L.b.load(L.views[op.weight], [ff, ch, y, x], ivs)
+        L.b.store(value, kernel, [ff, ch * plane + y * pitch + x], ivs)
+    out = L.destination(op.result)
+    spread = [(i, j) for i in range(oh) for j in range(ow)]
+    # Two filters per step where the registers allow: each panel vector read then feeds two
+    # multiply-adds (loads, not arithmetic, bound this kernel).
+    pair = 2 if f % 2 == 0 and 2 * len(spread) <= 18 else 1
+    with L.b.loops((n, f // pair)) as outer:
+        init = constant(L.b, reduction_identity(T.ReduceSumOp, element), element)
+        bn, fp, t = (Dim(d) for d in range(3))
+        outputs = [(fp * pair + e, i, j) for e in range(pair) for (i, j) in spread]
+
+        def step(rivs, accs):
+            ks = [L.b.load(View.identity(kernel), [fp * pair + e, t], outer + rivs) for e in range(pair)]
+            xs = [L.b.load(View.identity(panel), [bn, t + i * pitch + j], outer + rivs) for i, j in spread]
+            return [
+                _multiply_add(L, op, element, acc, xs[k % len(spread)], ks[k // len(spread)])
+                for k, acc in enumerate(accs)
+            ]
+
+        totals = L.b.reduction([total], [init] * len(outputs), step)
+        for value, (row, i, j) in zip(totals, outputs):
+            L.b.store(value, out, [bn, row, Const(i), Const(j)], outer)
