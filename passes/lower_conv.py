@@ -114,7 +114,7 @@ def lower_conv2d(L, op) -> None:
     layout = FlatLayout(n, c, h, w, kh, kw, *op.stride, *op.padding)
     if layout.waste <= MAX_WASTE:
         lower_flat(L, op, layout)
-    elif op.stride == (1, 1) and layout.out_rows * layout.out_cols <= MAX_SMALL_OUTPUTS:
+    elif op.stride == (1, 1) and op.groups == 1 and layout.out_rows * layout.out_cols <= MAX_SMALL_OUTPUTS:
         lower_few_outputs(L, op)
     else:
         lower_direct(L, op)
@@ -151,9 +151,18 @@ def lower_flat(L, op, g: FlatLayout) -> None:
         L.b.store(value, panel, [ch, mod(row, g.sh), mod(col, g.sw), place], ivs)
     wide = _scratch(L, (f, g.columns), element)
     weight = L.views[op.weight]
-    with L.b.loops((f, g.columns)) as outer:
+    groups, per_group = op.groups, op.weight.type.shape[1]
+    # Grouped: loops (group, filter in group, column), so that the last two are the matrix
+    # product's rows and columns as for one group, and every index stays affine.
+    shape = (f, g.columns) if groups == 1 else (groups, f // groups, g.columns)
+    with L.b.loops(shape) as outer:
         init = constant(L.b, reduction_identity(T.ReduceSumOp, element), element)
-        row, q, ch = (Dim(d) for d in range(3))
+        if groups == 1:
+            row, q, ch = (Dim(d) for d in range(3))
+            first = Const(0)
+        else:
+            group, inner, q, ch = (Dim(d) for d in range(4))
+            row, first = group * (f // groups) + inner, group * per_group
 
         def step(rivs, accs):
             # The taps are written out, not looped over: each reads the panel at a constant
@@ -163,12 +172,13 @@ def lower_flat(L, op, g: FlatLayout) -> None:
             for i in range(g.kh):
                 for j in range(g.kw):
                     tap = q + (i // g.sh) * g.phase_cols + j // g.sw
-                    xv = L.b.load(View.identity(panel), [ch, Const(i % g.sh), Const(j % g.sw), tap], outer + rivs)
+                    place = [first + ch, Const(i % g.sh), Const(j % g.sw), tap]
+                    xv = L.b.load(View.identity(panel), place, outer + rivs)
                     wv = L.b.load(weight, [row, ch, Const(i), Const(j)], outer + rivs)
                     total = _multiply_add(L, op, element, total, xv, wv)
             return [total]
 
-        (total,) = L.b.reduction([g.c], [init], step)
+        (total,) = L.b.reduction([per_group], [init], step)
         L.b.store(total, wide, [row, q], outer)
     out = L.destination(op.result)
     with L.b.loops(op.result.type.shape) as ivs:
@@ -197,8 +207,10 @@ def lower_direct(L, op) -> None:
         init = constant(L.b, reduction_identity(T.ReduceSumOp, element), element)
         bn, f, oh, ow, c, kh, kw = (Dim(d) for d in range(7))
 
+        first = floordiv(f, op.weight.type.shape[0] // op.groups) * op.weight.type.shape[1]  # f's group
+
         def step(rivs, accs):
-            x = L.b.load(source, [bn, c, oh * sh + kh, ow * sw + kw], outer + rivs)
+            x = L.b.load(source, [bn, first + c, oh * sh + kh, ow * sw + kw], outer + rivs)
             w = L.b.load(L.views[op.weight], [f, c, kh, kw], outer + rivs)
             return [_multiply_add(L, op, element, accs[0], x, w)]
 

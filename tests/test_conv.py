@@ -80,3 +80,51 @@ def test_conv2d_gradients_match_finite_differences(xs, ws, stride, padding):
     kiln.gradcheck(
         lambda x, w: np.sum(np.tanh(kiln.conv2d(x, w, stride=stride, padding=padding))), x, w, argnums=(0, 1)
     )
+
+
+GROUPED = [  # (x shape, filters, kernel, stride, padding, groups)
+    ((1, 6, 7, 7), 6, 3, 1, 1, 6),  # depthwise
+    ((2, 6, 9, 9), 12, 3, 2, 1, 3),  # two filters per group, strided
+    ((1, 8, 13, 13), 8, 3, 2, 1, 8),  # depthwise, strided
+    ((3, 4, 5, 5), 6, 1, 1, 0, 2),  # grouped 1x1, as in ShuffleNet
+    ((1, 4, 9, 9), 4, 9, 1, 0, 2),  # a kernel as large as the input: the direct nest
+    ((1, 9, 11, 11), 9, 5, 1, 2, 9),
+]
+
+
+def grouped_oracle(x, w, stride, padding, groups):
+    cg, fg = x.shape[1] // groups, w.shape[0] // groups
+    parts = [oracle(x[:, k * cg : (k + 1) * cg], w[k * fg : (k + 1) * fg], stride, padding) for k in range(groups)]
+    return np.concatenate(parts, axis=1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("xs,f,k,stride,padding,groups", GROUPED)
+def test_grouped_conv2d_matches_the_definition(xs, f, k, stride, padding, groups, dtype):
+    x = rng.standard_normal(xs).astype(dtype)
+    w = rng.standard_normal((f, xs[1] // groups, k, k)).astype(dtype)
+    compiled = kiln.compile(lambda x, w: kiln.conv2d(x, w, stride=stride, padding=padding, groups=groups))
+    want = grouped_oracle(x.astype(np.float64), w.astype(np.float64), (stride,) * 2, (padding,) * 2, groups)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(compiled(x, w), want, rtol=tol, atol=tol * k * k * xs[1])
+    eager = kiln.conv2d(x, w, stride=stride, padding=padding, groups=groups)
+    np.testing.assert_allclose(eager, want, rtol=tol, atol=tol * k * k * xs[1])
+
+
+@pytest.mark.parametrize(
+    "xs,ws,stride,padding,groups", [((2, 6, 7, 6), (6, 1, 3, 3), 2, 1, 6), ((1, 4, 5, 5), (6, 2, 3, 3), 1, 1, 2)]
+)
+def test_grouped_conv2d_gradients_match_finite_differences(xs, ws, stride, padding, groups):
+    x, w = rng.standard_normal(xs), rng.standard_normal(ws)
+
+    def loss(x, w):
+        return np.sum(np.tanh(kiln.conv2d(x, w, stride=stride, padding=padding, groups=groups)))
+
+    kiln.gradcheck(loss, x, w, argnums=(0, 1))
+
+
+def test_groups_that_do_not_fit_are_errors():
+    with pytest.raises(kiln.ShapeError, match="groups"):
+        kiln.compile(lambda x, w: kiln.conv2d(x, w, groups=4))(np.ones((1, 6, 5, 5)), np.ones((4, 1, 3, 3)))
+    with pytest.raises(kiln.ArgumentError, match="groups"):
+        kiln.conv2d(np.ones((1, 2, 5, 5)), np.ones((2, 1, 3, 3)), groups=0)
