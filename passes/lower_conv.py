@@ -10,31 +10,32 @@ them contiguous:
   (C, sh, sw, L)), images one after the other, so column q = n*Hq*Wq + oh*Wq + ow of
   the "wide" output reads the tap (kh, kw) at q + kh*Wq + kw: the same shift for every
   column, hence a contiguous vector for a vector of columns. The columns ow >= OW (the
-  padding's width) are computed and thrown away, a fraction 1 - OW/Wq of the work.
+  padding's width) are computed and thrown away, a fraction 1 - OW/Wq of the work;
+  rows share their padding (Wq = W + pw) to keep that fraction small.
 * a stride s splits each padded row and column into s phases (polyphase): phase
   (kh mod sh, kw mod sw) holds the rows and columns of that residue, so a strided
   convolution reads its taps at q + (kh div sh)*Wq + (kw div sw), contiguous again.
 
-Before (``kiln.conv2d`` of a 1x2x3x3 input with a 4x2x3x3 weight, padding 1)::
+Before (``kiln.conv2d`` of a 1x2x7x7 input with a 4x2x3x3 weight, padding 1)::
 
     %0 = kiln.conv2d %x, %w {padding = array<i64: 1, 1>, stride = array<i64: 1, 1>}
-        : (tensor<1x2x3x3xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x3x3xf32>
+        : (tensor<1x2x7x7xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x7x7xf32>
 
-After (four loop nests; the column count 25 is padded to 32 and the panel is long
-enough for the furthest tap, 2*5 + 2)::
+After (four loop nests; an image takes 8 x 8 columns, and the panel is long enough for
+the furthest tap, 2*8 + 2)::
 
-    %panel = memref.alloc() : memref<2x1x1x44xf32>      // zeros, then x at its padded place
-    %wide = memref.alloc() : memref<4x32xf32>
+    %panel = memref.alloc() : memref<2x1x1x82xf32>      // zeros, then x at its padded place
+    %wide = memref.alloc() : memref<4x64xf32>
     affine.for %f = 0 to 4 {
-      affine.for %q = 0 to 32 {
+      affine.for %q = 0 to 64 {
         %s = affine.for %c = 0 to 2 iter_args(...) {    // the 9 taps written out:
-          %p = affine.load %panel[%c, 0, 0, %q + 6]      // tap (1, 1): shift 1*5 + 1
+          %p = affine.load %panel[%c, 0, 0, %q + 9]      // tap (1, 1): shift 1*8 + 1
           %v = affine.load %w[%f, %c, 1, 1] ...
         }
         affine.store %s, %wide[%f, %q]
       }
     }
-    out[n, f, oh, ow] = wide[f, n*25 + oh*5 + ow]        // the last nest
+    out[n, f, oh, ow] = wide[f, n*64 + oh*8 + ow]        // the last nest
 
 Where the thrown-away columns would be most of the work (a kernel nearly as large as
 its input, as in the weight gradient's correlation), the convolution stays a direct
@@ -73,13 +74,17 @@ class FlatLayout:
     ph: int
     pw: int
 
+    # Neighbouring rows share their padding: a row's right padding is the next row's left
+    # padding (and an image's bottom padding the next image's top), so a padded row holds
+    # W + pw columns, not W + 2*pw: a tap that runs past a row's end reads the next row's
+    # leading zeros. At 7x7 with padding 1 that is 64 columns per image instead of 81.
     @property
     def phase_rows(self) -> int:  # Hq: rows of one phase of one padded image
-        return -(-(self.h + 2 * self.ph) // self.sh)
+        return max(-(-(self.h + self.ph) // self.sh), self.out_rows)
 
     @property
     def phase_cols(self) -> int:  # Wq
-        return -(-(self.w + 2 * self.pw) // self.sw)
+        return max(-(-(self.w + self.pw) // self.sw), self.out_cols)
 
     @property
     def out_rows(self) -> int:
