@@ -143,47 +143,17 @@ def _multiply_add(L, op, element, acc, x, w):
     return SCALAR_RULES[T.AddOp](L.b, op, element, acc, product)
 
 
-def _panel_place(g: FlatLayout, image, channel, row, col) -> list:
-    """The panel index of padded row `row`, column `col` of `channel` in `image`: its phase
-    (row mod sh, col mod sw) and its place in that phase's rows."""
-    place = image * g.image + floordiv(row, g.sh) * g.phase_cols + floordiv(col, g.sw)
-    return [channel, mod(row, g.sh), mod(col, g.sw), place]
-
-
-def _zero_padding(L, panel, g: FlatLayout) -> None:
-    """Zeros where the input does not go: the padding around each image (rows above and
-    below it, columns left and right of it, in padded coordinates up to the phases' rounded
-    extent Hq*sh x Wq*sw) and the tail after the last image. Zeroing only these, not the
-    whole panel, saves a pass over it."""
-    zero = constant(L.b, 0, panel.type.element)
-    rows, cols = g.phase_rows * g.sh, g.phase_cols * g.sw
-    frame = [  # (first row, rows, first column, columns)
-        (0, g.ph, 0, cols),
-        (g.ph + g.h, rows - g.ph - g.h, 0, cols),
-        (g.ph, g.h, 0, g.pw),
-        (g.ph, g.h, g.pw + g.w, cols - g.pw - g.w),
-    ]
-    for top, height, left, width in frame:
-        if height <= 0 or width <= 0:
-            continue
-        with L.b.loops((g.n, g.c, height, width)) as ivs:
-            bn, ch, y, x = (Dim(d) for d in range(4))
-            L.b.store(zero, panel, _panel_place(g, bn, ch, y + top, x + left), ivs)
-    tail = g.panel_length - g.n * g.image
-    with L.b.loops((g.c, g.sh, g.sw, tail)) as ivs:
-        ch, rh, rw, t = (Dim(d) for d in range(4))
-        L.b.store(zero, panel, [ch, rh, rw, t + g.n * g.image], ivs)
-
-
 def lower_flat(L, op, g: FlatLayout) -> None:
     element = op.input.type.element
     f = op.weight.type.shape[0]
     panel = _scratch(L, (g.c, g.sh, g.sw, g.panel_length), element)
-    _zero_padding(L, panel, g)
+    _fill_zero(L, panel)
     with L.b.loops(op.input.type.shape) as ivs:  # x[n, c, y, x] goes to its padded row and column's phase
         bn, ch, y, x = (Dim(d) for d in range(4))
+        row, col = y + g.ph, x + g.pw
+        place = bn * g.image + floordiv(row, g.sh) * g.phase_cols + floordiv(col, g.sw)
         value = L.b.load(L.views[op.input], [bn, ch, y, x], ivs)
-        L.b.store(value, panel, _panel_place(g, bn, ch, y + g.ph, x + g.pw), ivs)
+        L.b.store(value, panel, [ch, mod(row, g.sh), mod(col, g.sw), place], ivs)
     wide = _scratch(L, (f, g.columns), element)
     weight = L.views[op.weight]
     groups, per_group = op.groups, op.weight.type.shape[1]
