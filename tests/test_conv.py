@@ -128,3 +128,28 @@ def test_groups_that_do_not_fit_are_errors():
         kiln.compile(lambda x, w: kiln.conv2d(x, w, groups=4))(np.ones((1, 6, 5, 5)), np.ones((4, 1, 3, 3)))
     with pytest.raises(kiln.ArgumentError, match="groups"):
         kiln.conv2d(np.ones((1, 2, 5, 5)), np.ones((2, 1, 3, 3)), groups=0)
+
+
+@pytest.mark.parametrize(
+    "h,k,stride,pads",
+    [
+        (224, 7, 2, [3, 3, 3, 3]),
+        (56, 3, 2, [1, 1, 1, 1]),
+        (13, 3, 2, [1, 1, 1, 1]),
+        (10, 3, 2, [2, 1, 2, 1]),
+        (11, 3, 3, [2, 0, 1, 3]),
+    ],
+)
+def test_onnx_conv_pads_that_the_last_window_does_not_reach(h, k, stride, pads):
+    """An ONNX Conv whose end padding is partly unread (stride 2 over an even size) runs as a
+    symmetric kiln.conv2d without copying the input; the numbers are the definition's."""
+    from onnx import helper
+    from onnx_models import one_node_model
+
+    x = rng.standard_normal((2, 3, h, h)).astype(np.float32)
+    w = rng.standard_normal((4, 3, k, k)).astype(np.float32)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[k, k], strides=[stride] * 2, pads=pads)
+    got = kiln.onnx.load(one_node_model(node, {"x": x}, {"w": w}))(x)[0]
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
+    want = oracle(padded, w.astype(np.float64), (stride, stride), (0, 0))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * k * k * 3)

@@ -48,9 +48,16 @@ def _fields(window: Window):
 
 
 def _conv2d(x, w, window: Window, group: int):
-    """kiln.conv2d; its padding is symmetric, so the rest of the padding goes on `x`."""
-    symmetric = [max(min(b, e), 0) for b, e in zip(window.begin, window.end)]
-    x = pad_spatial(x, [b - p for b, p in zip(window.begin, symmetric)], [e - p for e, p in zip(window.end, symmetric)])
+    """kiln.conv2d; its padding is symmetric, so the rest of the padding goes on `x`. Where the
+    last window stops short of the end padding (a stride-2 convolution of an even size:
+    begin 1, end 0), padding `begin` on both sides gives the same windows, so the input is
+    not copied to pad it."""
+    symmetric = [
+        b if 0 <= e <= b and (size + 2 * b - k) // s + 1 == o else max(min(b, e), 0)
+        for b, e, size, k, s, o in zip(window.begin, window.end, x.shape[2:], window.kernel, window.strides, window.out)
+    ]
+    end = [max(e - p, min(e, 0)) for e, p in zip(window.end, symmetric)]  # never crop what padding covers
+    x = pad_spatial(x, [b - p for b, p in zip(window.begin, symmetric)], end)
     return kiln_conv2d(x, w, window.strides, symmetric, groups=group)
 
 
