@@ -77,31 +77,9 @@ def bench_chain(np, kiln, found, quick):
     )
 
 
-def bench_conv(np, kiln, found, quick):
-    batch = 1 if quick else 8
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((batch, 64, 56, 56), dtype=np.float32)
-    w = rng.standard_normal((64, 64, 3, 3), dtype=np.float32)
-    compiled = kiln.compile(lambda x, w: kiln.conv2d(x, w, padding=1))
-    np.testing.assert_allclose(compiled(x[:1], w)[0], kiln.conv2d(x[:1], w, padding=1)[0], rtol=1e-3, atol=1e-3)
-    flops = 2 * batch * 64 * 56 * 56 * 64 * 9
-    impl = {"numpy (windows + einsum)": lambda: kiln.conv2d(x, w, padding=1), "kiln": lambda: compiled(x, w)}
-    if "torch" in found:
-        torch = found["torch"]
-        tx, tw = torch.from_numpy(x), torch.from_numpy(w)
-        impl["torch"] = lambda: torch.nn.functional.conv2d(tx, tw, padding=1)
-    report(
-        f"conv2d NCHW {batch}x64x56x56, 64 3x3 filters, pad 1",
-        interleaved(impl, rounds=5),
-        "GFLOP/s",
-        lambda s: flops / s / 1e9,
-    )
-
-
 WORKLOADS = {
     "matmul": bench_matmul,
     "chain": bench_chain,
-    "conv": bench_conv,
 }
 
 

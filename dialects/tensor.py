@@ -419,34 +419,47 @@ class MatmulOp(TensorOp):
 
 
 class Conv2DOp(TensorOp):
-    """``kiln.conv2d``: NCHW input, FCHW weight, symmetric zero padding, no bias."""
+    """``kiln.conv2d``: NCHW input, FCHW weight, symmetric zero padding, no bias. An optional
+    ``groups`` attribute (default 1) splits the channels into groups convolved apart: the
+    weight is then (F, C / groups, KH, KW) and filter f reads the channels of group
+    f // (F / groups), as in every framework's grouped and depthwise convolutions."""
 
     name = "kiln.conv2d"
     operand_names = ("input", "weight")
     attribute_names = ("stride", "padding")
+
+    @property
+    def groups(self) -> int:
+        return self.attributes.get("groups", 1)
 
     def infer_result_types(self):
         x, w = self.tensor_operand(0), self.tensor_operand(1)
         if x.element != w.element:
             raise self.error(f"conv2d operands have types {x.element} and {w.element}", DTypeError)
         self.check_element(x, NUMERIC)
+        groups = self.groups
+        if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+            raise self.error(f"kiln.conv2d attribute 'groups' must be an integer >= 1, got {groups!r}")
         try:
-            shape = conv2d_shape(x.shape, w.shape, self.int_tuple("stride", 2), self.int_tuple("padding", 2))
+            shape = conv2d_shape(x.shape, w.shape, self.int_tuple("stride", 2), self.int_tuple("padding", 2), groups)
         except ShapeError as exc:
             raise self.error(exc.message, ShapeError) from None
         return [x.with_shape(shape)]
 
     def evaluate(self, x, w):
-        return conv2d_reference(x, w, self.stride, self.padding)
+        return conv2d_reference(x, w, self.stride, self.padding, self.groups)
 
 
-def conv2d_shape(x_shape, w_shape, stride, padding) -> tuple:
-    """The (N, F, OH, OW) result of an NCHW input and an FCHW weight, or ``ShapeError``: the
-    one statement of conv2d's shape rules, for the op and for eager numpy calls alike."""
+def conv2d_shape(x_shape, w_shape, stride, padding, groups: int = 1) -> tuple:
+    """The (N, F, OH, OW) result of an NCHW input and an (F, C / groups, KH, KW) weight, or
+    ``ShapeError``: the one statement of conv2d's shape rules, for the op and for eager numpy
+    calls alike."""
     if len(x_shape) != 4 or len(w_shape) != 4:
         raise ShapeError(f"conv2d takes an NCHW input and an FCHW weight, got shapes {x_shape} and {w_shape}")
-    if x_shape[1] != w_shape[1]:
-        raise ShapeError(f"conv2d: input has {x_shape[1]} channels, weight expects {w_shape[1]}")
+    if x_shape[1] != w_shape[1] * groups:
+        raise ShapeError(f"conv2d: input has {x_shape[1]} channels, weight expects {w_shape[1]} x {groups} groups")
+    if w_shape[0] % groups:
+        raise ShapeError(f"conv2d: {w_shape[0]} filters do not split into {groups} groups")
     if min(stride) < 1 or min(padding) < 0:
         raise ShapeError(f"conv2d needs stride >= 1 and padding >= 0, got {stride} and {padding}")
     out = [(x_shape[2 + i] + 2 * padding[i] - w_shape[2 + i]) // stride[i] + 1 for i in range(2)]
@@ -455,14 +468,18 @@ def conv2d_shape(x_shape, w_shape, stride, padding) -> tuple:
     return (x_shape[0], w_shape[0], *out)
 
 
-def conv2d_reference(x, w, stride=(1, 1), padding=(0, 0)):
-    """NCHW convolution in numpy (cross-correlation, as in every ML framework); shapes are
-    checked by ``conv2d_shape``."""
-    conv2d_shape(x.shape, w.shape, stride, padding)
+def conv2d_reference(x, w, stride=(1, 1), padding=(0, 0), groups: int = 1):
+    """NCHW convolution in numpy (cross-correlation, as in every ML framework), grouped as
+    ``Conv2DOp`` says; shapes are checked by ``conv2d_shape``."""
+    conv2d_shape(x.shape, w.shape, stride, padding, groups)
     (sh, sw), (ph, pw) = stride, padding
     padded = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
     windows = np.lib.stride_tricks.sliding_window_view(padded, w.shape[2:], axis=(2, 3))[:, :, ::sh, ::sw]
-    return np.einsum("nchwij,fcij->nfhw", windows, w).astype(x.dtype, copy=False)
+    n, c = x.shape[:2]
+    windows = windows.reshape((n, groups, c // groups) + windows.shape[2:])
+    weights = w.reshape((groups, w.shape[0] // groups) + w.shape[1:])
+    out = np.einsum("ngchwij,gfcij->ngfhw", windows, weights)
+    return out.reshape((n, w.shape[0]) + out.shape[3:]).astype(x.dtype, copy=False)
 
 
 # -- layout --------------------------------------------------------------------

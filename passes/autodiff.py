@@ -335,8 +335,9 @@ def _concat(b, op, g, needs):
 @vjp(T.Conv2DOp)
 def _conv2d(b, op, g, needs):
     x, w = op.input, op.weight
-    (n, c, h, wd), (f, _, kh, kw) = x.type.shape, w.type.shape
+    (n, c, h, wd), (f, cg, kh, kw) = x.type.shape, w.type.shape
     (sh, sw), (ph, pw) = op.stride, op.padding
+    groups = op.groups
     oh, ow = g.type.shape[2:]
     # The output gradient spread back to stride 1: row oh lands on row oh * sh.
     dilated = g
@@ -345,9 +346,19 @@ def _conv2d(b, op, g, needs):
         dilated = b.insert_slice(g, b.zeros(dilated_type), (0, 0, 0, 0), dilated_type.shape, (1, 1, sh, sw))
     dh, dw = dilated.type.shape[2:]
 
+    def conv(x, w, padding, groups):
+        if groups == 1:
+            return b.conv2d(x, w, (1, 1), padding)
+        return b.op(T.Conv2DOp, x, w, stride=(1, 1), padding=tuple(padding), groups=groups)
+
     def d_input():
-        flipped = b.slice(b.transpose(w, (1, 0, 2, 3)), (0, 0, kh - 1, kw - 1), (c, f, -1, -1), (1, 1, -1, -1))
-        full = b.conv2d(dilated, flipped, (1, 1), (kh - 1, kw - 1))  # gradient of the padded input
+        # Each group's filters transposed (F/G, C/G) -> (C/G, F/G) and flipped: (C, F/G, KH, KW).
+        swapped = b.transpose(w, (1, 0, 2, 3))
+        if groups != 1:
+            blocks = b.transpose(b.reshape(w, (groups, f // groups, cg, kh, kw)), (0, 2, 1, 3, 4))
+            swapped = b.reshape(blocks, (c, f // groups, kh, kw))
+        flipped = b.slice(swapped, (0, 0, kh - 1, kw - 1), (c, f // groups, -1, -1), (1, 1, -1, -1))
+        full = conv(dilated, flipped, (kh - 1, kw - 1), groups)  # gradient of the padded input
         rows, cols = min(h, dh + kh - 1 - ph), min(wd, dw + kw - 1 - pw)
         if rows <= 0 or cols <= 0:
             return b.zeros(x.type)
@@ -357,8 +368,16 @@ def _conv2d(b, op, g, needs):
         return b.insert_slice(part, b.zeros(x.type), (0, 0, 0, 0), (n, c, rows, cols), (1, 1, 1, 1))
 
     def d_weight():
-        correlation = b.conv2d(b.transpose(x, (1, 0, 2, 3)), b.transpose(dilated, (1, 0, 2, 3)), (1, 1), (ph, pw))
-        return b.transpose(b.slice(correlation, (0, 0, 0, 0), (c, f, kh, kw), (1, 1, 1, 1)), (1, 0, 2, 3))
+        # The correlation of the input with the output gradient, images as its channels. With
+        # groups, the input's channels go (C/G, G*N): group k's images are the channels that
+        # group k's filters read, so the correlation stays grouped instead of computing every
+        # (channel, filter) pair.
+        images = b.transpose(x, (1, 0, 2, 3))
+        if groups != 1:
+            split = b.transpose(b.reshape(x, (n, groups, cg, h, wd)), (2, 1, 0, 3, 4))
+            images = b.reshape(split, (cg, groups * n, h, wd))
+        correlation = conv(images, b.transpose(dilated, (1, 0, 2, 3)), (ph, pw), groups)
+        return b.transpose(b.slice(correlation, (0, 0, 0, 0), (cg, f, kh, kw), (1, 1, 1, 1)), (1, 0, 2, 3))
 
     return _when(needs, d_input, d_weight)
 

@@ -42,8 +42,8 @@ from kiln.dialects.types import MemRefType, i8, index, memref_of
 from .affine_builder import AffineBuilder, View
 from .index_maps import operand_index
 from .kernel_emitter import KernelEmitter
+from .lower_conv import lower_conv2d
 from .registry import register_pass
-from .scalar_rules import SCALAR_RULES, constant, reduction_identity
 
 LOWERINGS: dict = {}
 
@@ -208,38 +208,7 @@ def lower_kernel(L: FunctionLowering, op) -> None:
     emitter.emit(root, buffer)
 
 
-@lowers(T.Conv2DOp)
-def lower_conv2d(L: FunctionLowering, op) -> None:
-    (sh, sw), (ph, pw) = op.stride, op.padding
-    x_type, w_type = op.input.type, op.weight.type
-    element = x_type.element
-    source = L.views[op.input]
-    if ph or pw:  # zero-pad into a scratch buffer so the kernel below needs no bounds tests
-        n, c, h, w = x_type.shape
-        padded_type = MemRefType((n, c, h + 2 * ph, w + 2 * pw), element)
-        padded = L.b.op(MR.AllocOp, result_type=padded_type)
-        L.name_buffer(padded)
-        L.allocated.append(padded)
-        with L.b.loops(padded_type.shape) as ivs:
-            L.b.store(constant(L.b, 0, element), padded, [Dim(d) for d in range(4)], ivs)
-        with L.b.loops(x_type.shape) as ivs:
-            value = L.b.load(source, [Dim(d) for d in range(4)], ivs)
-            L.b.store(value, padded, [Dim(0), Dim(1), Dim(2) + ph, Dim(3) + pw], ivs)
-        source = View.identity(padded)
-    out = L.destination(op.result)
-    shape = op.result.type.shape
-    with L.b.loops(shape) as outer:
-        init = constant(L.b, reduction_identity(T.ReduceSumOp, element), element)
-        bn, f, oh, ow, c, kh, kw = (Dim(d) for d in range(7))
-
-        def step(rivs, accs):
-            x = L.b.load(source, [bn, c, oh * sh + kh, ow * sw + kw], outer + rivs)
-            w = L.b.load(L.views[op.weight], [f, c, kh, kw], outer + rivs)
-            product = SCALAR_RULES[T.MulOp](L.b, op, element, x, w)
-            return [SCALAR_RULES[T.AddOp](L.b, op, element, accs[0], product)]
-
-        (total,) = L.b.reduction(list(w_type.shape[1:]), [init], step)
-        L.b.store(total, out, [Dim(d) for d in range(4)], outer)
+lowers(T.Conv2DOp)(lower_conv2d)  # passes/lower_conv.py
 
 
 @lowers(T.ConcatOp)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln.dialects import tensor as T
 from kiln.dialects.tensor import conv2d_reference
 from kiln.errors import ArgumentError, ShapeError
+from kiln.frontend.traced_ops import check_operand, context_of, lift, normalize_axis, promotion_sample, sort_network
 from kiln.frontend.traced_ops import conv2d as traced_conv2d
-from kiln.frontend.traced_ops import normalize_axis, sort_network
 from kiln.frontend.tracing import Tracer, user_location
 
 
@@ -96,25 +97,46 @@ def top_k(x, k, axis=-1):
     return np.take_along_axis(x, order, axis), order
 
 
-def conv2d(x, weight, stride=1, padding=0):
+def conv2d(x, weight, stride=1, padding=0, groups=1):
     """2-D convolution (cross-correlation, as in deep-learning frameworks, not flipped).
 
-    `x` is (N, C, H, W) and `weight` (F, C, KH, KW); `stride` and `padding` are ints or
-    (height, width) pairs, padding with zeros. The result is (N, F, (H + 2*ph - KH) // sh + 1,
-    (W + 2*pw - KW) // sw + 1) in numpy's promoted dtype of the two. Channel counts that
-    differ raise ``kiln.ShapeError``.
+    `x` is (N, C, H, W) and `weight` (F, C / groups, KH, KW); `stride` and `padding` are ints
+    or (height, width) pairs, padding with zeros. `groups` (a positive int dividing C and F)
+    convolves each of that many groups of channels apart: filter f reads the channels of
+    group f // (F / groups); groups=C with F=C is a depthwise convolution. The result is (N,
+    F, (H + 2*ph - KH) // sh + 1, (W + 2*pw - KW) // sw + 1) in numpy's promoted dtype of the
+    two. Channel counts that do not fit raise ``kiln.ShapeError``, a `groups` that is not a
+    positive int ``kiln.ArgumentError``.
 
     >>> x = np.arange(16.0).reshape(1, 1, 4, 4)
     >>> kiln.conv2d(x, np.ones((1, 1, 2, 2)), stride=2)
     array([[[[10., 18.],
              [42., 50.]]]])
+    >>> kiln.conv2d(np.ones((1, 2, 3, 3)), np.ones((2, 1, 3, 3)), groups=2)[0, :, 0, 0]
+    array([9., 9.])
     """
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ArgumentError(f"kiln.conv2d: groups must be a positive int, got {groups!r}", user_location())
+    groups = int(groups)
     if isinstance(x, Tracer) or isinstance(weight, Tracer):
-        return traced_conv2d(x, weight, stride, padding)
-
-    def pair(v):
-        return (v, v) if np.ndim(v) == 0 else tuple(v)
+        if groups == 1:
+            return traced_conv2d(x, weight, stride, padding)
+        return _traced_grouped_conv2d(x, weight, stride, padding, groups)
 
     x, weight = np.asarray(x), np.asarray(weight)
     dtype = np.result_type(x, weight)
-    return conv2d_reference(x.astype(dtype), weight.astype(dtype), pair(stride), pair(padding))
+    return conv2d_reference(x.astype(dtype), weight.astype(dtype), _pair(stride), _pair(padding), groups)
+
+
+def _pair(v):
+    return (int(v), int(v)) if np.ndim(v) == 0 else tuple(int(e) for e in v)
+
+
+def _traced_grouped_conv2d(x, weight, stride, padding, groups):
+    """``traced_conv2d`` with a groups attribute on the op."""
+    ctx = context_of((x, weight))
+    x, weight = check_operand(x), check_operand(weight)
+    dtype = np.result_type(promotion_sample(x), promotion_sample(weight))
+    x, weight = lift(ctx, x, dtype), lift(ctx, weight, dtype)
+    attributes = {"stride": _pair(stride), "padding": _pair(padding), "groups": groups}
+    return ctx.emit(T.Conv2DOp, [x, weight], attributes)

@@ -1,8 +1,8 @@
 """ONNX convolutions (N-D, NCHW): Conv, ConvInteger, DeformConv, ConvTranspose.
 
 Each contracts every tap of the padded input (``windows.tap``) with the kernel's weights at
-that offset and adds. 2-D convolutions without dilation and with few groups go to
-``kiln.conv2d``, which lowers to a dedicated kernel.
+that offset and adds. 2-D (and 1-D) convolutions without dilation go to ``kiln.conv2d``,
+grouped and depthwise ones included, which lowers to one dedicated kernel.
 """
 
 from __future__ import annotations
@@ -14,12 +14,6 @@ import numpy as np
 from kiln.frontend.nn import conv2d as kiln_conv2d
 from kiln.onnx.ops.windows import AUTO_PADS, Window, kernel_shape, pad_spatial, same_dtype, sliding_window, window_tap
 from kiln.onnx.registry import op
-
-# Grouped 2-D convolutions up to this many groups run one kiln.conv2d per group; more groups
-# are a sum over the kernel's taps. Each kiln.conv2d is a kernel of its own, and compiling
-# many is slow: ShuffleNet (33 convolutions of 4 groups) compiled in 84 s (and ran in 30 ms)
-# with a conv2d per group, in 7.5 s (170 ms) as taps; AlexNet's 2 groups are faster as conv2d.
-_MAX_CONV2D_GROUPS = 2
 
 
 @op("Conv", attributes=("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"))
@@ -44,8 +38,8 @@ def _convolve(x, w, window: Window, group: int):
     if n == 1:  # as a 2-D convolution of height 1, for kiln.conv2d's kernel
         flat = Window(*([first, *rest] for first, rest in zip((1, 1, 1, 0, 0, 1), _fields(window))))
         return _convolve(x[:, :, None], w[:, :, None], flat, group)[:, :, 0]
-    if n == 2 and window.dilations == [1, 1] and group <= _MAX_CONV2D_GROUPS:
-        return _conv2d_groups(x, w, window, group)
+    if n == 2 and window.dilations == [1, 1]:
+        return _conv2d(x, w, window, group)
     return _conv_taps(x, w, window, group)
 
 
@@ -53,16 +47,18 @@ def _fields(window: Window):
     return window.kernel, window.strides, window.dilations, window.begin, window.end, window.out
 
 
-def _conv2d_groups(x, w, window: Window, group: int):
-    """kiln.conv2d per group; its padding is symmetric, so the rest of the padding goes on `x`."""
-    symmetric = [max(min(b, e), 0) for b, e in zip(window.begin, window.end)]
-    x = pad_spatial(x, [b - p for b, p in zip(window.begin, symmetric)], [e - p for e, p in zip(window.end, symmetric)])
-    cg, mg = x.shape[1] // group, w.shape[0] // group
-    parts = [
-        kiln_conv2d(x[:, g * cg : (g + 1) * cg], w[g * mg : (g + 1) * mg], window.strides, symmetric)
-        for g in range(group)
+def _conv2d(x, w, window: Window, group: int):
+    """kiln.conv2d; its padding is symmetric, so the rest of the padding goes on `x`. Where the
+    last window stops short of the end padding (a stride-2 convolution of an even size:
+    begin 1, end 0), padding `begin` on both sides gives the same windows, so the input is
+    not copied to pad it."""
+    symmetric = [
+        b if 0 <= e <= b and (size + 2 * b - k) // s + 1 == o else max(min(b, e), 0)
+        for b, e, size, k, s, o in zip(window.begin, window.end, x.shape[2:], window.kernel, window.strides, window.out)
     ]
-    return parts[0] if group == 1 else np.concatenate(parts, axis=1)
+    end = [max(e - p, min(e, 0)) for e, p in zip(window.end, symmetric)]  # never crop what padding covers
+    x = pad_spatial(x, [b - p for b, p in zip(window.begin, symmetric)], end)
+    return kiln_conv2d(x, w, window.strides, symmetric, groups=group)
 
 
 def _conv_taps(x, w, window: Window, group: int):
