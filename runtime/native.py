@@ -92,13 +92,26 @@ class LoadedObject:
 pointer = _ffi.from_buffer
 
 
+@functools.lru_cache(maxsize=None)
+def _wide_ffi():
+    """cffi's Python FFI object, whose C parser takes function types of any arity; its `void *`
+    is the C one's own type, so pointers from `pointer` pass to its functions unchanged."""
+    import cffi
+
+    return cffi.FFI()
+
+
 class NativeFunction:
     """``int32_t f(void *a0, void *a1, ...)`` called with C-contiguous numpy arrays.
     ``c_function`` is the function itself, for callers that pass ``pointer(array)``s."""
 
     def __init__(self, owner: LoadedObject, address: int, num_args: int):
         self._owner = owner  # the code lives as long as the engine that loaded it
-        self.c_function = _ffi.cast(f"int32_t(*)({', '.join(['void *'] * num_args) or 'void'})", address)
+        signature = f"int32_t(*)({', '.join(['void *'] * num_args) or 'void'})"
+        try:
+            self.c_function = _ffi.cast(signature, address)
+        except _ffi.error:  # "internal type complexity limit": a few hundred arguments (a model's weights)
+            self.c_function = _wide_ffi().cast(signature, address)
         self.num_args = num_args
 
     def __call__(self, arrays) -> int:

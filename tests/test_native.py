@@ -141,3 +141,12 @@ def test_repeated_calls_reuse_one_compilation():
         f(np.zeros(4))
     f(np.zeros(5))
     assert len(f.compilations) == 2
+
+
+def test_a_function_of_hundreds_of_arrays_calls_its_native_code():
+    # A model with its weights as arguments passes one pointer per tensor: DenseNet-121 has
+    # more than 600, past the arity cffi's C type parser takes.
+    xs = [np.full(3, k, np.float32) for k in range(700)]
+    compiled = kiln.compile(lambda xs: np.stack(xs).sum(axis=0))
+    np.testing.assert_array_equal(compiled(xs), np.stack(xs).sum(axis=0))
+    np.testing.assert_array_equal(compiled(xs), np.stack(xs).sum(axis=0))  # the fast path too
