@@ -159,13 +159,8 @@ class Compiled:
 
     @user_facing
     def __call__(self, *args, out=None, **kwargs):
-        if out is None and not kwargs:
-            plain = plain_call.lookup(self._plain_calls, args)
-            if plain is not None:
-                result = plain(args)
-                if result is not plain_call.MISS:
-                    return result
-        return self._checked_call(args, kwargs, out)
+        result = plain_call.call(self._plain_calls, args, kwargs, out)
+        return self._checked_call(args, kwargs, out) if result is plain_call.MISS else result
 
     def _checked_call(self, args, kwargs, out):
         """A call with every check, each failure named (kiln.ArgumentError)."""

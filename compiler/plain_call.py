@@ -46,6 +46,15 @@ def lookup(table: dict, args: tuple):
         return None
 
 
+def call(table: dict, args: tuple, kwargs: dict, out):
+    """The result of calling through the fast path, or MISS where it does not apply: keywords,
+    out=, or arguments no registered PlainCall takes."""
+    if out is not None or kwargs:
+        return MISS
+    plain = lookup(table, args)
+    return MISS if plain is None else plain(args)
+
+
 class PlainCall:
     """One compiled signature, called with plain arrays; made by ``PlainCall.of``."""
 
