@@ -5,7 +5,11 @@
     python bench/run.py --only matmul,chain
 
 Peers: numpy always; numexpr, PyTorch, JAX and ONNX Runtime when installed (a note says
-which are missing). Every library gets the same number of threads (the
+which are missing; `pip install -e '.[bench]'` and `pip install torch` install them).
+Workloads live in bench/targets_*.py, one file per area: convolutions and models
+(targets_conv), compile times (targets_compile), small calls and starts
+(targets_dispatch), row kernels and the MLP step (targets_rows), kiln beside numpy
+and torch (targets_threads). Every library gets the same number of threads (the
 machine's cores, or --threads). Implementations of one workload are timed in
 interleaved rounds, so a noisy neighbour slows all of them alike; each figure
 is a median. Ratios are against numpy (above 1: faster than numpy). Some
