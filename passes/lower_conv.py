@@ -117,7 +117,9 @@ def lower_conv2d(L, op) -> None:
     product where it wastes little, else the direct nest."""
     (n, c, h, w), (_, _, kh, kw) = op.input.type.shape, op.weight.type.shape
     layout = FlatLayout(n, c, h, w, kh, kw, *op.stride, *op.padding)
-    if layout.waste <= MAX_WASTE:
+    if 0 in op.input.type.shape + op.weight.type.shape:
+        lower_direct(L, op)  # no elements to lay out (an empty batch, no channels): loops of 0 trips
+    elif layout.waste <= MAX_WASTE:
         lower_flat(L, op, layout)
     elif op.stride == (1, 1) and op.groups == 1 and layout.out_rows * layout.out_cols <= MAX_SMALL_OUTPUTS:
         lower_few_outputs(L, op)
@@ -212,7 +214,8 @@ def lower_direct(L, op) -> None:
         init = constant(L.b, reduction_identity(T.ReduceSumOp, element), element)
         bn, f, oh, ow, c, kh, kw = (Dim(d) for d in range(7))
 
-        first = floordiv(f, op.weight.type.shape[0] // op.groups) * op.weight.type.shape[1]  # f's group
+        per_group = max(op.weight.type.shape[0] // op.groups, 1)  # no filters: a loop of 0 trips, any divisor
+        first = floordiv(f, per_group) * op.weight.type.shape[1]  # f's group
 
         def step(rivs, accs):
             x = L.b.load(source, [bn, first + c, oh * sh + kh, ow * sw + kw], outer + rivs)

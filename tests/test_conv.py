@@ -153,3 +153,22 @@ def test_onnx_conv_pads_that_the_last_window_does_not_reach(h, k, stride, pads):
     padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])))
     want = oracle(padded, w.astype(np.float64), (stride, stride), (0, 0))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * k * k * 3)
+
+
+@pytest.mark.parametrize(
+    "xs, ws, stride, padding, groups",
+    [
+        ((0, 3, 7, 9), (4, 3, 3, 3), 1, 0, 1),  # no images
+        ((0, 4, 7, 9), (4, 1, 3, 3), 2, 1, 4),  # no images, depthwise, strided
+        ((2, 0, 7, 9), (4, 0, 3, 3), 1, 1, 1),  # no channels: every output is an empty sum, 0
+        ((2, 3, 7, 9), (0, 3, 3, 3), 1, 1, 1),  # no filters
+        ((2, 4, 7, 9), (0, 2, 3, 3), 2, 0, 2),  # no filters, grouped
+    ],
+)
+def test_conv2d_with_a_size_0_dimension_matches_the_definition(xs, ws, stride, padding, groups):
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal(xs), rng.standard_normal(ws)
+    got = kiln.compile(lambda x, w: kiln.conv2d(x, w, stride=stride, padding=padding, groups=groups))(x, w)
+    want = grouped_oracle(x, w, pair(stride), pair(padding), groups)
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
