@@ -109,7 +109,22 @@ def _load():
     library = ctypes.CDLL(path)
     global _count
     _count = thread_count()
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_serial_after_fork)
     return library
+
+
+_forked = False  # whether this process is a fork() child of one that had loaded libgomp
+
+
+def _serial_after_fork() -> None:
+    """In a fork() child: parallel loops run on the calling thread alone. libgomp's thread pool
+    does not survive fork(), and a child whose parent had started it hangs in its first
+    parallel region with more than one thread (multiprocessing's fork pools do this); with one
+    thread libgomp starts no team. torch makes the same choice for its children."""
+    global _count, _forked
+    _count, _forked = 1, True
+    use_in_this_thread()
 
 
 def use_in_this_thread() -> None:
@@ -154,8 +169,16 @@ def thread_count() -> int:
 
 
 def set_thread_count(count: int) -> None:
-    """Change the number of threads parallel loops use from now on, in every thread."""
+    """Change the number of threads parallel loops use from now on, in every thread. In a fork()
+    child of a process that had loaded libgomp, parallel loops stay on one thread (see
+    _serial_after_fork) and a larger count raises RuntimeError instead of hanging."""
     global _count
+    if _forked and int(count) > 1:
+        raise RuntimeError(
+            "kiln: this process was forked from one that had started OpenMP's thread pool, which does "
+            "not survive fork(); parallel loops run on one thread here. Start worker processes with "
+            "multiprocessing's 'spawn' or 'forkserver' method to use more threads in them"
+        )
     if _library() is not None:
         _count = int(count)
         use_in_this_thread()
