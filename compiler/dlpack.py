@@ -51,7 +51,7 @@ def dlpack_leaves(paths, leaves) -> list:
     argument for one that cannot be taken."""
     taken = list(leaves)
     for k, (path, leaf) in enumerate(zip(paths, leaves)):
-        if type(leaf) is np.ndarray or not hasattr(leaf, "__dlpack__") or device_layout(leaf) is not None:
+        if isinstance(leaf, np.ndarray) or not hasattr(leaf, "__dlpack__") or device_layout(leaf) is not None:
             continue
         try:
             taken[k] = from_dlpack(leaf)

@@ -400,3 +400,27 @@ def test_a_traced_value_as_a_size_a_dtype_or_a_pow_modulus_is_named():
     raises_at(kiln.TracerConversionError, "size", "static_argnames", kiln.compile(size), 1.0, 3)
     raises_at(kiln.DTypeError, "dtype-traced", "a traced value is not a dtype", kiln.compile(dtype), x32, 2)
     raises_at(kiln.UnsupportedError, "modulus", r"\(x \*\* y\) % modulo", kiln.compile(modulus), x32)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: np.matrix([[0.0, 1.0], [2.0, 3.0]]),
+        lambda: np.ma.array([1.0, 1e9], mask=[0, 1]),
+    ],
+    ids=["matrix", "masked"],
+)
+def test_ndarray_subclasses_that_change_what_operations_mean_are_refused(make):
+    # np.matrix's * is a matrix product and a masked sum skips masked elements: computing
+    # them as plain ndarrays would be a silent wrong answer.
+    f = kiln.compile(lambda a: a * a)
+    with pytest.raises(kiln.ArgumentError, match="ndarray subclass whose operations mean something else"):
+        f(make())
+
+
+def test_ndarray_subclasses_that_only_add_attributes_compute_as_ndarrays():
+    class Tagged(np.ndarray):
+        pass
+
+    x = np.arange(4.0).view(Tagged)
+    np.testing.assert_array_equal(kiln.compile(lambda a: a * a)(x), np.arange(4.0) ** 2)

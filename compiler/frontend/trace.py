@@ -79,11 +79,29 @@ def bind(fn, args, kwargs, static_argnames=(), signature=None) -> BoundCall:
     return BoundCall(signature, dict(bound.arguments), static, treedef, paths, [leaf for _, leaf in leaves])
 
 
+def _changes_meaning(cls) -> bool:
+    """Whether an ndarray subclass redefines what numpy's operations do on it: np.matrix,
+    masked arrays, or one that overrides numpy's dispatch (NEP 13, NEP 18). Plain subclasses
+    that only add attributes compute as ndarrays do."""
+    return (
+        issubclass(cls, (np.matrix, np.ma.MaskedArray))
+        or cls.__array_ufunc__ is not np.ndarray.__array_ufunc__
+        or cls.__array_function__ is not np.ndarray.__array_function__
+    )
+
+
 def leaf_spec(path: str, leaf) -> LeafSpec:
     """The spec of one argument leaf; a clear error for anything kiln cannot take."""
     if isinstance(leaf, TensorSpec):
         spec, weak = leaf, False
     elif isinstance(leaf, bool) or isinstance(leaf, (np.ndarray, np.generic)):
+        if isinstance(leaf, np.ndarray) and _changes_meaning(type(leaf)):
+            raise ArgumentError(
+                f"argument '{path}' is a {type(leaf).__module__}.{type(leaf).__name__}, an ndarray subclass "
+                "whose operations mean something else (np.matrix's * is a matrix product, a masked "
+                "array skips masked elements); kiln compiles ndarray semantics, so pass np.asarray() "
+                "of it, or for a masked array its filled data"
+            )
         spec, weak = TensorSpec.of(leaf), False
     elif device_layout(leaf) is not None:  # an array in GPU memory: kiln.to_device, CuPy, PyTorch
         layout = device_layout(leaf)
