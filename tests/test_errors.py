@@ -424,3 +424,11 @@ def test_ndarray_subclasses_that_only_add_attributes_compute_as_ndarrays():
 
     x = np.arange(4.0).view(Tagged)
     np.testing.assert_array_equal(kiln.compile(lambda a: a * a)(x), np.arange(4.0) ** 2)
+
+
+def test_an_unknown_keyword_is_named_before_the_argument_it_leaves_missing():
+    f = kiln.compile(lambda a, b: a + b)
+    with pytest.raises(kiln.ArgumentError, match="unexpected keyword argument 'c'"):
+        f(np.ones(3), c=np.ones(3))
+    with pytest.raises(kiln.ArgumentError, match="missing a required argument: 'b'"):
+        f(np.ones(3))

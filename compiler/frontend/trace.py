@@ -60,11 +60,20 @@ class BoundCall:
         return bound.args, bound.kwargs
 
 
+def _takes_any_keyword(signature) -> bool:
+    return any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
+
+
 def bind(fn, args, kwargs, static_argnames=(), signature=None) -> BoundCall:
     signature = signature or inspect.signature(fn)
     try:
         bound = signature.bind(*args, **kwargs)
     except TypeError as exc:
+        # Python's bind reports a missing argument before an unknown keyword; the misspelt
+        # keyword is usually the cause of both, so it is named first.
+        unknown = [k for k in kwargs if k not in signature.parameters] if not _takes_any_keyword(signature) else []
+        if unknown:
+            raise ArgumentError(f"{fn.__name__}() got an unexpected keyword argument {unknown[0]!r}") from None
         raise ArgumentError(f"{fn.__name__}(): {exc}") from None
     static = tuple((k, v) for k, v in bound.arguments.items() if k in static_argnames)
     for name, value in static:
