@@ -21,6 +21,11 @@ class CudaExecutable:
         self.input_specs = [(a.type.shape, a.type.dtype) for a in function.arguments]
         self.output_specs = [(t.shape, t.dtype) for t in function.function_type.results]
         try:
+            # Checked here, when code is about to run, not at kiln.compile: tracing, lowering
+            # and printing the CUDA C (.lower(), kiln dump --target cuda) need no GPU.
+            if not emulate:
+                nvcc.check_compiler()
+                cuda.check_gpu()
             library = nvcc.build(pipeline.cuda_source(), emulate)
         except cuda.CudaUnavailable as exc:
             raise KilnError(str(exc)) from None

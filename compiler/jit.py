@@ -21,7 +21,6 @@ import numpy as np
 from kiln import debug as debug_mode
 from kiln import plain_call, timings
 from kiln.aot import Lowered, Signature
-from kiln.codegen import nvcc
 from kiln.cuda_executable import CudaExecutable
 from kiln.dlpack import dlpack_leaves
 from kiln.errors import ArgumentError, KilnError, user_facing
@@ -31,7 +30,6 @@ from kiln.frontend.trace import bind, leaf_spec, trace
 from kiln.frontend.tracing import Tracer
 from kiln.passes.schedule import Schedule
 from kiln.pipeline import GRAPH_PASSES, LEGALIZE_PASSES, REMAT_PASSES, STAGES, Pipeline
-from kiln.runtime.cuda import CudaUnavailable, check_gpu
 from kiln.tools.profiler import profile
 
 TARGETS = ("cpu", "interpret", "cuda", "cuda-emulate")
@@ -72,12 +70,6 @@ class CompiledFunction:
     ):
         if target not in TARGETS:
             raise KilnError(f"unknown target {target!r}; this version of kiln compiles for: {', '.join(TARGETS)}")
-        if target == "cuda":
-            try:
-                nvcc.check_compiler()
-                check_gpu()
-            except CudaUnavailable as exc:
-                raise KilnError(str(exc)) from None
         functools.update_wrapper(self, fn)
         self.fn = fn
         self.target = target

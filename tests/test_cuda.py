@@ -190,8 +190,9 @@ def test_target_cuda_says_what_is_missing():
     try:
         check_gpu()
     except CudaUnavailable as exc:
+        compiled = kiln.compile(lambda x: x, target="cuda")  # compiling and lowering need no GPU
         with pytest.raises(kiln.KilnError, match="target='cuda' needs") as info:
-            kiln.compile(lambda x: x, target="cuda")
+            compiled(np.ones(3, np.float32))
         assert str(exc) in str(info.value)
     else:
         pytest.skip("a GPU is present: the error cannot be shown here")
@@ -228,3 +229,13 @@ def test_whole_tensor_reductions_spread_over_the_grid(shape, reduce, dtype):
     if dtype != np.int64 and reduce != "sum":
         x.reshape(-1)[len(x.reshape(-1)) // 2] = np.nan
         assert np.isnan(f(x))  # NaN propagates through the partial results
+
+
+def test_cuda_c_prints_without_a_gpu():
+    # Lowering stops short of nvcc and the device: the CUDA C of a target="cuda" function
+    # can be read on any machine, as for cuda-emulate.
+    fn = lambda x, y: np.tanh(x) * y + 1  # noqa: E731
+    lowered = kiln.compile(fn, target="cuda").lower(kiln.f32[37], kiln.f32[37])
+    source = lowered.text("cuda")
+    assert "__global__" in source
+    assert source == kiln.compile(fn, target="cuda-emulate").lower(kiln.f32[37], kiln.f32[37]).text("cuda")
