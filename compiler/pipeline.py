@@ -23,6 +23,7 @@ from kiln.dialects import print_ir, verify
 from kiln.dialects.affine import BIND, loop_name
 from kiln.passes import canonicalize, cse, dce, emulate_floats, fusion, memory_plan, remat  # noqa: F401  (register the passes)
 from kiln.passes.default_schedule import default_schedule
+from kiln.passes.gpu_default_schedule import gpu_default_schedule
 from kiln.passes.kernels import absolute_steps, extract, kernel_names, structural_hash
 from kiln.passes.loop_transforms import ScheduleError
 from kiln.passes.lower_tensor_to_affine import lower_tensor_to_affine  # noqa: F401
@@ -156,8 +157,10 @@ class Pipeline:
         module = affine.clone({})
         function = module.body.ops[-1]
         gpu = self.target.startswith("cuda")
-        if gpu:  # GPU kernels get one thread per result element unless a schedule binds loops
-            self.schedule = self.requested_schedule or Schedule()
+        if gpu and self.requested_schedule is None:  # the GPU recipes; other kernels get a thread per element
+            self.schedule = gpu_default_schedule(function)
+        elif gpu:
+            self.schedule = self.requested_schedule
             for step in self.schedule.steps:
                 if step[0] not in GPU_PRIMITIVES:
                     raise ScheduleError(

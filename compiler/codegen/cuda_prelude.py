@@ -52,8 +52,11 @@ static inline cudaError_t cudaDeviceSynchronize(void) { return 0; }
     for (threadIdx.z = 0; threadIdx.z < blockDim.z; threadIdx.z++) \
     for (threadIdx.y = 0; threadIdx.y < blockDim.y; threadIdx.y++) \
     for (threadIdx.x = 0; threadIdx.x < blockDim.x; threadIdx.x++) kernel(__VA_ARGS__); } while (0)
+/* A kernel whose threads cooperate (__syncthreads, __shared__, warp shuffles). */
+#define KILN_LAUNCH_COOP KILN_LAUNCH3
 #else
 #define KILN_LAUNCH(kernel, blocks, threads, ...) kernel<<<(blocks), (threads)>>>(__VA_ARGS__)
+#define KILN_LAUNCH_COOP KILN_LAUNCH3
 #define KILN_LAUNCH3(kernel, gx, gy, gz, bx, by, bz, ...) \
     kernel<<<dim3((gx), (gy), (gz)), dim3((bx), (by), (bz))>>>(__VA_ARGS__)
 #endif

@@ -1,0 +1,57 @@
+"""Default schedules for the CUDA target: what each kernel gets when the user gives none.
+
+Without a schedule a GPU kernel gets one thread per result element (the grid-stride
+mapping in ``kiln.codegen.cuda_codegen``). That is right for elementwise work, but a
+row reduction then runs a whole row in one thread and a matmul reads every operand from
+global memory once per output. Each recipe below recognizes one kind of kernel and
+returns the steps that map it onto the GPU's blocks, threads and shared memory; a kernel
+no recipe claims keeps the grid-stride mapping.
+
+Every recipe's steps are tried on a copy of the kernel first (``apply_step``): a recipe
+that does not apply leaves the kernel as it was.
+"""
+
+from __future__ import annotations
+
+from kiln.dialects import affine as A
+from kiln.dialects import verify
+from kiln.dialects.collection import collection_paused
+from kiln.dialects.diagnostics import KilnError
+
+from .schedule import Schedule, apply_step, kernels
+
+# Each recipe: (function, kernel name) -> the steps for that kernel, or [] when it does
+# not recognize the kernel. The first recipe that returns steps wins.
+RECIPES = []
+
+
+def gpu_default_schedule(function, skip=()) -> Schedule:
+    """Choose and apply the default GPU schedule to `function` (affine level, in place);
+    returns the steps applied. Kernels named in `skip` (``k0``, ...) are left alone."""
+    schedule = Schedule()
+    with collection_paused():
+        for nest in kernels(function):
+            kernel = A.kernel_of(nest)
+            if kernel in skip:
+                continue
+            for recipe in RECIPES:
+                steps = recipe(function, kernel)
+                if steps and _apply_all(function, steps):
+                    for step in steps:
+                        schedule.add(*step)
+                    break
+    return schedule
+
+
+def _apply_all(function, steps) -> bool:
+    """Apply `steps` in order, all or none: they are tried on a copy first, which must verify."""
+    trial = function.clone({})
+    try:
+        for step in steps:
+            apply_step(trial, step, atomic=False)
+        verify(trial)
+    except KilnError:  # ScheduleError included: the recipe does not fit this kernel
+        return False
+    for step in steps:
+        apply_step(function, step, atomic=False)
+    return True
