@@ -52,6 +52,10 @@ static inline cudaError_t cudaDeviceSynchronize(void) { return 0; }
     for (threadIdx.z = 0; threadIdx.z < blockDim.z; threadIdx.z++) \
     for (threadIdx.y = 0; threadIdx.y < blockDim.y; threadIdx.y++) \
     for (threadIdx.x = 0; threadIdx.x < blockDim.x; threadIdx.x++) kernel(__VA_ARGS__); } while (0)
+#define __shared__ static thread_local
+static inline void __syncthreads(void) {}  /* placeholder until cooperative launches run threads as fibres */
+template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int) { return v; }
+template <typename T> static inline T __shfl_down_sync(unsigned, T v, int) { return v; }
 /* A kernel whose threads cooperate (__syncthreads, __shared__, warp shuffles). */
 #define KILN_LAUNCH_COOP KILN_LAUNCH3
 #else
@@ -167,6 +171,23 @@ template <typename T> __device__ static inline T kiln_pairwise_group(const T *p,
     for (int half = KILN_GROUP / 2; half >= 1; half /= 2)
         for (int k = 0; k < half; k++) v[k] += v[k + half];
     return v[0]; }
+/* Combine one value from every thread of the block; every thread gets the result, the same
+   bits in each (the combines are commutative). Warp shuffles within each warp (a butterfly),
+   then each thread folds the warps' results from shared memory in warp order, so the result
+   does not depend on timing. Every thread of the block must call it (a barrier inside), and
+   the block's size must be a multiple of KILN_WARP (full warps for the shuffles). */
+#define KILN_WARP 32
+template <typename T, T (*combine)(T, T)> __device__ static inline T kiln_block_allreduce(T v) {
+    __shared__ T warps[KILN_WARP];
+    const unsigned linear = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    const unsigned count = (blockDim.x * blockDim.y * blockDim.z + KILN_WARP - 1) / KILN_WARP;
+    for (int k = KILN_WARP / 2; k >= 1; k /= 2) v = combine(v, __shfl_xor_sync(0xffffffffu, v, k));
+    if (linear % KILN_WARP == 0) warps[linear / KILN_WARP] = v;
+    __syncthreads();
+    v = warps[0];
+    for (unsigned w = 1; w < count; w++) v = combine(v, warps[w]);
+    __syncthreads();  /* every thread has read warps[] before a next call writes it */
+    return v; }
 #ifndef KILN_EMULATE
 /* Combine a thread's partial result into a reduction's global result: atomicAdd where the
    hardware has it, a compare-and-swap loop for maximum and minimum. */
