@@ -39,6 +39,7 @@ After ``split(k0.j, 8)``::
 from __future__ import annotations
 
 from kiln.dialects import affine as A
+from kiln.dialects import arith as AR
 from kiln.dialects.affine import loop_name
 from kiln.dialects.affine_expr import AffineMap, Const, Dim, dims_of, substitute
 from kiln.dialects.diagnostics import KilnError
@@ -350,23 +351,40 @@ def parallel(loop):
 
 def bind(loop, axis: str) -> None:
     """Run the loop's iterations on a GPU hardware index (``blockIdx.x`` ... ``threadIdx.z``):
-    iteration i goes to the block or thread i, striding by the grid or block size."""
+    iteration i goes to the block or thread i, striding by the grid or block size.
+
+    A reduction loop (iter_args, each updated by one ``acc = combine(acc, x)``: addf, addi,
+    maximumf, minimumf, maxsi, minsi) can be bound to ``threadIdx.x``: each thread of the
+    block combines a strided share of the iterations, the block combines the threads'
+    partial results, and every thread gets the result (see docs/cuda.md). Its threads meet
+    at barriers, so it must run in every thread of the block alike: it may not sit inside a
+    thread-bound loop or a loop that carries a value, nor share its block with ``threadIdx.y``
+    or ``threadIdx.z`` loops. ScheduleError names the loop when any rule is broken."""
     name = loop_name(loop)
     if axis not in A.GPU_AXES:
         raise ScheduleError(f"bind({name}, {axis}): the axis must be one of {', '.join(A.GPU_AXES)}")
-    if loop.inits or loop.trip_count < 0 or loop.lower != 0 or loop.step != 1:
-        raise ScheduleError(f"bind({name}, {axis}): only loops without iter_args, from 0 by 1 to a known bound")
+    if loop.trip_count < 0 or loop.lower != 0 or loop.step != 1:
+        raise ScheduleError(f"bind({name}, {axis}): only loops from 0 by 1 to a known bound")
+    if loop.inits:
+        _check_bound_reduction(loop, axis)
     for outer in _ancestors(loop):
         if isinstance(outer, A.ForOp) and outer.inits:
             raise ScheduleError(
                 f"bind({name}, {axis}): it is inside {loop_name(outer)}, which carries a value "
-                "from one iteration to the next"
+                "from one iteration to the next (bind the outermost loop of a reduction)"
             )
         if outer.attributes.get(A.BIND) == axis:
             raise ScheduleError(f"bind({name}, {axis}): {loop_name(outer)} is already bound to {axis}")
     for inner in loop.walk():
         if inner is not loop and inner.attributes.get(A.BIND) == axis:
             raise ScheduleError(f"bind({name}, {axis}): {loop_name(inner)} is already bound to {axis}")
+    if axis in ("threadIdx.y", "threadIdx.z"):
+        for other in _kernel_root(loop).walk():
+            if isinstance(other, A.ForOp) and other.inits and A.BIND in other.attributes:
+                raise ScheduleError(
+                    f"bind({name}, {axis}): the reduction {loop_name(other)} is bound to threadIdx.x in this "
+                    "kernel, and its block-wide combine takes one value from every thread; use threadIdx.x only"
+                )
     iv = loop.induction_variable
     for op in loop.walk():
         if isinstance(op, (A.StoreOp, A.VectorStoreOp)) and not _writes_depend_on(op, iv):
@@ -375,6 +393,79 @@ def bind(loop, axis: str) -> None:
                 f"(a store that does not depend on {name})"
             )
     loop.attributes[A.BIND] = axis
+
+
+# The combines a block of threads can apply to a bound reduction's partial results, by the
+# accumulator's type (kiln.codegen.cuda_codegen prints each as a C function).
+BLOCK_COMBINES = {
+    AR.AddFOp: ("f32", "f64"),
+    AR.AddIOp: ("i32", "i64"),
+    AR.MaximumFOp: ("f32", "f64"),
+    AR.MinimumFOp: ("f32", "f64"),
+    AR.MaxSIOp: ("i32", "i64"),
+    AR.MinSIOp: ("i32", "i64"),
+}
+
+
+def reduction_combines(loop) -> list:
+    """The op that updates each of `loop`'s accumulators, ``acc' = combine(acc, x)`` with `x`
+    not depending on acc and acc used by nothing else; None if some accumulator is not so."""
+    yielded = loop.body.ops[-1].operands
+    combines = []
+    for acc, value in zip(loop.body.args[1:], yielded):
+        update = getattr(value, "op", None)
+        if (
+            update is None
+            or update.parent is not loop.body
+            or acc.type.name not in BLOCK_COMBINES.get(type(update), ())
+        ):
+            return None
+        if list(update.operands).count(acc) != 1:
+            return None
+        users = [op for op in loop.walk() if op is not loop and acc in op.operands]
+        if users != [update]:
+            return None
+        combines.append(update)
+    return combines
+
+
+def _check_bound_reduction(loop, axis) -> None:
+    name = loop_name(loop)
+    if axis != "threadIdx.x":
+        raise ScheduleError(
+            f"bind({name}, {axis}): it carries a value (a reduction), which only threadIdx.x can combine "
+            "(the block's threads); bind the loops around it to blocks"
+        )
+    if reduction_combines(loop) is None:
+        allowed = ", ".join(sorted(op.name for op in BLOCK_COMBINES))
+        raise ScheduleError(
+            f"bind({name}, {axis}): only loops without iter_args, or reductions whose every accumulator is "
+            f"updated by one {allowed} on i32, i64, f32 or f64 (acc = combine(acc, x), x not depending on acc)"
+        )
+    for outer in _ancestors(loop):
+        if outer.attributes.get(A.BIND, "").startswith("threadIdx"):
+            raise ScheduleError(
+                f"bind({name}, {axis}): it is inside {loop_name(outer)}, bound to {outer.attributes[A.BIND]}: "
+                "the threads would reach the block's combine unevenly"
+            )
+    for inner in loop.walk():
+        if inner is not loop and A.BIND in inner.attributes:
+            raise ScheduleError(
+                f"bind({name}, {axis}): {loop_name(inner)} inside it is bound to {inner.attributes[A.BIND]}; "
+                "a bound reduction's body runs in one thread"
+            )
+    for other in _kernel_root(loop).walk():
+        if other.attributes.get(A.BIND) in ("threadIdx.y", "threadIdx.z"):
+            raise ScheduleError(
+                f"bind({name}, {axis}): {loop_name(other)} is bound to {other.attributes[A.BIND]} in this kernel, "
+                "and the block-wide combine takes one value from every thread; use threadIdx.x only"
+            )
+
+
+def _kernel_root(loop):
+    """The top-level loop nest `loop` is in."""
+    loops = [op for op in _ancestors(loop) if isinstance(op, (A.ForOp, A.ParallelOp))]
+    return loops[-1] if loops else loop
 
 
 def _ancestors(op):

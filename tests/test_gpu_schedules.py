@@ -62,7 +62,26 @@ def test_bound_matmul_and_softmax_give_numpys_numbers(m, k, n):
     "schedule,message",
     [
         (kiln.Schedule().bind("k0.i", "warp.x"), "the axis must be one of blockIdx.x"),
-        (kiln.Schedule().bind("k1.r", "threadIdx.x"), r"bind\(k1.r, threadIdx.x\): only loops without iter_args"),
+        (
+            kiln.Schedule().bind("k1.r", "threadIdx.y"),
+            r"bind\(k1.r, threadIdx.y\): it carries a value .* only threadIdx.x",
+        ),
+        (
+            kiln.Schedule().bind("k1.r", "blockIdx.x"),
+            r"bind\(k1.r, blockIdx.x\): it carries a value .* only threadIdx.x",
+        ),
+        (
+            kiln.Schedule().bind("k1.i", "threadIdx.y").bind("k1.r", "threadIdx.x"),
+            r"bind\(k1.r, threadIdx.x\): it is inside k1.i, bound to threadIdx.y: the threads would reach",
+        ),
+        (
+            kiln.Schedule().bind("k1.j", "threadIdx.y").bind("k1.r", "threadIdx.x"),
+            "k1.j is bound to threadIdx.y in this kernel, and the block-wide combine",
+        ),
+        (
+            kiln.Schedule().bind("k1.r", "threadIdx.x").bind("k1.j", "threadIdx.y"),
+            r"bind\(k1.j, threadIdx.y\): the reduction k1.r is bound to threadIdx.x",
+        ),
         (kiln.Schedule().bind("k0.i", "blockIdx.x").bind("k0.j", "blockIdx.x"), "k0.i is already bound to blockIdx.x"),
         (kiln.Schedule().bind("k0.i", "blockIdx.x").split("k0.i", 2), "bind loops after the other steps"),
         (kiln.Schedule().vectorize("k1.j", 4), "vectorize is a CPU schedule step; the CUDA backend runs"),

@@ -30,6 +30,7 @@ from kiln.codegen.cuda_prelude import (
     STORED,
     THREADS_PER_BLOCK,
     THREADS_PER_BLOCK_MAX,
+    WARP,
 )
 from kiln.codegen.status import STATUS, check_status
 from kiln.dialects import affine as A
@@ -191,11 +192,19 @@ class _FunctionEmitter:
         number = len(self.kernels)
         self.kernels.append(nest)
         name = f"{entry_name(self.function.sym_name, self.prefix)}_k{number}"
-        extents = {op.attributes[BIND]: op.trip_count for op in nest.walk() if BIND in op.attributes}
+        extents = {}
+        for op in nest.walk():  # several loops on one index: the launch covers the longest
+            if BIND in op.attributes:
+                extents[op.attributes[BIND]] = max(extents.get(op.attributes[BIND], 1), op.trip_count)
         threads = {}
         for axis in "xyz":  # at most 1024 threads a block; strided loops cover the rest
             room = THREADS_PER_BLOCK_MAX // int(np.prod(list(threads.values()) or [1]))
             threads[axis] = max(1, min(extents.get(f"threadIdx.{axis}", 1), room))
+        # A bound reduction's threads combine their shares with warp shuffles: full warps only
+        # (the bind step allows threadIdx.x alone in such a kernel).
+        cooperative = any(isinstance(op, A.ForOp) and op.inits and BIND in op.attributes for op in nest.walk())
+        if cooperative:
+            threads["x"] = min(THREADS_PER_BLOCK_MAX, -(-threads["x"] // WARP) * WARP)
         blocks = {axis: max(1, min(extents.get(f"blockIdx.{axis}", 1), 65535)) for axis in "xyz"}
         used = self._external_buffers([nest])
         params = ", ".join(f"{STORED[v.type.element.name]} *{self.name(v)}" for v in used) or "void"
@@ -205,7 +214,8 @@ class _FunctionEmitter:
         self.lines.append("}")
         args = ", ".join(self.name(v) for v in used)
         config = ", ".join(str(d) for d in list(blocks.values()) + list(threads.values()))
-        host.append(f"    KILN_LAUNCH3({name}, {config}{', ' if args else ''}{args});")
+        launch = "KILN_LAUNCH_COOP" if cooperative else "KILN_LAUNCH3"
+        host.append(f"    {launch}({name}, {config}{', ' if args else ''}{args});")
         host.append("    if ((error = cudaGetLastError()) != cudaSuccess) goto done;")
         return "\n".join(self.lines) + "\n"
 
@@ -319,6 +329,9 @@ class _FunctionEmitter:
             for target, value in zip(self._carried, op.operands):
                 self.line(f"{target} = {self.expr(value)};")
             return
+        if isinstance(op, A.ForOp) and op.inits and BIND in op.attributes:
+            self._bound_reduction(op)
+            return
         if isinstance(op, A.ForOp):
             carried = [self.name(a) for a in op.body.args[1:]]
             for var, init, result in zip(carried, op.inits, op.results):
@@ -358,6 +371,33 @@ class _FunctionEmitter:
             raise NotImplementedError(f"no CUDA code for {op.name}")
         t = op.results[0].type
         self.line(f"{C_TYPES[t.name]} {self.name(op.results[0])} = {value(self, op)};")
+
+    def _bound_reduction(self, op) -> None:
+        """A reduction loop bound to threadIdx.x (checked by the bind step): each thread combines
+        a strided share of the iterations into partial results that start at the combine's
+        identity, kiln_block_allreduce combines the block's partials (every thread gets them),
+        and the loop's inits are combined in last, once."""
+        combines = []
+        for acc, value in zip(op.body.args[1:], op.body.ops[-1].operands):
+            update = value.op
+            combine = _BLOCK_COMBINE.get((type(update), acc.type.name))
+            if combine is None:
+                raise NotImplementedError(f"no CUDA block combine for {update.name} on {acc.type.name}")
+            combines.append(combine)
+            self.line(f"{C_TYPES[acc.type.name]} {self.name(acc)} = {_BLOCK_IDENTITY[combine, acc.type.name]};")
+        iv = self.name(op.induction_variable)
+        bound = str(op.upper) if op.constant_bounds else self._min(op)
+        self.line(f"for (long long {iv} = threadIdx.x; {iv} < {bound}; {iv} += blockDim.x) {{")
+        self.indent += 1
+        saved, self._carried = self._carried, [self.name(a) for a in op.body.args[1:]]
+        self.block(op.body.ops)
+        self._carried = saved
+        self.indent -= 1
+        self.line("}")
+        for acc, init, result, combine in zip(op.body.args[1:], op.inits, op.results, combines):
+            c_type = C_TYPES[acc.type.name]
+            total = f"kiln_block_allreduce<{c_type}, {combine}>({self.name(acc)})"
+            self.line(f"{c_type} {self.name(result)} = {combine}({self.expr(init)}, {total});")
 
     def expr(self, value) -> str:
         return self.names.get(value) or self.name(value)
@@ -419,6 +459,30 @@ _COMBINE = {
     (AR.MaximumFOp, "f64"): "kiln_max",
     (AR.MinimumFOp, "f32"): "kiln_minf",
     (AR.MinimumFOp, "f64"): "kiln_min",
+}
+# A reduction bound to a block's threads also combines integer max and min (no atomics needed).
+_BLOCK_COMBINE = {
+    **_COMBINE,
+    (AR.MaxSIOp, "i32"): "kiln_maxsi",
+    (AR.MaxSIOp, "i64"): "kiln_maxsi",
+    (AR.MinSIOp, "i32"): "kiln_minsi",
+    (AR.MinSIOp, "i64"): "kiln_minsi",
+}
+# What a thread with no share of a bound reduction contributes: -0.0, not 0.0, is the identity
+# of a float sum (-0.0 + -0.0 is -0.0).
+_BLOCK_IDENTITY = {
+    ("kiln_add", "f32"): "-0.0f",
+    ("kiln_add", "f64"): "-0.0",
+    ("kiln_add", "i32"): "0",
+    ("kiln_add", "i64"): "0LL",
+    ("kiln_maxf", "f32"): "-INFINITY",
+    ("kiln_minf", "f32"): "INFINITY",
+    ("kiln_max", "f64"): "-(double)INFINITY",
+    ("kiln_min", "f64"): "(double)INFINITY",
+    ("kiln_maxsi", "i32"): "INT32_MIN",
+    ("kiln_maxsi", "i64"): "INT64_MIN",
+    ("kiln_minsi", "i32"): "INT32_MAX",
+    ("kiln_minsi", "i64"): "INT64_MAX",
 }
 _IDENTITY = {
     "kiln_add": 0.0,

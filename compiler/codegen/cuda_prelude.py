@@ -7,6 +7,7 @@ from kiln.codegen.status import STATUS
 
 THREADS_PER_BLOCK = 256
 THREADS_PER_BLOCK_MAX = 1024
+WARP = 32  # KILN_WARP in PRELUDE
 REDUCTION_BLOCKS = 1024  # enough to fill a GPU; more would only add atomics on one address
 PAIRWISE_GROUP = 64  # KILN_GROUP in PRELUDE: partial sums added per thread per pairwise launch
 CUDA_ERROR_BASE = 1000  # the host entry returns kiln's status codes as they are, CUDA's errors above this
@@ -90,6 +91,11 @@ __device__ static inline double kiln_max(double a, double b) {
     return (a != a || b != b) ? NAN : (a > b || (a == b && !signbit(a)) ? a : b); }
 __device__ static inline double kiln_min(double a, double b) {
     return (a != a || b != b) ? NAN : (a < b || (a == b && signbit(a)) ? a : b); }
+/* arith.maxsi / minsi, the combines of integer max and min reductions bound to a block's threads. */
+__device__ static inline int kiln_maxsi(int a, int b) { return a > b ? a : b; }
+__device__ static inline long long kiln_maxsi(long long a, long long b) { return a > b ? a : b; }
+__device__ static inline int kiln_minsi(int a, int b) { return a < b ? a : b; }
+__device__ static inline long long kiln_minsi(long long a, long long b) { return a < b ? a : b; }
 /* Integer arithmetic wraps around as numpy's does: it is done in unsigned types, because
    signed overflow is undefined behaviour that compilers fold on ((x + 1) > x is "true"). */
 __device__ static inline long long kiln_ipow(long long base, long long e) {
