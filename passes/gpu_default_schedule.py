@@ -18,11 +18,13 @@ from kiln.dialects import verify
 from kiln.dialects.collection import collection_paused
 from kiln.dialects.diagnostics import KilnError
 
+from .gpu_reduction_schedule import row_reduction_recipe
 from .schedule import Schedule, apply_step, kernels
 
 # Each recipe: (function, kernel name) -> the steps for that kernel, or [] when it does
 # not recognize the kernel. The first recipe that returns steps wins.
 RECIPES = []
+RECIPES.append(row_reduction_recipe)  # one block per row (passes/gpu_reduction_schedule.py)
 
 
 def gpu_default_schedule(function, skip=()) -> Schedule:

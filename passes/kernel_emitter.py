@@ -83,6 +83,7 @@ class KernelEmitter:
             block = loop.body
             chain.append((len(self.ivs) - 1, Level(block, 0)))
         self.outer = outer
+        self.result_levels = [level for _, level in chain]
         index = tuple(Dim(k) for k in range(len(shape)))
         value = self.value(root, index, chain)
         operands, amap = access(index, self.ivs)
@@ -265,7 +266,15 @@ class KernelEmitter:
 
         extents = [source.shape[a] for a in axes]
         whole = level is self.outer  # the whole kernel is this one sum
-        if isinstance(op, T.ReduceSumOp) and element.is_float and not (whole and self.grid_sums):
+        # A GPU spreads a row's sum over a block's threads (passes/gpu_reduction_schedule.py):
+        # a strided share per thread, then a tree across them, from the plain loop.
+        row = (
+            self.grid_sums
+            and axes == (source.rank - 1,)
+            and level in self.result_levels
+            and self._reads_along_rows(op.operand, source.rank)
+        )
+        if isinstance(op, T.ReduceSumOp) and element.is_float and not (whole and self.grid_sums) and not row:
             return self.float_sum(extents, level, chain, element_at, element)
         init = self.scalar_constant(reduction_identity(type(op), element), element)
 
@@ -275,6 +284,33 @@ class KernelEmitter:
             return REDUCTION_COMBINE[type(op)](builder, op, element, acc, element_value)
 
         return self.accumulate(extents, init, level, chain, step)
+
+    def _reads_along_rows(self, value, rank) -> bool:
+        """Whether `value` (of `rank` dims), at any index, reads memory only where its last
+        dim moves along the last axis of each buffer: a row of memory, which a block's
+        threads read coalesced. Computed only from elementwise ops and views of inputs."""
+        last = Dim(rank - 1)
+        pending, seen = [(value, tuple(Dim(k) for k in range(rank)))], set()
+        while pending:
+            v, index = self.through_views(*pending.pop())
+            if (v, index) in seen:
+                continue
+            seen.add((v, index))
+            op = getattr(v, "op", None)
+            if op is None or not self.inside(op):
+                exprs = self.outside(v).through(index).exprs
+            elif isinstance(op, T.ConstantOp):
+                exprs = index
+            elif isinstance(op, T.ELEMENTWISE_OPS):
+                pending.extend((o, index) for o in op.operands)
+                continue
+            elif last.index not in dims_of(*index):  # computed once a row (softmax's maximum)
+                continue
+            else:  # a reduction or matmul per element of the sum: keep the tree
+                return False
+            if any(last.index in dims_of(e) for e in exprs[:-1]):
+                return False
+        return True
 
     # -- float sums: a summation tree -----------------------------------------------------
     def float_sum(self, extents, level, chain, element_at, element):
