@@ -25,7 +25,8 @@ After, the same loops with ``{kiln.bind = "blockIdx.x"}`` on ``k0.i`` and
 Claimed: a perfect nest of result loops whose innermost body holds at least one reduction
 loop the block can combine (``reduction_combines``) that reads along the row (its index
 moves only the last index of every load), and no reduction loop that reads across rows (a
-matmul's ``k`` loop reads ``B[k, j]``: one thread per result element reads that coalesced).
+``k`` loop reading ``B[k, j]``: one thread per result element reads that coalesced) or is
+a matmul's (left to the matmul recipe).
 Rows shorter than a warp keep one thread per row: a block would leave most threads idle.
 """
 
@@ -53,19 +54,23 @@ def row_reduction_recipe(function, kernel) -> list:
         loop = rows[-1]
         if loop.inits or not loop.constant_bounds or loop.lower != 0 or loop.step != 1:
             return []
-        body = [op for op in loop.body.ops if not isinstance(op, A.YieldOp)]
-        if len(body) == 1 and isinstance(body[0], A.ForOp) and not body[0].inits:
-            rows.append(body[0])
+        inner = [op for op in loop.body.ops if isinstance(op, (A.ForOp, A.ParallelOp))]
+        if len(inner) == 1 and isinstance(inner[0], A.ForOp) and not inner[0].inits:
+            rows.append(inner[0])  # scalar work beside it (a row's maximum loaded) runs in every thread
         else:
             break
-    inner = [op for op in body if isinstance(op, A.ForOp)]
+    if any(not isinstance(op, A.ForOp) for op in inner):
+        return []
     reductions = [op for op in inner if op.inits]
-    if any(_reads_across_rows(op) for op in reductions):
+    ivs = [loop.induction_variable for loop in rows]
+    if any(_reads_across_rows(op) or _is_matmul(op, ivs) for op in reductions):
         return []
     bound = [op for op in reductions if reduction_combines(op) is not None and _reads_along_rows(op)]
     if not bound or max(op.trip_count for op in inner) < WARP:
         return []
-    steps = [("bind", loop_name(loop), axis) for loop, axis in zip(reversed(rows), BLOCK_AXES)]
+    # the innermost result loops to blocks, skipping those of one iteration (keepdims' axes)
+    blocks = [loop for loop in reversed(rows) if loop.trip_count > 1] or rows[-1:]
+    steps = [("bind", loop_name(loop), axis) for loop, axis in zip(blocks, BLOCK_AXES)]
     return steps + [("bind", loop_name(op), "threadIdx.x") for op in inner if op in bound or not op.inits]
 
 
@@ -82,6 +87,14 @@ def _loads(loop):
 def _reads_along_rows(loop) -> bool:
     rank_last = [(len(load.map.results) - 1, positions) for load, positions in _loads(loop)]
     return bool(rank_last) and all(positions == [last] for last, positions in rank_last)
+
+
+def _is_matmul(loop, result_ivs) -> bool:
+    """Whether two of the reduction's loads each follow a result index the other does not
+    (``A[i, k]`` and ``B[j, k]``): a matmul, whose tiles reuse operands across results; the
+    loads of a row reduction follow the same row (or none: a matvec's vector)."""
+    used = [{iv for iv in result_ivs if iv in load.indices} for load, _ in _loads(loop)]
+    return any(a - b and b - a for a in used for b in used)
 
 
 def _reads_across_rows(loop) -> bool:

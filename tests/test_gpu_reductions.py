@@ -1,0 +1,220 @@
+"""Row reductions on the GPU: the default recipe gives each row a block whose threads each
+combine a strided share and then combine their partial results as a tree
+(kiln_block_allreduce). Checked in host emulation, where a block's threads run as
+cooperating fibres in forward or reverse order (KILN_EMULATE_ORDER), against numpy on
+awkward row lengths and counts, NaN, infinities and signed zeros."""
+
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import kiln
+
+ROW_LENGTHS = [1, 31, 32, 33, 1000, 100_003]
+ROW_COUNTS = [1, 7, 13]
+ORDERS = ["forward", "reverse"]
+
+
+def layernorm(x):
+    mean = x.mean(axis=-1, keepdims=True)
+    centered = x - mean
+    return centered / np.sqrt((centered * centered).mean(axis=-1, keepdims=True) + 1e-5)
+
+
+def row_ops(x):
+    return (
+        x.sum(axis=-1),
+        x.max(axis=-1),
+        x.min(axis=-1),
+        x.mean(axis=-1),
+        kiln.softmax(x),
+        layernorm(x),
+        kiln.logsumexp(x, axis=-1),
+    )
+
+
+def numpy_row_ops(x):
+    shifted = np.exp(x - x.max(axis=-1, keepdims=True))
+    m = x.max(axis=-1)
+    return (
+        x.sum(axis=-1),
+        x.max(axis=-1),
+        x.min(axis=-1),
+        x.mean(axis=-1),
+        shifted / shifted.sum(axis=-1, keepdims=True),
+        layernorm(x),
+        m + np.log(np.exp(x - m[:, None]).sum(axis=-1)),
+    )
+
+
+NAMES = ["sum", "max", "min", "mean", "softmax", "layernorm", "logsumexp"]
+
+
+@pytest.fixture(params=ORDERS)
+def order(request, monkeypatch):
+    monkeypatch.setenv("KILN_EMULATE_ORDER", request.param)
+    return request.param
+
+
+def shapes():
+    # every row length with a prime count of rows, and the short and long rows with 1 and 7
+    cases = [(13, n) for n in ROW_LENGTHS]
+    cases += [(rows, n) for rows in (1, 7) for n in (1, 33, 1000)]
+    return cases + [(2, 100_003)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", shapes(), ids=str)
+def test_row_reductions_give_numpys_numbers(shape, dtype, order):
+    x = (np.random.default_rng(shape[1]).standard_normal(shape) * 3).astype(dtype)
+    f = kiln.compile(row_ops, target="cuda-emulate")
+    exact = np.abs(x.astype(np.float64)).sum(axis=-1)
+    eps = np.finfo(dtype).eps
+    for name, got, want in zip(NAMES, f(x), numpy_row_ops(x)):
+        assert got.dtype == dtype and got.shape == want.shape, name
+        if name == "sum":  # a strided share per thread then a tree: a few ulp of sum|x|, as numpy
+            error = np.abs(got.astype(np.float64) - x.astype(np.float64).sum(axis=-1))
+            assert (error <= 64 * eps * exact).all(), (name, error.max() / exact.max())
+        elif name in ("max", "min"):
+            np.testing.assert_array_equal(got, want, err_msg=name)
+        else:
+            rtol = 2e-5 if dtype == np.float32 else 1e-12
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("shape", [(13, 1), (7, 33), (13, 1000), (2, 100_003)], ids=str)
+def test_integer_row_reductions_give_numpys_numbers(shape, dtype, order):
+    rng = np.random.default_rng(3)
+    x = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max, shape, dtype=dtype, endpoint=True)
+    f = kiln.compile(lambda x: (x.sum(axis=-1), x.max(axis=-1), x.min(axis=-1)), target="cuda-emulate")
+    text = f.lower(x).text("cuda")
+    assert shape[1] < 32 or text.count("kiln_block_allreduce<") == 3
+    total, high, low = f(x)
+    with np.errstate(over="ignore"):  # wraps around, as numpy's sum in the array's own dtype
+        np.testing.assert_array_equal(total, x.sum(axis=-1, dtype=dtype))
+    np.testing.assert_array_equal(high, x.max(axis=-1))
+    np.testing.assert_array_equal(low, x.min(axis=-1))
+
+
+def special_rows(n, dtype):
+    """Rows of length n: a NaN early, late and alone in one thread's share; infinities of
+    both signs; zeros of both signs, mixed and alone."""
+    rows = np.zeros((9, n), dtype)
+    rows[0] = np.arange(n)
+    rows[0, n // 3] = np.nan
+    rows[1] = -np.arange(n)
+    rows[1, -1] = np.nan
+    rows[2, :] = np.inf
+    rows[3, :] = -np.inf
+    rows[4] = np.arange(n)
+    rows[4, n // 2] = np.inf
+    rows[4, 0] = -np.inf
+    rows[5, :] = -0.0
+    rows[6, ::2] = -0.0
+    rows[7, 1::2] = -0.0
+    rows[8] = np.where(np.arange(n) % 7 == 3, -0.0, 0.0)
+    return rows
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [33, 1000, 2053])
+def test_nan_inf_and_signed_zeros_as_numpy(n, dtype, order):
+    x = special_rows(n, dtype)
+    f = kiln.compile(lambda x: (x.max(axis=-1), x.min(axis=-1), x.sum(axis=-1)), target="cuda-emulate")
+    high, low, total = f(x)
+    with np.errstate(invalid="ignore"):
+        want_high, want_low, want_total = x.max(axis=-1), x.min(axis=-1), x.sum(axis=-1)
+    for got, want in ((high, want_high), (low, want_low)):
+        np.testing.assert_array_equal(got, want)
+        assert (np.signbit(got) == np.signbit(want)).all()  # -0.0 < 0.0, as numpy's maximum
+    np.testing.assert_array_equal(np.isnan(total), np.isnan(want_total))
+    finite = ~np.isnan(want_total)
+    np.testing.assert_array_equal(total[finite], want_total[finite])
+
+
+def test_empty_rows_and_no_rows():
+    f = kiln.compile(lambda x: x.sum(axis=-1), target="cuda-emulate")
+    np.testing.assert_array_equal(f(np.ones((5, 0), np.float32)), np.zeros(5, np.float32))
+    assert f(np.ones((0, 1000), np.float32)).shape == (0,)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [lambda x: x.sum(axis=-1), lambda x: x.max(axis=-1), kiln.softmax, layernorm, lambda x: kiln.logsumexp(x, -1)],
+    ids=["sum", "max", "softmax", "layernorm", "logsumexp"],
+)
+def test_the_default_schedule_gives_each_row_a_block(fn):
+    lowered = kiln.compile(fn, target="cuda-emulate").lower(kiln.f32[64, 1000])
+    scheduled = lowered.text("scheduled")
+    assert scheduled.startswith("// schedule (default): bind(k0.i, blockIdx.x); bind(k0.r, threadIdx.x)")
+    source = lowered.text("cuda")
+    assert re.search(r"KILN_LAUNCH_COOP\(kiln_\w+_k0, 64, 1, 1, 1024, 1, 1,", source)
+    # every reduction loop is combined by a block: none is left to one thread per row
+    assert source.count("kiln_block_allreduce<float, kiln_") == scheduled.count("iter_args") > 0
+
+
+def test_the_block_size_follows_the_row_length():
+    for n, threads in [(32, 32), (33, 64), (700, 704), (100_003, 1024)]:
+        source = kiln.compile(lambda x: x.max(axis=-1), target="cuda-emulate").lower(kiln.f32[5, n]).text("cuda")
+        assert f"KILN_LAUNCH_COOP(kiln__lambda__k0, 5, 1, 1, {threads}, 1, 1," in source, n
+
+
+@pytest.mark.parametrize(
+    "fn,shape",
+    [
+        (lambda x: x.sum(axis=-1), (64, 31)),  # a row shorter than a warp: a thread a row
+        (lambda x: x.sum(axis=0), (1000, 64)),  # column sums: a thread per column reads coalesced
+        (lambda x: x.T.sum(axis=-1), (1000, 64)),  # the same through a transpose
+        (lambda x: x @ x.T, (64, 64)),  # a matmul's k loop reads across rows of its right operand
+        (lambda x: np.tanh(x) + 1, (64, 1000)),  # elementwise: nothing to combine
+    ],
+    ids=["short rows", "columns", "transposed", "matmul", "elementwise"],
+)
+def test_other_kernels_keep_a_thread_per_element(fn, shape):
+    lowered = kiln.compile(fn, target="cuda-emulate").lower(kiln.f32[shape])
+    assert "kiln.bind" not in lowered.text("scheduled")
+    assert "KILN_LAUNCH_COOP(" not in lowered.text("cuda")
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    np.testing.assert_allclose(kiln.compile(fn, target="cuda-emulate")(x), fn(x), rtol=2e-5, atol=1e-4)
+
+
+def test_sums_read_across_rows_keep_the_summation_tree():
+    # x.T.sum(-1) walks a column of x: not the block's coalesced plain loop but the tree,
+    # whose error does not grow with the column's length.
+    text = kiln.compile(lambda x: x.T.sum(axis=-1), target="cuda-emulate").lower(kiln.f32[5000, 3]).text("scheduled")
+    assert "k0.r.b" in text
+    x = np.full((20_000, 3), 0.1, np.float32)
+    got = kiln.compile(lambda x: x.T.sum(axis=-1), target="cuda-emulate")(x)
+    np.testing.assert_allclose(got, np.full(3, 2000.0), rtol=1e-6)
+
+
+def test_a_given_schedule_can_bind_a_reduction(order):
+    schedule = kiln.Schedule().split("k0.i", 2).bind("k0.i.o", "blockIdx.x").bind("k0.r", "threadIdx.x")
+    f = kiln.compile(lambda x: x.min(axis=-1), target="cuda-emulate", schedule=schedule)
+    x = np.random.default_rng(2).standard_normal((9, 77))
+    assert "KILN_LAUNCH_COOP(kiln__lambda__k0, 5, 1, 1, 96, 1, 1," in f.lower(x).text("cuda")
+    np.testing.assert_array_equal(f(x), x.min(axis=-1))  # rows of a block one after another
+
+
+def test_reductions_the_block_cannot_combine_are_refused_by_name():
+    f = kiln.compile(
+        lambda x: (x > 0).any(axis=-1), target="cuda-emulate", schedule=kiln.Schedule().bind("k0.r", "threadIdx.x")
+    )
+    with pytest.raises(kiln.ScheduleError, match=r"bind\(k0.r, threadIdx.x\): only loops without iter_args, or"):
+        f.lower(kiln.f32[7, 40]).text("cuda")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_the_cooperative_kernels_compile_with_nvcc(tmp_path):
+    source = kiln.compile(row_ops, target="cuda").lower(kiln.f32[7, 1000]).text("cuda")
+    ints = kiln.compile(lambda x: (x.sum(-1), x.max(-1)), target="cuda").lower(kiln.i32[7, 1000]).text("cuda")
+    (tmp_path / "rows.cu").write_text(source)
+    (tmp_path / "ints.cu").write_text(ints.replace("kiln__lambda_", "kiln_ints_"))
+    for name in ("rows.cu", "ints.cu"):
+        subprocess.run(
+            [shutil.which("nvcc"), "-c", "-o", str(tmp_path / (name + ".o")), str(tmp_path / name)], check=True
+        )
