@@ -162,6 +162,11 @@ def test_the_default_schedule_gives_each_row_a_block(fn):
     assert source.count("kiln_block_allreduce<float, kiln_") == scheduled.count("iter_args") > 0
 
 
+def test_a_rows_result_is_stored_by_one_thread():
+    source = kiln.compile(lambda x: x.sum(axis=-1), target="cuda-emulate").lower(kiln.f32[6, 500]).text("cuda")
+    assert "        if (threadIdx.x == 0) v1[(v2) * 1LL] = v" in source
+
+
 def test_the_block_size_follows_the_row_length():
     for n, threads in [(32, 32), (33, 64), (700, 704), (100_003, 1024)]:
         source = kiln.compile(lambda x: x.max(axis=-1), target="cuda-emulate").lower(kiln.f32[5, n]).text("cuda")

@@ -74,6 +74,10 @@ class _FunctionEmitter:
         self.names = {}
         self.counter = 0
         self.kernels = []
+        # In a kernel whose block shares rows (a bound reduction), a store outside the
+        # thread-bound loops is the block's: thread 0 writes it, not every thread the same value.
+        self.block_stores = False
+        self.thread_depth = 0  # thread-bound loops around the statement being emitted
 
     def name(self, value) -> str:
         if value not in self.names:
@@ -210,7 +214,9 @@ class _FunctionEmitter:
         params = ", ".join(f"{STORED[v.type.element.name]} *{self.name(v)}" for v in used) or "void"
         self.lines, self.indent, self._carried = [f"__global__ void {name}({params}) {{"], 1, []
         self._read_shared([nest])
+        self.block_stores = cooperative
         self.block([nest])
+        self.block_stores = False
         self.lines.append("}")
         args = ", ".join(self.name(v) for v in used)
         config = ", ".join(str(d) for d in list(blocks.values()) + list(threads.values()))
@@ -345,10 +351,13 @@ class _FunctionEmitter:
                 self.line(f"for (long long {iv} = {index}; {iv} < {bound}; {iv} += {size}) {{")
             else:
                 self.line(f"for (long long {iv} = {op.lower}; {iv} < {bound}; {iv} += {op.step}) {{")
+            threads = int(op.attributes.get(BIND, "").startswith("threadIdx"))
             self.indent += 1
+            self.thread_depth += threads
             saved, self._carried = self._carried, carried
             self.block(op.body.ops)
             self._carried = saved
+            self.thread_depth -= threads
             self.indent -= 1
             self.line("}")
             return
@@ -358,7 +367,8 @@ class _FunctionEmitter:
             self.line(f"{C_TYPES[t.name]} {self.name(op.result)} = {load}{' != 0' if t.name == 'i1' else ''};")
             return
         if isinstance(op, A.StoreOp):
-            self.line(f"{self.name(op.memref)}[{self.offset(op)}] = {self.expr(op.operands[0])};")
+            guard = "if (threadIdx.x == 0) " if self.block_stores and not self.thread_depth else ""
+            self.line(f"{guard}{self.name(op.memref)}[{self.offset(op)}] = {self.expr(op.operands[0])};")
             return
         if isinstance(op, AR.ConstantOp):
             self.names[op.result] = literal(op.value, op.result.type.name)
@@ -389,9 +399,11 @@ class _FunctionEmitter:
         bound = str(op.upper) if op.constant_bounds else self._min(op)
         self.line(f"for (long long {iv} = threadIdx.x; {iv} < {bound}; {iv} += blockDim.x) {{")
         self.indent += 1
+        self.thread_depth += 1
         saved, self._carried = self._carried, [self.name(a) for a in op.body.args[1:]]
         self.block(op.body.ops)
         self._carried = saved
+        self.thread_depth -= 1
         self.indent -= 1
         self.line("}")
         for acc, init, result, combine in zip(op.body.args[1:], op.inits, op.results, combines):
