@@ -4,6 +4,7 @@ combine a strided share and then combine their partial results as a tree
 cooperating fibres in forward or reverse order (KILN_EMULATE_ORDER), against numpy on
 awkward row lengths and counts, NaN, infinities and signed zeros."""
 
+import math
 import re
 import shutil
 import subprocess
@@ -77,12 +78,23 @@ def test_row_reductions_give_numpys_numbers(shape, dtype, order):
         assert got.dtype == dtype and got.shape == want.shape, name
         if name == "sum":  # a strided share per thread then a tree: a few ulp of sum|x|, as numpy
             error = np.abs(got.astype(np.float64) - x.astype(np.float64).sum(axis=-1))
-            assert (error <= 64 * eps * exact).all(), (name, error.max() / exact.max())
+            assert (error <= 8 * eps * exact).all(), (name, error.max() / exact.max())
         elif name in ("max", "min"):
             np.testing.assert_array_equal(got, want, err_msg=name)
         else:
             rtol = 2e-5 if dtype == np.float32 else 1e-12
             np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_long_sums_of_one_sign_stay_within_a_few_ulp(dtype, order):
+    # Positive terms are where one thread adding a whole row loses most: about n/2 ulp of
+    # the sum for 100 003 terms; a strided share of ~98 per thread and a tree lose a few.
+    x = np.random.default_rng(11).random((3, 100_003)).astype(dtype)
+    got = kiln.compile(lambda x: x.sum(axis=-1), target="cuda-emulate")(x)
+    exact = np.array([math.fsum(row) for row in x.astype(np.float64)])  # correctly rounded
+    error = np.abs(got - exact) / exact / np.finfo(dtype).eps
+    assert (error <= 8).all(), error
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
