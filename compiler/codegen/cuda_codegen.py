@@ -78,6 +78,7 @@ class _FunctionEmitter:
         # thread-bound loops is the block's: thread 0 writes it, not every thread the same value.
         self.block_stores = False
         self.thread_depth = 0  # thread-bound loops around the statement being emitted
+        self._compensated = {}  # a bound float sum's update -> (its accumulator, the lost-bits variable)
 
     def name(self, value) -> str:
         if value not in self.names:
@@ -376,6 +377,14 @@ class _FunctionEmitter:
         if isinstance(op, CF.AssertOp):  # a failed check records its status and the kernel goes on
             self.line(f"if (!{self.expr(op.condition)}) kiln_status = {check_status(self.function, op)};")
             return
+        if op in self._compensated:
+            acc, lost = self._compensated.pop(op)
+            term = op.operands[1] if op.operands[0] is acc else op.operands[0]
+            c_type = C_TYPES[acc.type.name]
+            self.line(
+                f"{c_type} {self.name(op.result)} = kiln_kahan_add({self.expr(acc)}, {self.expr(term)}, &{lost});"
+            )
+            return
         value = EXPRESSIONS.get(type(op))
         if value is None:
             raise NotImplementedError(f"no CUDA code for {op.name}")
@@ -385,16 +394,22 @@ class _FunctionEmitter:
     def _bound_reduction(self, op) -> None:
         """A reduction loop bound to threadIdx.x (checked by the bind step): each thread combines
         a strided share of the iterations into partial results that start at the combine's
-        identity, kiln_block_allreduce combines the block's partials (every thread gets them),
-        and the loop's inits are combined in last, once."""
-        combines = []
+        identity (a float sum's with compensation: kiln_kahan_add), kiln_block_allreduce
+        combines the block's partials (every thread gets them), and the loop's inits are
+        combined in last, once."""
+        combines, lost = [], {}
         for acc, value in zip(op.body.args[1:], op.body.ops[-1].operands):
             update = value.op
             combine = _BLOCK_COMBINE.get((type(update), acc.type.name))
             if combine is None:
                 raise NotImplementedError(f"no CUDA block combine for {update.name} on {acc.type.name}")
             combines.append(combine)
-            self.line(f"{C_TYPES[acc.type.name]} {self.name(acc)} = {_BLOCK_IDENTITY[combine, acc.type.name]};")
+            c_type = C_TYPES[acc.type.name]
+            self.line(f"{c_type} {self.name(acc)} = {_BLOCK_IDENTITY[combine, acc.type.name]};")
+            if isinstance(update, AR.AddFOp):  # a float sum: compensated (see kiln_kahan_add)
+                lost[acc] = f"{self.name(acc)}_lost"
+                self._compensated[update] = (acc, lost[acc])
+                self.line(f"{c_type} {lost[acc]} = 0;")
         iv = self.name(op.induction_variable)
         bound = str(op.upper) if op.constant_bounds else self._min(op)
         self.line(f"for (long long {iv} = threadIdx.x; {iv} < {bound}; {iv} += blockDim.x) {{")
@@ -408,7 +423,10 @@ class _FunctionEmitter:
         self.line("}")
         for acc, init, result, combine in zip(op.body.args[1:], op.inits, op.results, combines):
             c_type = C_TYPES[acc.type.name]
-            total = f"kiln_block_allreduce<{c_type}, {combine}>({self.name(acc)})"
+            partial = self.name(acc)
+            if acc in lost:  # the rounding the thread's share dropped, taken back once more
+                partial = f"{'kiln_fsub' if c_type == 'float' else 'kiln_dsub'}({partial}, {lost[acc]})"
+            total = f"kiln_block_allreduce<{c_type}, {combine}>({partial})"
             self.line(f"{c_type} {self.name(result)} = {combine}({self.expr(init)}, {total});")
 
     def expr(self, value) -> str:

@@ -138,6 +138,16 @@ __device__ static inline long long kiln_add(long long a, long long b) {
 #define kiln_dadd __dadd_rn
 #define kiln_dsub __dsub_rn
 #endif
+/* One step of a compensated (Kahan) sum: `*lost` carries what rounding dropped from `sum`
+   and is taken back from the next term, so a thread's share of a long row sum stays within
+   a few ulp however long it is. An infinity or NaN makes the compensation meaningless: it
+   is dropped (set to 0), so the sum itself is inf or NaN as a plain sum would be. */
+__device__ static inline float kiln_kahan_add(float sum, float x, float *lost) {
+    float y = kiln_fsub(x, *lost), t = kiln_fadd(sum, y), l = kiln_fsub(kiln_fsub(t, sum), y);
+    *lost = isfinite(l) ? l : 0.0f; return t; }
+__device__ static inline double kiln_kahan_add(double sum, double x, double *lost) {
+    double y = kiln_dsub(x, *lost), t = kiln_dadd(sum, y), l = kiln_dsub(kiln_dsub(t, sum), y);
+    *lost = isfinite(l) ? l : 0.0; return t; }
 /* A whole-tensor float sum keeps one partial sum per thread; each launch of its _pairwise
    kernel sums groups of KILN_GROUP partials, `stride` apart, as a balanced tree into the
    group's first: the error grows with log(threads), where atomicAdd into one total adds a
