@@ -153,6 +153,19 @@ def test_nan_inf_and_signed_zeros_as_numpy(n, dtype, order):
     np.testing.assert_array_equal(total[finite], want_total[finite])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sums_that_overflow_are_infinite(dtype, order):
+    # the compensation is dropped at inf: it must not turn an overflowed sum into NaN
+    big = np.finfo(dtype).max / 1000
+    x = np.full((3, 100_003), big, dtype)
+    x[1] = -big
+    x[2, 1:] = 1.0
+    x[2, 0] = np.inf  # inf from the start: the compensation must not make the rest NaN
+    got = kiln.compile(lambda x: x.sum(axis=-1), target="cuda-emulate")(x)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(got, x.sum(axis=-1))
+
+
 def test_empty_rows_and_no_rows():
     f = kiln.compile(lambda x: x.sum(axis=-1), target="cuda-emulate")
     np.testing.assert_array_equal(f(np.ones((5, 0), np.float32)), np.zeros(5, np.float32))
