@@ -12,7 +12,10 @@ A float sum longer than 63 becomes a summation tree (``float_sum``): a row of 64
 512 elements in 4 accumulators over its quarters; a longer axis in leaves of 128
 contiguous elements, with at most 8 block sums a level above them and tails in
 loops of their own. docs/ir.md shows the loops of ``x.sum()`` of 4099 float32, as
-kiln prints them (its examples are tests).
+kiln prints them (its examples are tests). For the CUDA target (``grid_sums``) a
+whole-tensor sum, and a row's sum that reads along memory rows, stay one plain loop:
+the GPU spreads those over its threads (see kiln.codegen.cuda_codegen and
+passes/gpu_reduction_schedule.py).
 """
 
 from __future__ import annotations
