@@ -187,6 +187,14 @@ def test_the_default_schedule_gives_each_row_a_block(fn):
     assert source.count("kiln_block_allreduce<float, kiln_") == scheduled.count("iter_args") > 0
 
 
+def test_rows_of_a_3d_tensor_take_two_block_indices(order):
+    f = kiln.compile(lambda x: (x - x.mean(axis=-1, keepdims=True)).max(axis=-1), target="cuda-emulate")
+    x = np.random.default_rng(4).standard_normal((3, 5, 100))
+    scheduled = f.lower(x).text("scheduled")
+    assert "bind(k0.j, blockIdx.x); bind(k0.i, blockIdx.y)" in scheduled
+    np.testing.assert_allclose(f(x), (x - x.mean(axis=-1, keepdims=True)).max(axis=-1), rtol=1e-12, atol=1e-12)
+
+
 def test_a_rows_result_is_stored_by_one_thread():
     source = kiln.compile(lambda x: x.sum(axis=-1), target="cuda-emulate").lower(kiln.f32[6, 500]).text("cuda")
     assert "        if (threadIdx.x == 0) v1[(v2) * 1LL] = v" in source
