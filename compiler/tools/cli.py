@@ -1,6 +1,7 @@
 """The ``kiln`` command line.
 
     kiln dump examples/mlp.py:predict --stage tensor
+    kiln dump examples/mlp.py:predict --target cuda --stage cuda
     kiln profile examples/train_step.py:train_step
     kiln bisect examples/layernorm.py:layernorm
     kiln build model.onnx --input-shape input=1,3,224,224 -o build/
@@ -20,6 +21,7 @@ import sys
 
 from kiln import timings
 from kiln.errors import KilnError
+from kiln.jit import TARGETS, target_stages
 from kiln.tools.targets import load_function, load_target, random_arguments
 from kiln.version import __version__
 
@@ -35,12 +37,20 @@ def _target(args, onnx_weights: str = "constants"):
         weights=args.weights,
         weights_param=args.weights_param,
         onnx_weights=onnx_weights,
+        compile_target=getattr(args, "target", None),
     )
 
 
 def cmd_dump(args) -> int:
     target = _target(args)
     compiled, specs = target.compiled, target.specs
+    if args.stage != "all" and args.stage not in compiled.stages:  # before tracing: the stage list needs none
+        elsewhere = [t for t in TARGETS if args.stage in target_stages(t)]
+        hint = f"; {args.stage} is a stage of --target {' and '.join(elsewhere)}" if elsewhere else ""
+        raise KilnError(
+            f"--target {compiled.target} has no stage {args.stage!r} (its stages: {', '.join(compiled.stages)}, "
+            f"or all){hint}"
+        )
     lowered = compiled.lower(*specs)
     stages = lowered.stages if args.stage == "all" else [args.stage]
     for stage in stages:
@@ -177,6 +187,15 @@ def add_target(parser, optional: bool = False) -> None:
     )
 
 
+def add_compile_target(parser, targets, what: str) -> None:
+    parser.add_argument(
+        "--target",
+        choices=targets,
+        default=None,
+        help=f"{what} (default: the function's own target, cpu unless the file compiled it for another)",
+    )
+
+
 def add_timings(parser) -> None:
     parser.add_argument(
         "--timings",
@@ -192,7 +211,15 @@ def main(argv=None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     dump = commands.add_parser("dump", help="print the IR of a function at one stage or all stages")
     add_target(dump)
-    dump.add_argument("--stage", default="tensor", help="a stage name, or 'all' (default: tensor)")
+    add_compile_target(
+        dump, TARGETS, "compile for this target; --target cuda --stage cuda prints CUDA C, with or without a GPU"
+    )
+    dump.add_argument(
+        "--stage",
+        default="tensor",
+        help="a stage name, or 'all' (default: tensor); cpu: tensor, optimized, affine, scheduled, llvm; "
+        "cuda and cuda-emulate: tensor, optimized, affine, scheduled, cuda; interpret: tensor",
+    )
     dump.add_argument("--no-locations", action="store_true", help="leave out loc(...) source locations")
     dump.add_argument("--generic", action="store_true", help="print every op in MLIR's generic form")
     add_timings(dump)
