@@ -38,6 +38,7 @@ LATE_IMPORTS = {
     ("kiln.tools.cli", "kiln.tools.tuning_db"),
     ("kiln.tools.cli", "kiln.tools.bisect"),
     ("kiln.tools.cli", "kiln.tools.build"),
+    ("kiln.tools.cli", "kiln.tools.build_cuda"),
     # The ONNX front end needs the optional onnx package: loaded only for a model.onnx target.
     ("kiln.tools.targets", "kiln.onnx"),
     # kiln.onnx.Backend subclasses onnx's own Backend: it loads (with onnx) on first use.

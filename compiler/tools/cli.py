@@ -147,6 +147,10 @@ def cmd_build(args) -> int:
     grad = None
     if args.grad is not None:
         grad = tuple(int(a) for a in args.grad.split(",")) if "," in args.grad else int(args.grad)
+    if compiled.target in ("cuda", "cuda-emulate"):
+        from kiln.tools.build_cuda import build_cuda_library as build_library
+    elif compiled.target != "cpu":
+        raise KilnError(f"kiln build makes native code: --target cpu, cuda or cuda-emulate, not {compiled.target}")
     paths = build_library(
         compiled,
         specs,
@@ -265,7 +269,15 @@ def main(argv=None) -> int:
     bis.set_defaults(run=cmd_bisect)
     build = commands.add_parser("build", help="build a shared library and C header for a function")
     add_target(build)
-    build.add_argument("-o", "--output", required=True, help="directory for lib<name>.so, <name>.h, README")
+    add_compile_target(
+        build,
+        ("cpu", "cuda", "cuda-emulate"),
+        "cuda: build with nvcc (no GPU needed), its entries taking DEVICE pointers, the .cu source beside it; "
+        "cuda-emulate: the same source built for the CPU",
+    )
+    build.add_argument(
+        "-o", "--output", required=True, help="directory for lib<name>.so, <name>.h, README (and <name>.cu for cuda)"
+    )
     build.add_argument(
         "--name", default=None, help="C name of the function (default: the Python name, or the ONNX file's)"
     )
