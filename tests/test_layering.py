@@ -35,6 +35,7 @@ FOREIGN_PRIVATE_API = {"_fields", "_getframe", "_asdict", "_replace"}
 LATE_IMPORTS = {
     # The command line starts fast: a subcommand's modules load when that subcommand runs.
     ("kiln.tools.cli", "kiln.tools.tuner"),
+    ("kiln.tools.cli", "kiln.tools.gpu_tuner"),
     ("kiln.tools.cli", "kiln.tools.tuning_db"),
     ("kiln.tools.cli", "kiln.tools.bisect"),
     ("kiln.tools.cli", "kiln.tools.build"),

@@ -61,16 +61,22 @@ def cmd_dump(args) -> int:
 
 
 def cmd_tune(args) -> int:
-    from kiln.tools.tuner import tune_function, verify_records
-    from kiln.tools.tuning_db import TuningDB, host_fingerprint
+    from kiln.tools.gpu_tuner import GpuTuning
+    from kiln.tools.tuner import CpuTuning, tune_function, verify_records
+    from kiln.tools.tuning_db import TuningDB
 
     if args.threads:
         os.environ["KILN_NUM_THREADS"] = str(args.threads)
     db = TuningDB(args.db)
+    target = _target(args) if args.function and not (args.report or args.verify) else None
+    kind = target.compiled.target if target else args.target or "cpu"
+    if kind not in ("cpu", "cuda", "cuda-emulate"):
+        raise KilnError(f"kiln tune tunes --target cpu, cuda or cuda-emulate, not {kind}")
+    tuning = CpuTuning() if kind == "cpu" else GpuTuning(kind)
     if args.report:
-        records = db.for_host(host_fingerprint())
+        records = db.for_host(tuning.host())
         if not records:
-            print(f"no records for this machine in {db.path}")
+            print(f"no records for {tuning.description} in {db.path}")
         print(f"{'function':<20}{'kernel':<18}{'default ms':>12}{'tuned ms':>12}{'speed-up':>10}{'trials':>8}")
         for r in records:
             print(
@@ -79,14 +85,13 @@ def cmd_tune(args) -> int:
             )
         return 0
     if args.verify:
-        stale = verify_records(db)
+        stale = verify_records(db, tuning=tuning)
         print(f"{len(stale)} stale record(s)")
         return 1 if stale else 0
-    if not args.function:
+    if target is None:
         raise KilnError("kiln tune needs path.py:function or model.onnx (or --report / --verify)")
-    target = _target(args)
     compiled, specs = target.compiled, target.specs
-    tune_function(compiled, specs, db, args.trials, args.seed, args.time_budget, args.strategy)
+    tune_function(compiled, specs, db, args.trials, args.seed, args.time_budget, args.strategy, tuning=tuning)
     print(f"tuning records are in {db.path}")
     return 0
 
@@ -230,6 +235,12 @@ def main(argv=None) -> int:
     dump.set_defaults(run=cmd_dump)
     tune = commands.add_parser("tune", help="search faster schedules for a function's kernels")
     add_target(tune, optional=True)
+    add_compile_target(
+        tune,
+        ("cpu", "cuda", "cuda-emulate"),
+        "tune for this target: cuda searches GPU schedules (split, reorder, tile, unroll, bind) on the current GPU, "
+        "timed with CUDA events, its records keyed by the GPU; cuda-emulate runs that search on the CPU",
+    )
     tune.add_argument("--trials", type=int, default=100, help="candidates per kernel (default 100)")
     tune.add_argument("--time-budget", type=float, default=None, help="seconds for the whole run")
     tune.add_argument(
@@ -241,8 +252,12 @@ def main(argv=None) -> int:
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--threads", type=int, default=None, help="threads for parallel loops (KILN_NUM_THREADS)")
     tune.add_argument("--strategy", choices=("evolution", "random"), default="evolution")
-    tune.add_argument("--report", action="store_true", help="print default vs tuned times of every record")
-    tune.add_argument("--verify", action="store_true", help="re-measure and re-check every record for this host")
+    tune.add_argument(
+        "--report", action="store_true", help="print default vs tuned times of every record for this host (or GPU)"
+    )
+    tune.add_argument(
+        "--verify", action="store_true", help="re-measure and re-check every record for this host (or GPU)"
+    )
     tune.set_defaults(run=cmd_tune)
     prof = commands.add_parser("profile", help="time each kernel of a function on random inputs")
     add_target(prof)
