@@ -5,11 +5,14 @@
     kiln profile examples/train_step.py:train_step
     kiln bisect examples/layernorm.py:layernorm
     kiln build model.onnx --input-shape input=1,3,224,224 -o build/
+    kiln build examples/mlp.py:predict --target cuda -o build/    # nvcc, no GPU needed
+    kiln tune examples/mlp.py:predict --target cuda               # on the current GPU
 
 Functions are named ``path.py:function``; their input specs come from
 parameter annotations such as ``x: kiln.f32[256, 784]`` (a dict or tuple of
 specs for a structured argument). An ONNX model, ``model.onnx``, is compiled
-at its graph inputs' shapes (``kiln.tools.targets`` loads both).
+at its graph inputs' shapes (``kiln.tools.targets`` loads both). ``--target``
+(dump, build, tune) compiles for another target than the function's own.
 """
 
 from __future__ import annotations
