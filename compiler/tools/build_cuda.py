@@ -124,7 +124,8 @@ def _about(emulate: bool) -> list:
         memory = [
             "Built for the CPU from the CUDA C (the emulation of --target cuda-emulate):",
             "every pointer is a HOST pointer. Calls must not run at the same time",
-            "(the kernels share static variables).",
+            "(the kernels share static variables). A kernel whose threads did not all reach",
+            f"one barrier returns {STATUS['barrier divergence']} (a fault in kiln's code generator).",
         ]
     else:
         memory = [
@@ -147,7 +148,7 @@ def _readme(name: str, signatures: list, emulate: bool) -> str:
         text = [
             f"lib{name}.so, {name}.h and {name}.cu, built by kiln for the CPU emulation of its CUDA backend.",
             "",
-            f"{name}.cu was built with: g++ -DKILN_EMULATE -x c++ -O2 -ffp-contract=off -fPIC -shared",
+            f"{name}.cu was built with: g++ -DKILN_EMULATE -x c++ -O2 -ffp-contract=off -fPIC -pthread -shared",
             "Each function takes HOST pointers, to row-major contiguous arrays of the shapes and",
             "types in the header, and returns 0 on success.",
         ]
