@@ -122,20 +122,46 @@ def test_an_unknown_target_is_refused_by_the_parser(capsys):
     assert "invalid choice: 'tpu'" in capsys.readouterr().err
 
 
-def test_dump_an_onnx_model_for_cuda(tmp_path, capsys):
+def _relu_exp_model(tmp_path) -> str:
+    """exp(relu(x)) and x > 0 of an input "input.1" of shape [N, 3], as an ONNX file."""
     onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
-        [helper.make_node("Relu", ["input.1"], ["y"])],
+        [
+            helper.make_node("Relu", ["input.1"], ["r"]),
+            helper.make_node("Exp", ["r"], ["495"]),
+            helper.make_node("Greater", ["input.1", "zero"], ["positive"]),
+        ],
         "relu",
         [helper.make_tensor_value_info("input.1", TensorProto.FLOAT, ["N", 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+        [
+            helper.make_tensor_value_info("495", TensorProto.FLOAT, ["N", 3]),
+            helper.make_tensor_value_info("positive", TensorProto.BOOL, ["N", 3]),
+        ],
+        [helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])],
     )
     path = tmp_path / "relu.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    assert main(["dump", str(path), "--input-shape", "input.1=5,3", "--target", "cuda", "--stage", "cuda"]) == 0
-    assert 'extern "C" int kiln_relu(float *v0, float *v1) {' in capsys.readouterr().out
+    return str(path)
+
+
+def test_dump_an_onnx_model_for_cuda(tmp_path, capsys):
+    path = _relu_exp_model(tmp_path)
+    assert main(["dump", path, "--input-shape", "input.1=5,3", "--target", "cuda", "--stage", "cuda"]) == 0
+    assert 'extern "C" int kiln_relu(float *v0, float *v1, unsigned char *v2) {' in capsys.readouterr().out
+
+
+@needs_cxx
+def test_an_onnx_model_built_for_cuda_emulate_keeps_its_names_and_numbers(tmp_path, capsys):
+    path, out = _relu_exp_model(tmp_path), tmp_path / "build"
+    assert main(["build", path, "--input-shape", "input.1=7,3", "--target", "cuda-emulate", "-o", str(out)]) == 0
+    header = (out / "relu.h").read_text()
+    assert "int32_t relu(const float *input_1, float *v495, uint8_t *positive);" in header
+    x = np.array([[np.nan, -np.inf, np.inf], [-0.0, 0.0, 1e-45]] + [[-1.5, 2.5, 88.0]] * 5, np.float32)
+    got, positive = kiln.load(str(out / "librelu.so"))(x)
+    np.testing.assert_allclose(got, np.exp(np.maximum(x, 0)), rtol=2e-7)  # expf: within an ulp; NaN stays NaN
+    np.testing.assert_array_equal(positive, x > 0)
 
 
 # ----- kiln build --target cuda / cuda-emulate -----

@@ -9,6 +9,10 @@ evolutionary: candidates are parameter sets of a schedule recipe (rows and
 vectors of a register block, packing, loop order, vector width, unrolling,
 threads); each new one mutates a good one found so far, with some random ones
 mixed in.
+
+What is searched, how it is timed and what keys the records is a tuning target's
+(``CpuTuning`` here; ``kiln.tools.gpu_tuner.GpuTuning`` for the CUDA backend, whose
+candidates are GPU schedules timed with CUDA events and keyed by the GPU).
 """
 
 from __future__ import annotations
