@@ -251,6 +251,7 @@ class FakeCudart:
         self.name, self.major, self.minor, self.sms = name, major, minor, sms
         self.elapsed_ms, self.devices, self.calls = elapsed_ms, devices, []
         self.elapsed_error = 0
+        self.memory = {}
 
     def cudaGetDeviceCount(self, count):
         count._obj.value = self.devices
@@ -272,6 +273,20 @@ class FakeCudart:
 
     def cudaGetErrorString(self, error):
         return b"planted error"
+
+    def cudaMalloc(self, pointer, size):  # "device" memory in host buffers, so a test can look into it
+        buffer = ctypes.create_string_buffer(max(1, size))
+        self.memory[ctypes.addressof(buffer)] = buffer
+        pointer._obj.value = ctypes.addressof(buffer)
+        return 0
+
+    def cudaMemcpy(self, destination, source, size, kind):
+        ctypes.memmove(destination, source, size)
+        return 0
+
+    def cudaFree(self, pointer):
+        self.memory.pop(pointer, None)
+        return 0
 
     def cudaEventCreate(self, event):
         event._obj.value = 100 + len(self.calls)
@@ -364,6 +379,26 @@ def test_the_gpu_bench_times_a_batch_with_one_pair_of_events():
     bench.emulate, bench.timer = False, timer  # the GPU path's timing, on host arrays
     assert bench.time_calls(lambda arrays: seen.append(len(arrays)), [1, 2], calls=3) == 0.004
     assert seen == [2, 2, 2]
+
+
+def test_the_gpu_bench_runs_on_device_arrays_and_times_with_events(fake_gpu):
+    fake = fake_gpu(elapsed_ms=0.75)
+    module = _kernel(lambda x: np.tanh(x), kiln.f32[5, 3])
+    bench = GpuKernelBench(module, emulate=False)  # its EventTimer and DeviceArrays on the fake runtime
+    assert bench.written == [1]
+    calls = []
+
+    def run(arrays):  # a stand-in for the built kernel: out = 2 * x, through the device pointers
+        calls.append(arrays)
+        x, out = (np.ctypeslib.as_array((ctypes.c_float * 15).from_address(a.pointer)) for a in arrays)
+        out[:] = 2 * x
+
+    (doubled,) = bench.outputs(run)
+    assert isinstance(calls[0][0], cuda.DeviceArray) and calls[0][0].pointer in fake.memory
+    np.testing.assert_array_equal(doubled, 2 * bench.initial[0])
+    assert bench.time_calls(run, bench.arrays(), calls=4) == pytest.approx(0.75e-3)
+    assert bench.measure(run).seconds == pytest.approx(0.75e-3)
+    assert fake.calls.count("create") == 2  # one pair of events for every sample
 
 
 # ----- the GPU search space -----
