@@ -2,6 +2,7 @@
 the tests that need one, nvcc builds for the GPU KILN_CUDA_ARCH names, and bench/cuda.py's
 code paths run under the emulation."""
 
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -82,3 +83,83 @@ def test_nvcc_builds_for_the_architecture_asked_for_and_caches_each_apart(monkey
     assert [c for c in commands[0] if c.startswith("-arch")] == []
     assert [c for c in commands[1] if c.startswith("-arch")] == ["-arch=sm_90"]
     assert nvcc.build(source, emulate=False, cache=cache) == hopper and len(commands) == 2  # from the cache
+
+
+def bench_module(name):
+    """A script of bench/ imported as a module (bench/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", os.path.join(ROOT, "bench", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_cuda_runs_every_workload_under_the_emulation_and_checks_it_against_numpy():
+    result = subprocess.run(
+        [sys.executable, "bench/cuda.py", "--emulate", "--quick", "--markdown", "--budget", "0.05", "--repeats", "3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = [line.split(" | ") for line in result.stdout.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[0][:2] == ["| workload", "implementation"]
+    table = {(r[0].lstrip("| "), r[1]): r[-1].rstrip(" |") for r in rows[1:]}
+    workloads = [
+        "matmul 17x17x17 f32",
+        "matmul 32x32x32 f32",
+        "fused chain tanh(x*y+z), 1000",
+        "row softmax 7x33",
+        "layernorm 7x33",
+        "MLP training step 784-512-512-10, batch 8",
+        "conv2d 3x3 pad 1, 1x3x9x9 -> 4 filters",
+    ]
+    assert sorted(table) == sorted((w, who) for w in workloads for who in ("numpy (CPU)", "kiln cuda-emulate"))
+    assert all(table[(w, "kiln cuda-emulate")] == "ok" for w in workloads)
+    assert "- limit, memory bandwidth: " in result.stdout and "no PyTorch with CUDA here" in result.stdout
+
+
+def test_bench_cuda_marks_a_result_that_differs_from_numpys():
+    bench = bench_module("cuda")
+    want = {"b": np.array([1.0, np.nan]), "w": np.arange(4.0).reshape(2, 2)}
+    assert bench.difference({"b": np.array([1.0, np.nan]), "w": np.arange(4.0).reshape(2, 2)}, want, 1e-6) is None
+    assert "result 1: 4 of 4 elements differ, max |kiln - numpy| = 0.001" in bench.difference(
+        {"b": np.array([1.0, np.nan]), "w": np.arange(4.0).reshape(2, 2) + 1e-3}, want, 1e-6
+    )
+    assert "shape (4,)" in bench.difference({"b": np.array([1.0, np.nan]), "w": np.arange(4.0)}, want, 1e-6)
+    assert bench.difference((np.ones(1),), (np.ones(1), np.ones(1)), 1e-6) == "1 results, numpy has 2"
+    assert "result 0: 1 of 2 elements differ" in bench.difference(np.array([np.nan, 2]), np.array([1.0, 2]), 1e-6)
+
+
+def test_bench_conv_oracle_is_numpys_convolution():
+    bench = bench_module("cuda")
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((2, 3, 7, 5)), rng.standard_normal((4, 3, 3, 3))
+    want = np.zeros((2, 4, 7, 5))
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    for i in range(7):
+        for j in range(5):
+            want[:, :, i, j] = np.einsum("nchw,fchw->nf", padded[:, :, i : i + 3, j : j + 3], w)
+    np.testing.assert_allclose(bench.numpy_conv3x3(x, w), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 8])
+def test_each_gpu_test_runs_in_one_process_and_the_op_table_alone(count):
+    names = ["a[1]", "test_every_op_table_case_gives_numpys_numbers_on_the_gpu", "b", "c[x-cuda]", "d"]
+    owner = bench_module("gpu_tests").shares(names, count)
+    assert len(owner) == len(names) and all(0 <= o < count for o in owner)
+    if count > 1:
+        assert owner.count(owner[1]) == 1  # the op table's process runs nothing else
+
+
+def test_the_sanitizer_program_gives_numpys_numbers_under_the_emulation():
+    result = subprocess.run(
+        [sys.executable, "bench/gpu_sanitize.py", "--target", "cuda-emulate"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.stdout.count("ok     ") == 8 and "0 of 8 programs differ from numpy" in result.stdout
