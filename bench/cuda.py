@@ -309,8 +309,8 @@ def measure_limits(device: Device, torch, scale: str) -> dict:
         copies["torch copy_"] = 2 * nbytes / best
         del source, destination
     how = max(copies, key=copies.get)
-    limits["bandwidth"] = (copies[how], f"measured: {how} of {nbytes >> 20} MiB, read + written")
-    limits["copies"] = copies
+    each = ", ".join(f"{name} {rate / 1e9:.1f} GB/s" for name, rate in copies.items())
+    limits["bandwidth"] = (copies[how], f"measured: the best of {each}; {nbytes >> 20} MiB read and written")
     if torch is not None:
         m = {"full": 8192, "quick": 4096, "tiny": 64}[scale]
         a, b = torch.randn(m, m, device="cuda"), torch.randn(m, m, device="cuda")
@@ -329,10 +329,8 @@ def measure_limits(device: Device, torch, scale: str) -> dict:
         if None not in (major, minor, sms) and clock.isdigit():
             lanes = FP32_LANES.get((major, minor), 128)
             rate = 2.0 * sms * lanes * int(clock) * 1e6
-            limits["fp32"] = (
-                rate,
-                f"nominal: {sms} SMs x {lanes} FP32 lanes x 2 x {clock} MHz (no PyTorch to measure)",
-            )
+            how = f"nominal: {sms} SMs x {lanes} FP32 lanes x 2 x {clock} MHz, not measured (no PyTorch with CUDA)"
+            limits["fp32"] = (rate, how)
     return limits
 
 
@@ -358,6 +356,54 @@ def interleaved(calls: dict, budget: float, max_rounds: int) -> dict:
 
 
 # -- the run ---------------------------------------------------------------------------------
+
+
+def measure(w: Workload, target: str, device: Device, torch, limits: dict, args) -> list:
+    """The rows of one workload: its result checked against numpy's, then timed."""
+    want = w.numpy_fn(*w.inputs)
+    compiled = kiln.compile(w.fn, target=target)
+    on_device = tree_map(lambda a: kiln.to_device(a, target), w.inputs)
+    checks = {"kiln": difference(compiled(*on_device), want, w.tol)}
+
+    def kiln_call():
+        compiled(*on_device)
+        device.synchronize()
+
+    calls = {"numpy (CPU)": lambda: w.numpy_fn(*w.inputs), f"kiln {target}": kiln_call}
+    if torch is not None and w.torch_fn is not None:
+        tensors = tree_map(lambda a: torch.from_numpy(np.ascontiguousarray(a)).cuda(), w.inputs)
+        checks["torch"] = difference(w.torch_fn(torch, *tensors), want, w.tol)
+
+        def torch_call():
+            w.torch_fn(torch, *tensors)
+            torch.cuda.synchronize()
+
+        calls["torch (GPU)"] = torch_call
+    seconds = interleaved(calls, args.budget, args.repeats)
+    limit = limits.get("fp32" if w.compute_bound else "bandwidth")
+    rows = []
+    for who, s in seconds.items():
+        rate = w.work / s
+        check = checks.get(who.split()[0])
+        row = {
+            "workload": w.name,
+            "implementation": who,
+            "ms": s * 1e3,
+            "rate": f"{rate / 1e12:.2f} TFLOP/s" if w.compute_bound else f"{rate / 1e9:.1f} GB/s",
+            "of limit": f"{rate / limit[0]:.1%}" if limit and who != "numpy (CPU)" else "",
+            "vs numpy": seconds["numpy (CPU)"] / s,
+            "vs torch": seconds["torch (GPU)"] / s if "torch (GPU)" in seconds else None,
+            "check": "oracle" if who == "numpy (CPU)" else ("ok" if check is None else f"WRONG: {check}"),
+        }
+        rows.append(row)
+        print(
+            f"  {who:22s} {row['ms']:10.3f} ms {row['rate']:>16s} {row['of limit']:>7s}"
+            f" {row['vs numpy']:8.2f}x numpy"
+            + (f" {row['vs torch']:6.2f}x torch" if row["vs torch"] is not None else "")
+            + f"  {row['check']}",
+            file=sys.stderr,
+        )
+    return rows
 
 
 def run(args) -> tuple[list, dict, list]:
@@ -389,7 +435,7 @@ def run(args) -> tuple[list, dict, list]:
     for line in header:
         print(line, file=sys.stderr)
     limits = measure_limits(device, torch, scale)
-    for what, (rate, how) in ((k, v) for k, v in limits.items() if k in ("bandwidth", "fp32")):
+    for what, (rate, how) in limits.items():
         unit = "GB/s" if what == "bandwidth" else "TFLOP/s"
         value = rate / 1e9 if what == "bandwidth" else rate / 1e12
         header.append(f"limit, {'memory bandwidth' if what == 'bandwidth' else 'FP32'}: {value:.1f} {unit} ({how})")
@@ -401,48 +447,12 @@ def run(args) -> tuple[list, dict, list]:
     rows = []
     for w in workloads(scale):
         print(f"\n{w.name}", file=sys.stderr)
-        want = w.numpy_fn(*w.inputs)
-        compiled = kiln.compile(w.fn, target=target)
-        on_device = tree_map(lambda a: kiln.to_device(a, target), w.inputs)
-        checks = {"kiln": difference(compiled(*on_device), want, w.tol)}
-
-        def kiln_call(compiled=compiled, on_device=on_device):
-            compiled(*on_device)
-            device.synchronize()
-
-        calls = {"numpy (CPU)": lambda w=w: w.numpy_fn(*w.inputs), f"kiln {target}": kiln_call}
-        if torch is not None and w.torch_fn is not None:
-            tensors = tree_map(lambda a: torch.from_numpy(np.ascontiguousarray(a)).cuda(), w.inputs)
-            checks["torch"] = difference(w.torch_fn(torch, *tensors), want, w.tol)
-
-            def torch_call(w=w, tensors=tensors):
-                w.torch_fn(torch, *tensors)
-                torch.cuda.synchronize()
-
-            calls["torch (GPU)"] = torch_call
-        seconds = interleaved(calls, args.budget, args.repeats)
-        limit = limits.get("fp32" if w.compute_bound else "bandwidth")
-        for who, s in seconds.items():
-            rate = w.work / s
-            check = checks.get(who.split()[0])
-            row = {
-                "workload": w.name,
-                "implementation": who,
-                "ms": s * 1e3,
-                "rate": f"{rate / 1e12:.2f} TFLOP/s" if w.compute_bound else f"{rate / 1e9:.1f} GB/s",
-                "of limit": f"{rate / limit[0]:.1%}" if limit and who != "numpy (CPU)" else "",
-                "vs numpy": seconds["numpy (CPU)"] / s,
-                "vs torch": seconds["torch (GPU)"] / s if "torch (GPU)" in seconds else None,
-                "check": "oracle" if who == "numpy (CPU)" else ("ok" if check is None else f"WRONG: {check}"),
-            }
-            rows.append(row)
-            print(
-                f"  {who:22s} {row['ms']:10.3f} ms {row['rate']:>16s} {row['of limit']:>7s}"
-                f" {row['vs numpy']:8.2f}x numpy"
-                + (f" {row['vs torch']:6.2f}x torch" if row["vs torch"] is not None else "")
-                + f"  {row['check']}",
-                file=sys.stderr,
-            )
+        try:
+            rows += measure(w, target, device, torch, limits, args)
+        except Exception as exc:  # one workload kiln cannot build or run: named, and the others still run
+            message = " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
+            rows.append(dict(workload=w.name, implementation=f"kiln {target}", check=f"ERROR: {message}"))
+            print(f"  ERROR: {message}", file=sys.stderr)
     return rows, limits, header
 
 
@@ -454,11 +464,17 @@ def markdown(rows: list, header: list) -> str:
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in rows:
-        torch_ratio = f"{r['vs torch']:.2f}x" if r["vs torch"] is not None else ""
-        lines.append(
-            f"| {r['workload']} | {r['implementation']} | {r['ms']:.3f} | {r['rate']} | {r['of limit']} "
-            f"| {r['vs numpy']:.2f}x | {torch_ratio} | {r['check']} |"
-        )
+        cells = [
+            r["workload"],
+            r["implementation"],
+            f"{r['ms']:.3f}" if "ms" in r else "",
+            r.get("rate", ""),
+            r.get("of limit", ""),
+            f"{r['vs numpy']:.2f}x" if "vs numpy" in r else "",
+            f"{r['vs torch']:.2f}x" if r.get("vs torch") is not None else "",
+            r["check"].replace("|", "\\|"),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -476,12 +492,14 @@ def main(argv=None) -> int:
         try:
             kiln.to_device(np.zeros(1, f32))  # says what is missing: nvcc, the CUDA runtime or a GPU
         except kiln.KilnError as exc:
-            print(f"bench/cuda.py: {exc} (python bench/cuda.py --emulate checks this script without one)")
+            print(
+                f"bench/cuda.py: {exc} (python bench/cuda.py --emulate checks this script without one)", file=sys.stderr
+            )
             return 2
     rows, _, header = run(args)
     if args.markdown:
         print(markdown(rows, header), end="")
-    wrong = [r for r in rows if r["check"].startswith("WRONG")]
+    wrong = [r for r in rows if r["check"].startswith(("WRONG", "ERROR"))]
     for r in wrong:
         print(f"{r['workload']}, {r['implementation']}: {r['check']}", file=sys.stderr)
     return 1 if wrong else 0

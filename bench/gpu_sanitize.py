@@ -6,6 +6,7 @@ race or a barrier that not every thread reaches is reported by the tool.
     python bench/gpu_sanitize.py                          # build the libraries, run, check
     compute-sanitizer --tool memcheck python bench/gpu_sanitize.py
     python bench/gpu_sanitize.py --target cuda-emulate    # the same on the CPU
+    python bench/gpu_sanitize.py --build-only             # nvcc only (KILN_CUDA_ARCH), no GPU needed
 
 The first, plain run builds the libraries into kiln's disk cache, so the runs under
 the tool (tens of times slower at everything) only load them. Sizes are primes or
@@ -16,7 +17,10 @@ status 1 when a result differs from numpy's.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import os
 import sys
+import time
 
 import numpy as np
 
@@ -66,11 +70,45 @@ def kernels(rng):
     ]
 
 
+def build_only(programs) -> int:
+    """Build each program's library with nvcc into kiln's disk cache, side by side (the CUDA C
+    needs no GPU to print or compile); 1 if nvcc refuses one."""
+    from kiln.codegen import nvcc
+
+    try:
+        flags = " ".join(nvcc.arch_flags()) or "(nvcc's default architecture)"
+    except ValueError as exc:
+        print(f"SUMMARY: FAILED: {exc}")
+        return 1
+
+    def build(program):
+        name, fn, inputs, schedule, _ = program
+        source = kiln.compile(fn, target="cuda", schedule=schedule).lower(*inputs).text("cuda")
+        try:
+            nvcc.build(source, emulate=False)
+            return f"built  {name}"
+        except Exception as exc:  # nvcc's complaint, or no nvcc: reported per program
+            return f"FAILED {name}: {str(exc).strip()[-1500:]}"
+
+    started = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+        lines = list(pool.map(build, programs))
+    print("\n".join(lines))
+    built = sum(line.startswith("built") for line in lines)
+    print(
+        f"SUMMARY: {built} of {len(programs)} programs built with nvcc {flags} in {time.perf_counter() - started:.0f} s"
+    )
+    return 0 if built == len(programs) else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--target", default="cuda", choices=["cuda", "cuda-emulate"])
+    parser.add_argument("--build-only", action="store_true", help="build the libraries with nvcc; run nothing")
     args = parser.parse_args()
     wrong, programs = 0, kernels(np.random.default_rng(0))
+    if args.build_only:
+        return build_only(programs)
     for name, fn, inputs, schedule, rtol in programs:
         compiled = kiln.compile(fn, target=args.target, schedule=schedule)
         got = np.asarray(compiled(*inputs))
@@ -81,7 +119,7 @@ def main() -> int:
         except AssertionError as exc:
             wrong += 1
             print(f"WRONG  {name}: {str(exc).strip().splitlines()[-1]}")
-    print(f"{wrong} of {len(programs)} programs differ from numpy")
+    print(f"SUMMARY: {wrong} of {len(programs)} programs differ from numpy")
     return 1 if wrong else 0
 
 

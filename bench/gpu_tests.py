@@ -4,10 +4,13 @@
 
 Most GPU tests build a library with nvcc (about a second each) and run it for
 milliseconds: one process takes minutes for what a 16-core machine does in one.
-Each process collects the whole suite and keeps its share of the gpu-marked
-tests (``-p bench.gpu_tests``, this module as a pytest plugin, reading
+Each process collects the test files that can hold GPU tests (those that name
+NEEDS_GPU, pytest.mark.gpu or import tests/targets.py) and keeps its share of the
+gpu-marked tests (``-p bench.gpu_tests``, this module as a pytest plugin, reading
 ``KILN_GPU_SHARD=k/n``); the op-table test, which builds its 706 libraries with
-a thread per core, gets a process of its own. The last line printed starts with
+a thread per core, gets a process of its own. The repository's conftest.py, which
+collects the documentation through Sybil, is left out (``--confcutdir=tests``),
+and a test file that cannot be imported is counted as an error, not a stop. The last line printed starts with
 ``SUMMARY:``; the exit status is 0 only when the tests ran, none failed and at least
 one passed (a run where they all skip, for want of a GPU, is a failure here).
 """
@@ -15,7 +18,9 @@ one passed (a run where they all skip, for want of a GPU, is a failure here).
 from __future__ import annotations
 
 import argparse
+import glob
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,6 +33,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 # The tests whose work is many times another's, by name: each is given a process of its own.
 HEAVY = ("test_every_op_table_case_gives_numpys_numbers_on_the_gpu",)
+MAY_HOLD_GPU_TESTS = re.compile(r"NEEDS_GPU|mark\.gpu|from targets import")
+
+
+def test_files() -> list[str]:
+    """The test files that can hold gpu-marked tests, relative to the repository root."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "tests", "test_*.py"))):
+        with open(path) as f:
+            if MAY_HOLD_GPU_TESTS.search(f.read()):
+                found.append(os.path.relpath(path, ROOT))
+    return found
 
 
 def shares(names: list[str], count: int) -> list[int]:
@@ -86,8 +102,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=max(1, min(8, cores // 2)), help="pytest processes")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds before the processes are stopped")
     parser.add_argument("--out", default=os.environ.get("OUT") or os.path.join(HERE, "out"))
-    parser.add_argument("paths", nargs="*", default=["tests"], help="test files or folders (default: tests)")
+    parser.add_argument("paths", nargs="*", help="test files or folders (default: those that can hold GPU tests)")
     args = parser.parse_args()
+    paths = args.paths or test_files()
     out = os.path.join(args.out, "gpu-tests")
     os.makedirs(out, exist_ok=True)
     processes = []
@@ -96,13 +113,22 @@ def main() -> int:
         log = open(os.path.join(out, f"shard-{k}.log"), "w")
         command = [
             sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "bench.gpu_tests", "-p", "no:cacheprovider",
-            "-rfE", f"--junitxml={os.path.join(out, f'shard-{k}.xml')}", *args.paths,
+            "--confcutdir=tests", "--continue-on-collection-errors", "-rfE",
+            f"--junitxml={os.path.join(out, f'shard-{k}.xml')}", *paths,
         ]  # fmt: skip
         shard_env = dict(os.environ, KILN_GPU_SHARD=f"{k}/{args.jobs}")
         processes.append(
             (subprocess.Popen(command, cwd=ROOT, env=shard_env, stdout=log, stderr=subprocess.STDOUT,
                               start_new_session=True), log)
         )  # fmt: skip
+
+    def stop(signum, frame):  # stopped from outside (timeout(1)): the processes, in sessions of their own, too
+        for process, _ in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
     timed_out = []
     for k, (process, log) in enumerate(processes):
         try:

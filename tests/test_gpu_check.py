@@ -162,4 +162,25 @@ def test_the_sanitizer_program_gives_numpys_numbers_under_the_emulation():
         timeout=300,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert result.stdout.count("ok     ") == 8 and "0 of 8 programs differ from numpy" in result.stdout
+    assert result.stdout.count("ok     ") == 8 and "SUMMARY: 0 of 8 programs differ from numpy" in result.stdout
+
+
+def test_bench_cuda_names_a_workload_that_fails_or_differs_and_runs_the_rest(monkeypatch, capsys):
+    bench = bench_module("cuda")
+    x = np.arange(6, dtype=np.float32)
+    monkeypatch.setattr(
+        bench,
+        "workloads",
+        lambda scale: [
+            bench.Workload("cannot trace", 24.0, False, lambda x: x.reshape(5), [x], lambda x: x, None, 1e-6),
+            bench.Workload("off by one", 24.0, False, lambda x: x + 1, [x], lambda x: x + 2, None, 1e-6),
+            bench.Workload("right", 24.0, False, lambda x: x * 2, [x], lambda x: x * 2, None, 1e-6),
+        ],
+    )
+    assert bench.main(["--emulate", "--markdown", "--budget", "0.01", "--repeats", "3"]) == 1
+    rows = {line.split(" | ")[0][2:]: line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")}
+    assert "| kiln cuda-emulate |" in rows["cannot trace"] and "ERROR: ShapeError: " in rows["cannot trace"]
+    assert rows["off by one"].endswith(
+        "WRONG: result 0: 6 of 6 elements differ, max \\|kiln - numpy\\| = 1 where both are finite (tolerance 7e-06) |"
+    )
+    assert rows["right"].endswith("| ok |")
