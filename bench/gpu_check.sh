@@ -119,20 +119,23 @@ summary() {
 echo "== GPU and CUDA toolkit"
 GPU="" ARCH=""
 if command -v nvidia-smi >/dev/null 2>&1; then
-    query() { timeout 20 nvidia-smi --query-gpu="$1" --format=csv,noheader 2>/dev/null | head -n 1; }
-    CAP=$(query compute_cap | tr -d ' ')
-    timeout 20 nvidia-smi 2>&1 | head -n 20 | tee "$LOGS/nvidia-smi.log"
+    # One query (a driver that hangs costs its timeout once): name, compute capability, driver, memory.
+    IFS=',' read -r NAME CAP DRIVER MEMORY < <(timeout 15 nvidia-smi \
+        --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -n 1)
+    CAP=${CAP// /}
     if [[ "$CAP" =~ ^[0-9]+\.[0-9]+$ ]]; then
         ARCH="sm_${CAP/./}"
-        GPU="$(query name), compute capability $CAP, driver $(query driver_version), $(query memory.total)"
+        GPU="$NAME, compute capability $CAP, driver ${DRIVER# }, ${MEMORY# }"
         echo "GPU: $GPU"
+        timeout 10 nvidia-smi >"$LOGS/nvidia-smi.log" 2>&1
     else
-        GPU="" # nvidia-smi ran but found no GPU (or no driver): its message is in the log
+        GPU="" # nvidia-smi ran but found no GPU (or no driver)
+        timeout 10 nvidia-smi 2>&1 | head -n 5 | tee "$LOGS/nvidia-smi.log"
     fi
 fi
 NVCC=$(command -v nvcc || true)
 [ -n "$NVCC" ] || { [ -x /usr/local/cuda/bin/nvcc ] && NVCC=/usr/local/cuda/bin/nvcc && export PATH="/usr/local/cuda/bin:$PATH"; }
-NVCC_VERSION=$([ -n "$NVCC" ] && timeout 20 "$NVCC" --version 2>&1 | grep -a 'release' | sed 's/.*release /release /')
+NVCC_VERSION=$([ -n "$NVCC" ] && timeout 15 "$NVCC" --version 2>&1 | grep -a 'release' | sed 's/.*release /release /')
 echo "nvcc: ${NVCC:-not found} ${NVCC_VERSION:-}"
 if [ -n "$GPU" ]; then
     export KILN_CUDA_ARCH="$ARCH"
