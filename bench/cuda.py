@@ -1,7 +1,7 @@
 """kiln's CUDA backend against numpy on the CPU and PyTorch on the GPU (cuBLAS, cuDNN),
 in one run, with the device's limits measured in the same run.
 
-    python bench/cuda.py                 # needs an NVIDIA GPU and nvcc; about two minutes
+    python bench/cuda.py                 # needs an NVIDIA GPU and nvcc
     python bench/cuda.py --quick         # smaller sizes
     python bench/cuda.py --markdown      # the results as a Markdown table (docs/cuda.md)
     python bench/cuda.py --emulate       # target="cuda-emulate", tiny sizes: checks this script
@@ -444,38 +444,46 @@ def run(args) -> tuple[list, dict, list]:
         header.append(
             "limit, FP32: " + ("none under the emulation" if args.emulate else "unknown (no PyTorch, no clock)")
         )
+    if args.markdown:  # row by row as each workload ends: a run stopped early still leaves a table
+        print(markdown_head(header), end="", flush=True)
     rows = []
     for w in workloads(scale):
         print(f"\n{w.name}", file=sys.stderr)
         try:
-            rows += measure(w, target, device, torch, limits, args)
+            measured = measure(w, target, device, torch, limits, args)
         except Exception as exc:  # one workload kiln cannot build or run: named, and the others still run
             message = " ".join(f"{type(exc).__name__}: {exc}".split())[:400]
-            rows.append(dict(workload=w.name, implementation=f"kiln {target}", check=f"ERROR: {message}"))
+            measured = [dict(workload=w.name, implementation=f"kiln {target}", check=f"ERROR: {message}")]
             print(f"  ERROR: {message}", file=sys.stderr)
+        rows += measured
+        if args.markdown:
+            print("".join(markdown_row(r) for r in measured), end="", flush=True)
     return rows, limits, header
 
 
-def markdown(rows: list, header: list) -> str:
+def markdown_head(header: list) -> str:
+    """The header lines as a list, then the table's head."""
     lines = [f"- {line}" for line in header]
     lines += [
         "",
         "| workload | implementation | ms | rate | of the limit | vs numpy | vs torch | check |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
-    for r in rows:
-        cells = [
-            r["workload"],
-            r["implementation"],
-            f"{r['ms']:.3f}" if "ms" in r else "",
-            r.get("rate", ""),
-            r.get("of limit", ""),
-            f"{r['vs numpy']:.2f}x" if "vs numpy" in r else "",
-            f"{r['vs torch']:.2f}x" if r.get("vs torch") is not None else "",
-            r["check"].replace("|", "\\|"),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def markdown_row(r: dict) -> str:
+    cells = [
+        r["workload"],
+        r["implementation"],
+        f"{r['ms']:.3f}" if "ms" in r else "",
+        r.get("rate", ""),
+        r.get("of limit", ""),
+        f"{r['vs numpy']:.2f}x" if "vs numpy" in r else "",
+        f"{r['vs torch']:.2f}x" if r.get("vs torch") is not None else "",
+        r["check"].replace("|", "\\|"),
+    ]
+    return "| " + " | ".join(cells) + " |\n"
 
 
 def main(argv=None) -> int:
@@ -496,9 +504,7 @@ def main(argv=None) -> int:
                 f"bench/cuda.py: {exc} (python bench/cuda.py --emulate checks this script without one)", file=sys.stderr
             )
             return 2
-    rows, _, header = run(args)
-    if args.markdown:
-        print(markdown(rows, header), end="")
+    rows, _, _ = run(args)
     wrong = [r for r in rows if r["check"].startswith(("WRONG", "ERROR"))]
     for r in wrong:
         print(f"{r['workload']}, {r['implementation']}: {r['check']}", file=sys.stderr)

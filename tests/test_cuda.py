@@ -167,13 +167,21 @@ def test_every_op_table_case_gives_numpys_numbers_on_the_gpu():
 
     compiled = [kiln.compile(case.fn, target="cuda") for case in CASES]
     sources = [f.lower(*case.args).text("cuda") for f, case in zip(compiled, CASES)]
+
+    def build(source):
+        try:
+            nvcc.build(source, emulate=False)
+        except Exception as exc:
+            return f"nvcc: {str(exc).strip()[-300:]}"
+
     # One nvcc run per case takes about a second: built side by side into the disk cache
     # first, the calls below find their libraries there instead of taking minutes.
     with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
-        list(pool.map(lambda source: nvcc.build(source, emulate=False), sources))
+        refused = list(pool.map(build, sources))
     failures = []  # every case that differs, not only the first: a GPU run is rare
-    for f, case in zip(compiled, CASES):
+    for f, case, why in zip(compiled, CASES, refused):
         try:
+            assert why is None, why
             assert_same(f(*case.args), case.fn(*case.args))
         except Exception as exc:
             failures.append(f"{case.name}: {type(exc).__name__}: {str(exc).strip()[:300]}")
