@@ -490,10 +490,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
     parser.add_argument("--emulate", action="store_true", help='target="cuda-emulate" with tiny sizes, on the CPU')
+    parser.add_argument(
+        "--target", choices=["cuda", "cuda-emulate"], default="cuda", help="--target cuda-emulate is --emulate"
+    )
     parser.add_argument("--markdown", action="store_true", help="print the results as a Markdown table")
     parser.add_argument("--repeats", type=int, default=20, help="at most this many rounds per workload")
     parser.add_argument("--budget", type=float, default=None, help="seconds of rounds per workload (3; quick 1)")
     args = parser.parse_args(argv)
+    args.emulate = args.emulate or args.target == "cuda-emulate"
     if args.budget is None:
         args.budget = 1.0 if args.quick or args.emulate else 3.0
     if not args.emulate:
