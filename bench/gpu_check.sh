@@ -254,8 +254,11 @@ echo
 echo "== bench/cuda.py (the table goes to $DEST/bench.md)"
 limit=$(what_is_left 0 110)
 began=$(date +%s)
-timeout -k 10 "$limit" "$PY" bench/cuda.py --markdown --budget 2 >"$DEST/bench.md" 2> >(tee "$LOGS/bench.log" >&2)
-rc=$?
+# The table (stdout) to bench.md, the progress (stderr) shown and kept in bench.log.
+{
+    timeout -k 10 "$limit" "$PY" bench/cuda.py --markdown --budget 2 2>&1 1>&3 | tee "$LOGS/bench.log" >&2
+    rc=${PIPESTATUS[0]}
+} 3>"$DEST/bench.md"
 if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
     record "bench/cuda.py" "TIMEOUT" "$(($(date +%s) - began))" "stopped after $limit s; see $LOGS/bench.log"
 elif [ "$rc" -ne 0 ]; then
