@@ -15,7 +15,10 @@ from test_reduction_accuracy import TENTH, assert_as_accurate, fsum
 import kiln
 from kiln.codegen.cuda_prelude import PRELUDE
 
-SIZES = (1, 31, 32, 33, 1023, 1025, 65537, 1_000_003)
+CASES = ("random", "nan and integer limits", "infinities and integer maxima", "negative zeros and integer minima")
+# Every case on sizes around the warp and block sizes; two on a size that fills every block.
+SIZES = [(case, n) for n in (1, 31, 32, 33, 1023, 1025, 65537) for case in CASES]
+SIZES += [("nan and integer limits", 1_000_003)]
 COOP_LAUNCH = re.compile(r"KILN_LAUNCH_COOP\((\w+), (\d+), 1, 1, (\d+), 1, 1")
 
 
@@ -60,16 +63,33 @@ def tree_sum_max_min():
 
 
 @NEEDS_CXX
-@pytest.mark.parametrize("n", SIZES)
-@pytest.mark.parametrize(
-    "case",
-    ["random", "nan and integer limits", "infinities and integer maxima", "negative zeros and integer minima"],
-)
+@pytest.mark.parametrize("case, n", SIZES)
 def test_sum_max_min_give_numpys_results(tree_sum_max_min, case, n):
     arrays = inputs(case, n, np.random.default_rng(n))
     got = tree_sum_max_min(*arrays)
-    for k, want in enumerate(sum_max_min(*arrays)):
+    with np.errstate(invalid="ignore"):  # inf + -inf
+        wants = sum_max_min(*arrays)
+    for k, want in enumerate(wants):
         assert_numpys(got[k], want, arrays[k // 3])
+
+
+@NEEDS_CXX
+def test_the_same_bits_whichever_order_threads_and_blocks_run_in(monkeypatch):
+    """The emulation runs a block's threads forward or in reverse, and blocks on one or
+    several host threads, in the order they come: a float sum's bits depend on neither."""
+    rng = np.random.default_rng(8)
+    n = 300_007
+    x = (rng.standard_normal(n) * 10.0 ** rng.uniform(-6, 6, n)).astype(np.float32)
+    fn = kiln.compile(lambda x, y: (x.sum(), y.sum(), x.max(), y.min()), target="cuda-emulate")
+    results = set()
+    for order, threads in [("forward", "1"), ("reverse", "1"), ("forward", "3"), ("reverse", "3")]:
+        monkeypatch.setenv("KILN_EMULATE_ORDER", order)
+        monkeypatch.setenv("KILN_EMULATE_THREADS", threads)
+        results.add(b"".join(np.asarray(r).tobytes() for r in fn(x, x.astype(np.float64))))
+    assert len(results) == 1
+    got = fn(x, x.astype(np.float64))
+    assert_as_accurate(got[0], x.sum(), fsum(x))
+    assert got[2] == x.max() and got[3] == x.min()
 
 
 @NEEDS_CXX

@@ -30,6 +30,7 @@ from kiln.codegen.cuda_prelude import (
     KILN_WARP,
     PRELUDE,
     REDUCTION_BLOCKS,
+    REDUCTION_SHARE,
     STORED,
     THREADS_PER_BLOCK,
     THREADS_PER_BLOCK_MAX,
@@ -237,7 +238,7 @@ class _FunctionEmitter:
         # Whole warps (the shuffles need them); an empty reduction still launches: its
         # identity is the result.
         threads = min(THREADS_PER_BLOCK, max(KILN_WARP, -(-total // KILN_WARP) * KILN_WARP))
-        blocks = max(1, min(REDUCTION_BLOCKS, -(-total // threads)))
+        blocks = max(1, min(REDUCTION_BLOCKS, -(-total // (threads * REDUCTION_SHARE))))
         finishers = min(THREADS_PER_BLOCK_MAX, -(-blocks // KILN_WARP) * KILN_WARP)
         allreduce = f"kiln_block_allreduce<{tree.c_type}, {tree.combine}>"
         c_type = C_TYPES[result.type.name]

@@ -10,6 +10,7 @@ THREADS_PER_BLOCK = 256
 THREADS_PER_BLOCK_MAX = 1024
 KILN_WARP = 32  # threads a warp, as KILN_WARP in PRELUDE
 REDUCTION_BLOCKS = 1024  # enough to fill a GPU; the second level combines one partial per block in one block
+REDUCTION_SHARE = 8  # elements a thread combines at least before the block tree, whose barriers it amortizes
 CUDA_ERROR_BASE = 1000  # the host entry returns kiln's status codes as they are, CUDA's errors above this
 C_TYPES = {
     "f16": "unsigned short",  # the IEEE 754 binary16 bits: __half does not exist in the host C++ build
