@@ -424,7 +424,7 @@ class _Tree(NamedTuple):
 
 
 _INTEGERS = ("i8", "i16", "i32", "i64")
-_SIGNED = {"i1": "int", "i8": "int", "i16": "int", "i32": "int", "i64": "long long"}
+_SIGNED = {"i8": "int", "i16": "int", "i32": "int", "i64": "long long"}
 _UNSIGNED = {"i1": "unsigned", "i8": "unsigned", "i16": "unsigned", "i32": "unsigned", "i64": "unsigned long long"}
 _NARROW_UNSIGNED = {
     "i1": "bool",
