@@ -4,7 +4,9 @@
 GPU mapping: each kernel's perfectly nested result loops are flattened into
 one index that a grid-stride loop spreads over every thread of every block
 (one thread per output element); what is inside them (reductions, a matmul's
-k loop, a row's inner loops) runs sequentially in that thread. The host entry
+k loop, a row's inner loops) runs sequentially in that thread. A reduction of a
+whole tensor to a scalar is a two-level tree over the grid instead
+(``reduction_kernel``). The host entry
 allocates the memory arena with ``cudaMalloc``, checks every CUDA call and the
 last error after each launch, synchronizes, and returns 0 or an error code.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,9 +27,10 @@ from kiln.codegen.cuda_ops import EXPRESSIONS, literal
 from kiln.codegen.cuda_prelude import (
     C_TYPES,
     CUDA_ERROR_BASE,
-    PAIRWISE_GROUP,
+    KILN_WARP,
     PRELUDE,
     REDUCTION_BLOCKS,
+    REDUCTION_SHARE,
     STORED,
     THREADS_PER_BLOCK,
     THREADS_PER_BLOCK_MAX,
@@ -210,10 +214,15 @@ class _FunctionEmitter:
         return "\n".join(self.lines) + "\n"
 
     def reduction_kernel(self, reduction, host) -> str:
-        """A reduction of a whole tensor to one scalar, spread over the grid: each thread
-        combines a strided share of the elements (coalesced reads), then atomically into the
-        result, or, for a float sum, into an array of partial sums added up pairwise."""
-        loops, combine, init = reduction
+        """A reduction of a whole tensor to one scalar as a two-level tree: each thread combines
+        a strided share of the elements (coalesced reads), each block combines its threads'
+        partial results (kiln_block_allreduce: warp shuffles, then the warps in order) into one
+        partial per block, and a second launch of one block combines those the same way into
+        the result. No atomics: every combine's order follows from the thread and block
+        indices, so the result has the same bits on every run, and a float sum's error grows
+        with the share per thread and the log of the thread count, as a pairwise sum's does."""
+        loops, tree = reduction
+        init = loops[0].inits[0]
         result = loops[0].results[0]
         target = self.shared[result]
         number = len(self.kernels)
@@ -223,51 +232,41 @@ class _FunctionEmitter:
         total = int(np.prod(extents, dtype=np.int64))
         used = self._external_buffers([loops[0]])
         params = ", ".join(f"{STORED[v.type.element.name]} *{self.name(v)}" for v in used) or "void"
-        c_type = C_TYPES[result.type.name]
         partial = self.name(loops[-1].body.args[1])
         for loop in loops:  # every level's accumulator is the thread's partial result
             self.names[loop.body.args[1]] = partial
+        # Whole warps (the shuffles need them); an empty reduction still launches: its
+        # identity is the result.
+        threads = min(THREADS_PER_BLOCK, max(KILN_WARP, -(-total // KILN_WARP) * KILN_WARP))
+        blocks = max(1, min(REDUCTION_BLOCKS, -(-total // (threads * REDUCTION_SHARE))))
+        finishers = min(THREADS_PER_BLOCK_MAX, -(-blocks // KILN_WARP) * KILN_WARP)
+        allreduce = f"kiln_block_allreduce<{tree.c_type}, {tree.combine}>"
+        c_type = C_TYPES[result.type.name]
+        narrow = "v" if c_type == tree.c_type else f"({c_type})v"
         lines = [
-            f"__global__ void {name}_init(void) {{ {target} = {self.expr(init)}; }}",
-            "",
+            f"__device__ {tree.c_type} {name}_blocks[{blocks}];",
             f"__global__ void {name}({params}) {{",
             f"    {c_type} {partial} = {self.expr(init)};",
         ] + self._grid_stride(loops, extents, total)
         self.lines, self.indent, self._carried = lines, 2, [partial]
         self._read_shared([loops[0]])
         self.block(loops[-1].body.ops)
-        lines.append("    }")
-        threads = max(1, min(THREADS_PER_BLOCK, total))  # an empty reduction still launches: its init is the result
-        blocks = max(1, min(REDUCTION_BLOCKS, -(-total // threads)))
+        lines += [
+            "    }",
+            f"    {tree.c_type} block = {allreduce}({tree.widen(partial, c_type)});",
+            f"    if (threadIdx.x == 0) {name}_blocks[blockIdx.x] = block;",
+            "}",
+            f"__global__ void {name}_total(void) {{",
+            f"    {tree.c_type} v = {tree.widen(self.expr(init), c_type)};",
+            f"    for (int b = threadIdx.x; b < {blocks}; b += blockDim.x) v = {tree.combine}(v, {name}_blocks[b]);",
+            f"    v = {allreduce}(v);",
+            f"    if (threadIdx.x == 0) {target} = {narrow};",
+            "}",
+        ]
         args = ", ".join(self.name(v) for v in used)
-        if combine == "kiln_add" and result.type.name in ("f32", "f64"):  # float sums: pairwise, not atomics
-            count = blocks * threads
-            lines.append(f"    {name}_partials[(long long)blockIdx.x * blockDim.x + threadIdx.x] = {partial};")
-            lines.append("}")
-            lines[:2] = [
-                f"__device__ {c_type} {name}_partials[{count}];",
-                f"__global__ void {name}_pairwise(long long stride) {{",
-                "    long long first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * KILN_GROUP * stride;",
-                f"    if (first < {count}LL) {name}_partials[first] = "
-                f"kiln_pairwise_group({name}_partials + first, {count}LL - first, stride); }}",
-                f"__global__ void {name}_result(void) {{ {target} = {name}_partials[0]; }}",
-                "",
-            ]
-            host.append(f"    KILN_LAUNCH({name}, {blocks}, {threads}{', ' if args else ''}{args});")
-            stride = 1
-            while stride < count:
-                groups = -(-count // (PAIRWISE_GROUP * stride))
-                host.append(
-                    f"    KILN_LAUNCH({name}_pairwise, {-(-groups // THREADS_PER_BLOCK)}, "
-                    f"{min(groups, THREADS_PER_BLOCK)}, {stride}LL);"
-                )
-                stride *= PAIRWISE_GROUP
-            host.append(f"    KILN_LAUNCH({name}_result, 1, 1);")
-        else:
-            lines.append(f"    KILN_ATOMIC({combine}, &{target}, {partial});")
-            lines.append("}")
-            host.append(f"    KILN_LAUNCH({name}_init, 1, 1);")
-            host.append(f"    KILN_LAUNCH({name}, {blocks}, {threads}{', ' if args else ''}{args});")
+        host.append(f"    KILN_LAUNCH_COOP({name}, {blocks}, 1, 1, {threads}, 1, 1{', ' if args else ''}{args});")
+        host.append("    if ((error = cudaGetLastError()) != cudaSuccess) goto done;")
+        host.append(f"    KILN_LAUNCH_COOP({name}_total, 1, 1, 1, {finishers}, 1, 1);")
         host.append("    if ((error = cudaGetLastError()) != cudaSuccess) goto done;")
         self.names[result] = self.name(result)
         return "\n".join(lines) + "\n"
@@ -410,34 +409,66 @@ def _is_device(op) -> bool:
     return not isinstance(op, (MR.AllocOp, MR.ViewOp, MR.GetGlobalOp, MR.DeallocOp, AR.ConstantOp, F.ReturnOp))
 
 
-_COMBINE = {
-    (AR.AddFOp, "f32"): "kiln_add",
-    (AR.AddFOp, "f64"): "kiln_add",
-    (AR.AddIOp, "i64"): "kiln_add",
-    (AR.AddIOp, "i32"): "kiln_add",
-    (AR.MaximumFOp, "f32"): "kiln_maxf",
-    (AR.MaximumFOp, "f64"): "kiln_max",
-    (AR.MinimumFOp, "f32"): "kiln_minf",
-    (AR.MinimumFOp, "f64"): "kiln_min",
+class _Tree(NamedTuple):
+    """How the block trees of a whole-tensor reduction combine its partial results."""
+
+    c_type: str  # warp shuffles move 32- and 64-bit values: narrower integers are widened
+    combine: str  # a prelude function c_type(c_type, c_type)
+    unsigned: str | None  # the accumulator's unsigned type where the combine compares unsigned
+
+    def widen(self, value: str, accumulator: str) -> str:
+        """`value`, of C type `accumulator`, in the tree's type (zero-extended if unsigned)."""
+        if self.unsigned:
+            return f"({self.c_type})({self.unsigned}){value}"
+        return value if accumulator == self.c_type else f"({self.c_type}){value}"
+
+
+_INTEGERS = ("i8", "i16", "i32", "i64")
+_SIGNED = {"i8": "int", "i16": "int", "i32": "int", "i64": "long long"}
+_UNSIGNED = {"i1": "unsigned", "i8": "unsigned", "i16": "unsigned", "i32": "unsigned", "i64": "unsigned long long"}
+_NARROW_UNSIGNED = {
+    "i1": "bool",
+    "i8": "unsigned char",
+    "i16": "unsigned short",
+    "i32": "unsigned",
+    "i64": "unsigned long long",
 }
-_IDENTITY = {
-    "kiln_add": 0.0,
-    "kiln_maxf": -math.inf,
-    "kiln_max": -math.inf,
-    "kiln_minf": math.inf,
-    "kiln_min": math.inf,
+
+
+def _unsigned_tree(combine, t):
+    return _Tree(_UNSIGNED[t], combine, _NARROW_UNSIGNED[t])
+
+
+# The accumulator updates of kiln's reductions (passes.scalar_rules.REDUCTION_COMBINE), by
+# accumulator type: how their block trees combine, and the identity the accumulator starts at
+# (an integer as the signless constant prints it: all ones is -1, true is 1).
+_COMBINE = {
+    (AR.AddFOp, "f32"): (_Tree("float", "kiln_add", None), 0.0),
+    (AR.AddFOp, "f64"): (_Tree("double", "kiln_add", None), 0.0),
+    (AR.MaximumFOp, "f32"): (_Tree("float", "kiln_maxf", None), -math.inf),
+    (AR.MaximumFOp, "f64"): (_Tree("double", "kiln_max", None), -math.inf),
+    (AR.MinimumFOp, "f32"): (_Tree("float", "kiln_minf", None), math.inf),
+    (AR.MinimumFOp, "f64"): (_Tree("double", "kiln_min", None), math.inf),
+    # a wrapping sum's low bits are the narrow sum's, so narrow sums add in int
+    **{(AR.AddIOp, t): (_Tree(_SIGNED[t], "kiln_add", None), 0) for t in _INTEGERS},
+    **{(AR.MaxSIOp, t): (_Tree(_SIGNED[t], "kiln_maxi", None), -(2 ** (int(t[1:]) - 1))) for t in _INTEGERS},
+    **{(AR.MinSIOp, t): (_Tree(_SIGNED[t], "kiln_mini", None), 2 ** (int(t[1:]) - 1) - 1) for t in _INTEGERS},
+    **{(AR.MaxUIOp, t): (_unsigned_tree("kiln_maxi", t), 0) for t in _INTEGERS},
+    **{(AR.MinUIOp, t): (_unsigned_tree("kiln_mini", t), -1) for t in _INTEGERS},
+    (AR.OrIOp, "i1"): (_unsigned_tree("kiln_maxi", "i1"), 0),  # any: the maximum of 0s and 1s
+    (AR.AndIOp, "i1"): (_unsigned_tree("kiln_mini", "i1"), 1),  # all: their minimum
 }
 
 
 def _full_reduction(op):
-    """(the loops, the combining function, the init) when `op` reduces a whole iteration
-    space to one scalar (``sum``, ``max``, ``min`` of a tensor), else None.
+    """(the loops, how the block trees combine) when `op` reduces a whole iteration space to
+    one scalar (``sum``, ``max``, ``min``, ``any``, ``all`` of a tensor), else None.
 
     The shape: perfectly nested affine.for loops from 0 by 1 to constants, one accumulator
     threaded through all of them, started at the combine's identity, and updated by one
-    ``acc = combine(acc, x)`` in the innermost body that nothing else reads.
+    ``acc = combine(acc, x)`` (or ``combine(x, acc)``) in the innermost body that nothing else reads.
     """
-    if not isinstance(op, A.ForOp) or len(op.inits) != 1 or op.inits[0].type.name not in ("f32", "f64", "i32", "i64"):
+    if not isinstance(op, A.ForOp) or len(op.inits) != 1:
         return None
     loops = [op]
     while True:
@@ -453,15 +484,15 @@ def _full_reduction(op):
     yielded = loops[-1].body.ops[-1].operands[0]
     update = getattr(yielded, "op", None)
     combine = _COMBINE.get((type(update), accumulator.type.name))
-    if combine is None or update.operands[0] is not accumulator or update.operands[1] is accumulator:
+    if combine is None or [v is accumulator for v in update.operands].count(True) != 1:
         return None
     if any(v is accumulator for inner in loops[-1].body.ops if inner is not update for v in inner.operands):
         return None
-    init = op.inits[0]
-    producer = getattr(init, "op", None)
-    if not isinstance(producer, AR.ConstantOp) or float(producer.value) != _IDENTITY[combine]:
+    tree, identity = combine
+    producer = getattr(op.inits[0], "op", None)
+    if not isinstance(producer, AR.ConstantOp) or producer.value != identity:
         return None
-    return loops, combine, init
+    return loops, tree
 
 
 def _crossing_scalars(ops) -> list:

@@ -6,8 +6,8 @@ mean on a GPU.
   cores, at most 4), so the grid's blocks really are concurrent: a result that depends on
   their order, or a read-modify-write that should have been an atomic, can show up as a
   wrong answer.
-- **Atomics are atomic**: ``atomicAdd``, ``atomicCAS``, ``atomicExch``, ``atomicMax``,
-  ``atomicMin`` and ``KILN_ATOMIC`` are compare-and-swap loops on the host's atomics.
+- **Atomics are atomic**: ``atomicAdd``, ``atomicCAS``, ``atomicExch``, ``atomicMax`` and
+  ``atomicMin`` are compare-and-swap loops on the host's atomics.
 - **The threads of a cooperative block are fibres** (``KILN_LAUNCH_COOP``: kernels that use
   ``__syncthreads``, ``__shared__`` or warp shuffles). Each thread of the block is a
   ``ucontext`` fibre with its own stack; the block's scheduler runs every runnable fibre in
@@ -83,8 +83,6 @@ KILN_ATOMIC_EXCH(int) KILN_ATOMIC_EXCH(unsigned) KILN_ATOMIC_EXCH(unsigned long 
 #define KILN_ATOMIC_CAS(T) static inline T atomicCAS(T *a, T compare, T v) { \
     __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); return compare; }
 KILN_ATOMIC_CAS(int) KILN_ATOMIC_CAS(unsigned) KILN_ATOMIC_CAS(unsigned long long) KILN_ATOMIC_CAS(unsigned short)
-#define KILN_ATOMIC(combine, address, value) \
-    kiln_atomic_update((address), [&](decltype(value) kiln_old) { return combine(kiln_old, (value)); })
 
 /* -- a cooperative block: its threads as fibres ------------------------------------------- */
 enum { KILN_RUNNABLE, KILN_WAITING, KILN_ENDED };
