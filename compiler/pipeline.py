@@ -166,7 +166,7 @@ class Pipeline:
                     raise ScheduleError(
                         f"{step[0]} is a CPU schedule step; the CUDA backend runs {', '.join(GPU_PRIMITIVES)}"
                     )
-            apply_schedule(module, self.schedule, verify_each=self.debug)
+            apply_schedule(module, self.schedule, verify_each=self.debug, gpu=True)
         elif self.requested_schedule is None:
             self.schedule = Schedule()
             db = self.tuning_db()

@@ -36,6 +36,7 @@ from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import cf as CF
 from kiln.dialects import func as F
+from kiln.dialects import gpu as G
 from kiln.dialects import memref as MR
 from kiln.dialects.affine import BIND
 from kiln.dialects.affine_expr import Binary, Const, Dim
@@ -192,6 +193,9 @@ class _FunctionEmitter:
         self.kernels.append(nest)
         name = f"{entry_name(self.function.sym_name, self.prefix)}_k{number}"
         extents = {op.attributes[BIND]: op.trip_count for op in nest.walk() if BIND in op.attributes}
+        cooperative = any(isinstance(op, G.BarrierOp) for op in nest.walk())
+        if cooperative:  # every thread runs one iteration of each thread loop around a barrier
+            extents.update(_barrier_thread_extents(nest))
         threads = {}
         for axis in "xyz":  # at most 1024 threads a block; strided loops cover the rest
             room = THREADS_PER_BLOCK_MAX // int(np.prod(list(threads.values()) or [1]))
@@ -205,7 +209,8 @@ class _FunctionEmitter:
         self.lines.append("}")
         args = ", ".join(self.name(v) for v in used)
         config = ", ".join(str(d) for d in list(blocks.values()) + list(threads.values()))
-        host.append(f"    KILN_LAUNCH3({name}, {config}{', ' if args else ''}{args});")
+        launch = "KILN_LAUNCH_COOP" if cooperative else "KILN_LAUNCH3"
+        host.append(f"    {launch}({name}, {config}{', ' if args else ''}{args});")
         host.append("    if ((error = cudaGetLastError()) != cudaSuccess) goto done;")
         return "\n".join(self.lines) + "\n"
 
@@ -350,6 +355,13 @@ class _FunctionEmitter:
         if isinstance(op, AR.ConstantOp):
             self.names[op.result] = literal(op.value, op.result.type.name)
             return
+        if isinstance(op, MR.AllocaOp) and op.result.type.memory_space == "workgroup":
+            t = op.result.type
+            self.line(f"__shared__ {STORED[t.element.name]} {self.name(op.result)}[{max(1, t.size)}];")
+            return
+        if isinstance(op, G.BarrierOp):
+            self.line("__syncthreads();")
+            return
         if isinstance(op, CF.AssertOp):  # a failed check records its status and the kernel goes on
             self.line(f"if (!{self.expr(op.condition)}) kiln_status = {check_status(self.function, op)};")
             return
@@ -402,6 +414,24 @@ def _read_from_outside(roots, wanted) -> list:
         for v in op.operands:
             if v not in inside and v not in found and wanted(v):
                 found.append(v)
+    return found
+
+
+def _barrier_thread_extents(nest) -> dict:
+    """{thread axis: extent} of the thread loops around the kernel's barriers. The block has
+    exactly that many threads on the axis, so every thread runs one iteration of each and
+    reaches every barrier (the cache_read step checked that their bounds are constant)."""
+    found = {}
+    for op in nest.walk():
+        if not isinstance(op, G.BarrierOp):
+            continue
+        loop = op.parent.parent.parent
+        while isinstance(loop, A.ForOp):
+            axis = str(loop.attributes.get(BIND, ""))
+            if axis.startswith("threadIdx"):
+                if found.setdefault(axis, loop.trip_count) != loop.trip_count:
+                    raise NotImplementedError(f"barriers under {axis} loops of different extents")
+            loop = loop.parent.parent.parent if loop.parent is not None and loop.parent.parent is not None else None
     return found
 
 
