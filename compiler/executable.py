@@ -165,4 +165,9 @@ def status_error(status: int) -> Exception:
         return MemoryError("kiln: the compiled function could not allocate its scratch memory")
     if status == STATUS["negative integer power"]:
         return ValueError("Integers to negative integer powers are not allowed.")
+    if status == STATUS["barrier divergence"]:
+        return KilnError(
+            "a CUDA kernel's threads did not all reach the same barrier (the emulation found the block "
+            "deadlocked, which is undefined behaviour on a GPU); this is a bug in kiln's CUDA code generator"
+        )
     return KilnError(f"the compiled function failed with status {status}")

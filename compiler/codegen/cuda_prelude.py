@@ -3,6 +3,7 @@ and ``PRELUDE``, the C helpers the kernels call (numpy's float semantics where C
 differ, atomics, the pairwise sum launch, error checks) and the ``KILN_EMULATE``
 definitions that let the same source compile as C++ for the CPU."""
 
+from kiln.codegen.cuda_emulation import EMULATION
 from kiln.codegen.status import STATUS
 
 THREADS_PER_BLOCK = 256
@@ -23,50 +24,21 @@ C_TYPES = {
 }
 STORED = dict(C_TYPES, i1="unsigned char")
 
-PRELUDE = r"""#include <math.h>
+PRELUDE = (
+    r"""#include <math.h>
 #include <stdint.h>
-#ifdef KILN_EMULATE  /* plain C++ on the CPU: grid and block loops made explicit */
-#include <stdlib.h>
-#include <string.h>
-#define __global__
-#define __device__
-struct kiln_dim3 { unsigned x, y, z; };
-static thread_local kiln_dim3 blockIdx, threadIdx, blockDim, gridDim;
-typedef int cudaError_t;
-#define cudaSuccess 0
-static inline cudaError_t cudaMalloc(void **p, size_t n) { *p = malloc(n ? n : 1); return *p ? 0 : 2; }
-static inline cudaError_t cudaFree(void *p) { free(p); return 0; }
-static inline cudaError_t cudaGetLastError(void) { return 0; }
-static inline cudaError_t cudaDeviceSynchronize(void) { return 0; }
-#define KILN_READ_STATUS(dst) ((dst) = kiln_status, kiln_status = 0, cudaSuccess)
-#define KILN_ATOMIC(combine, address, value) (*(address) = combine(*(address), (value)))
-#define KILN_LAUNCH(kernel, blocks, threads, ...) do { \
-    gridDim.x = (blocks); blockDim.x = (threads); gridDim.y = gridDim.z = blockDim.y = blockDim.z = 1; \
-    for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++) \
-        for (threadIdx.x = 0; threadIdx.x < blockDim.x; threadIdx.x++) kernel(__VA_ARGS__); } while (0)
-#define KILN_LAUNCH3(kernel, gx, gy, gz, bx, by, bz, ...) do { \
-    gridDim.x = (gx); gridDim.y = (gy); gridDim.z = (gz); blockDim.x = (bx); blockDim.y = (by); blockDim.z = (bz); \
-    for (blockIdx.z = 0; blockIdx.z < gridDim.z; blockIdx.z++) \
-    for (blockIdx.y = 0; blockIdx.y < gridDim.y; blockIdx.y++) \
-    for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++) \
-    for (threadIdx.z = 0; threadIdx.z < blockDim.z; threadIdx.z++) \
-    for (threadIdx.y = 0; threadIdx.y < blockDim.y; threadIdx.y++) \
-    for (threadIdx.x = 0; threadIdx.x < blockDim.x; threadIdx.x++) kernel(__VA_ARGS__); } while (0)
-#define __shared__ static thread_local
-static inline void __syncthreads(void) {}  /* placeholder until cooperative launches run threads as fibres */
-template <typename T> static inline T __shfl_xor_sync(unsigned, T v, int) { return v; }
-template <typename T> static inline T __shfl_down_sync(unsigned, T v, int) { return v; }
-/* A kernel whose threads cooperate (__syncthreads, __shared__, warp shuffles). */
-#define KILN_LAUNCH_COOP KILN_LAUNCH3
-#else
+#ifdef KILN_EMULATE  /* plain C++ on the CPU: kiln.codegen.cuda_emulation */
+"""
+    + EMULATION
+    + r"""#else
 #define KILN_LAUNCH(kernel, blocks, threads, ...) kernel<<<(blocks), (threads)>>>(__VA_ARGS__)
 #define KILN_LAUNCH_COOP KILN_LAUNCH3
 #define KILN_LAUNCH3(kernel, gx, gy, gz, bx, by, bz, ...) \
     kernel<<<dim3((gx), (gy), (gz)), dim3((bx), (by), (bz))>>>(__VA_ARGS__)
 #endif
 
-__device__ int kiln_status = 0;
 #ifndef KILN_EMULATE
+__device__ int kiln_status = 0;
 /* Read the status the kernels set, and clear it for the next call. */
 static cudaError_t kiln_read_status(int *dst) {
     static const int zero = 0;
@@ -209,3 +181,4 @@ KILN_CAS_LOOP(kiln_max, double, unsigned long long, kiln_double_bits, kiln_bits_
 KILN_CAS_LOOP(kiln_min, double, unsigned long long, kiln_double_bits, kiln_bits_double, kiln_min)
 #endif
 """.replace("KILN_NEGATIVE_POWER", str(STATUS["negative integer power"]))
+)

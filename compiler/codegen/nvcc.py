@@ -66,6 +66,7 @@ def _cached_or_built(source: str, emulate: bool, cache: DiskCache, compiler: str
                 "-O2",
                 "-ffp-contract=off",
                 "-fPIC",
+                "-pthread",  # blocks run on several host threads (kiln.codegen.cuda_emulation)
                 "-shared",
                 source_path,
                 "-o",

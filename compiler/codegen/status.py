@@ -3,7 +3,7 @@ and by the code that calls them."""
 
 from kiln.dialects import cf as CF
 
-STATUS = {"out of memory": 1, "negative integer power": 2}
+STATUS = {"out of memory": 1, "negative integer power": 2, "barrier divergence": 3}
 OUT_OF_BOUNDS = 1000  # debug builds: status OUT_OF_BOUNDS + k means access_sites(...)[k] went out of bounds
 FAILED_CHECK = -1  # status FAILED_CHECK - k means check_sites(...)[k], a cf.assert, found its condition false
 
