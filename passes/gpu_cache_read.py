@@ -74,16 +74,16 @@ def gpu_cache_read(loop, buffer_name: str, layout=None):
         raise ScheduleError(f"{step}: the loop is bound to {loop.attributes[BIND]}; stage tiles in an unbound loop")
     threads = [op for op in around if str(op.attributes.get(BIND, "")).startswith("threadIdx")]
     thread_ivs = {op.induction_variable for op in threads}
-    if math.prod(op.trip_count for op in threads if op.constant_bounds) > THREADS_PER_BLOCK_MAX:
+    for op in threads:
+        if A.constant_limit(op) is None:
+            raise ScheduleError(
+                f"{step}: {loop_name(op)} (bound to {op.attributes[BIND]}) has no constant limit, so the block "
+                "cannot have one thread per iteration to reach the barriers"
+            )
+    if math.prod(A.constant_limit(op) for op in threads) > THREADS_PER_BLOCK_MAX:
         raise ScheduleError(
             f"{step}: the thread loops around it make more than {THREADS_PER_BLOCK_MAX} threads a block"
         )
-    for op in threads:
-        if not op.constant_bounds:
-            raise ScheduleError(
-                f"{step}: {loop_name(op)} (bound to {op.attributes[BIND]}) has no constant bound, so some "
-                "threads would skip the barriers; split the loops so that thread loops have constant extents"
-            )
     for op in [loop] + [o for o in around if o not in threads]:
         if isinstance(op, A.ForOp) and not op.constant_bounds and thread_ivs & set(op.bound_operands):
             raise ScheduleError(

@@ -18,9 +18,13 @@ block instead of once per result. For a 128 x 128 x 128 product the steps are::
     bind(k0.i.i.i, threadIdx.y); bind(k0.j.i.i, threadIdx.x)
     cache_read(k0.r.o, a); cache_read(k0.r.o, b)
 
+Where no such tile divides M or N (a prime, say), each thread computes one result of a
+``16 x 16`` block tile, still fed from shared memory; the blocks at the edges have threads
+with no result, which only help to copy and wait at the barriers.
+
 A leading batch loop (``a @ b`` of 3-d arrays) is bound to ``blockIdx.z``. The tile sizes
-divide M and N, so that every thread loop has a constant extent (every thread of a block
-reaches the barriers); K needs no such care (its last step is shorter for every thread).
+divide M and N, so that the register loops have constant extents (``unroll_jam`` needs
+them); K needs no such care (its last step is shorter for every thread).
 A product too small to pay for the staging (fewer than ``MIN_WORK`` multiply-adds), or
 whose M or N has no divisor that makes a useful tile, keeps one thread per result.
 """
@@ -59,21 +63,31 @@ def matmul_recipe(function, kernel: str) -> list:
         return []
     tm, rm = _tile(rows)
     tn, rn = _tile(cols)
-    if tm * rm < MIN_TILE or tn * rn < MIN_TILE:
-        return []
     i, j, r = (A.loop_name(loop) for loop in (chain[-2], chain[-1], reductions[0]))
-    steps = [
-        ("tile", [i, j], [tm * rm, tn * rn]),
-        ("tile", [f"{i}.i", f"{j}.i"], [tm, tn]),
-        ("reorder", [f"{i}.i.i", f"{j}.i.i", f"{i}.i.o", f"{j}.i.o"]),
-        ("unroll_jam", f"{i}.i.o", rm),
-        ("unroll_jam", f"{j}.i.o", rn),
-        ("split", r, K_STEP),
-        ("bind", f"{i}.o", "blockIdx.y"),
-        ("bind", f"{j}.o", "blockIdx.x"),
-        ("bind", f"{i}.i.i", "threadIdx.y"),
-        ("bind", f"{j}.i.i", "threadIdx.x"),
-    ]
+    if tm * rm >= MIN_TILE and tn * rn >= MIN_TILE:
+        steps = [
+            ("tile", [i, j], [tm * rm, tn * rn]),
+            ("tile", [f"{i}.i", f"{j}.i"], [tm, tn]),
+            ("reorder", [f"{i}.i.i", f"{j}.i.i", f"{i}.i.o", f"{j}.i.o"]),
+            ("unroll_jam", f"{i}.i.o", rm),
+            ("unroll_jam", f"{j}.i.o", rn),
+            ("split", r, K_STEP),
+            ("bind", f"{i}.o", "blockIdx.y"),
+            ("bind", f"{j}.o", "blockIdx.x"),
+            ("bind", f"{i}.i.i", "threadIdx.y"),
+            ("bind", f"{j}.i.i", "threadIdx.x"),
+        ]
+    elif rows >= THREADS and cols >= THREADS:  # no tile divides: one result a thread, edges idle
+        steps = [
+            ("tile", [i, j], [THREADS, THREADS]),
+            ("split", r, K_STEP),
+            ("bind", f"{i}.o", "blockIdx.y"),
+            ("bind", f"{j}.o", "blockIdx.x"),
+            ("bind", f"{i}.i", "threadIdx.y"),
+            ("bind", f"{j}.i", "threadIdx.x"),
+        ]
+    else:
+        return []
     if len(chain) == 3:
         steps.append(("bind", A.loop_name(chain[0]), "blockIdx.z"))
     reads = [op for op in reductions[0].body.ops if isinstance(op, A.LoadOp)]

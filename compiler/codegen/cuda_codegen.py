@@ -74,6 +74,7 @@ class _FunctionEmitter:
         self.names = {}
         self.counter = 0
         self.kernels = []
+        self._active = None  # in a cooperative kernel: the C condition that this thread has work
 
     def name(self, value) -> str:
         if value not in self.names:
@@ -325,32 +326,18 @@ class _FunctionEmitter:
                 self.line(f"{target} = {self.expr(value)};")
             return
         if isinstance(op, A.ForOp):
-            carried = [self.name(a) for a in op.body.args[1:]]
-            for var, init, result in zip(carried, op.inits, op.results):
-                self.line(f"{C_TYPES[init.type.name]} {var} = {self.expr(init)};")
-                self.names[result] = var
-            iv = self.name(op.induction_variable)
-            bound = str(op.upper) if op.constant_bounds else self._min(op)
-            if BIND in op.attributes:  # checked by the bind step: from 0 by 1, no iter_args
-                index = op.attributes[BIND]
-                size = index.replace("blockIdx", "gridDim").replace("threadIdx", "blockDim")
-                self.line(f"for (long long {iv} = {index}; {iv} < {bound}; {iv} += {size}) {{")
-            else:
-                self.line(f"for (long long {iv} = {op.lower}; {iv} < {bound}; {iv} += {op.step}) {{")
-            self.indent += 1
-            saved, self._carried = self._carried, carried
-            self.block(op.body.ops)
-            self._carried = saved
-            self.indent -= 1
-            self.line("}")
+            self._loop(op)
             return
         if isinstance(op, A.LoadOp):
             t = op.result.type
-            load = f"{self.name(op.memref)}[{self.offset(op)}]"
-            self.line(f"{C_TYPES[t.name]} {self.name(op.result)} = {load}{' != 0' if t.name == 'i1' else ''};")
+            load = f"{self.name(op.memref)}[{self.offset(op)}]{' != 0' if t.name == 'i1' else ''}"
+            if self._active:  # an idle thread reads nothing (its indices may be past the buffer)
+                load = f"{self._active} ? ({load}) : ({C_TYPES[t.name]})0"
+            self.line(f"{C_TYPES[t.name]} {self.name(op.result)} = {load};")
             return
         if isinstance(op, A.StoreOp):
-            self.line(f"{self.name(op.memref)}[{self.offset(op)}] = {self.expr(op.operands[0])};")
+            guard = f"if ({self._active}) " if self._active else ""
+            self.line(f"{guard}{self.name(op.memref)}[{self.offset(op)}] = {self.expr(op.operands[0])};")
             return
         if isinstance(op, AR.ConstantOp):
             self.names[op.result] = literal(op.value, op.result.type.name)
@@ -363,13 +350,55 @@ class _FunctionEmitter:
             self.line("__syncthreads();")
             return
         if isinstance(op, CF.AssertOp):  # a failed check records its status and the kernel goes on
-            self.line(f"if (!{self.expr(op.condition)}) kiln_status = {check_status(self.function, op)};")
+            active = f"{self._active} && " if self._active else ""
+            self.line(f"if ({active}!{self.expr(op.condition)}) kiln_status = {check_status(self.function, op)};")
             return
         value = EXPRESSIONS.get(type(op))
         if value is None:
             raise NotImplementedError(f"no CUDA code for {op.name}")
         t = op.results[0].type
         self.line(f"{C_TYPES[t.name]} {self.name(op.results[0])} = {value(self, op)};")
+
+    def _loop(self, op) -> None:
+        """A for loop. In a kernel whose threads cooperate, a thread loop around barriers
+        whose bound is not constant runs to its constant limit (the block's size: every
+        thread reaches the barriers), and what its idle threads must not do (reads,
+        writes, loops without barriers) is predicated on the real bound."""
+        carried = [self.name(a) for a in op.body.args[1:]]
+        for var, init, result in zip(carried, op.inits, op.results):
+            self.line(f"{C_TYPES[init.type.name]} {var} = {self.expr(init)};")
+            self.names[result] = var
+        iv = self.name(op.induction_variable)
+        bound = str(op.upper) if op.constant_bounds else self._min(op)
+        axis = str(op.attributes.get(BIND, ""))
+        barriers = any(isinstance(inner, G.BarrierOp) for inner in op.walk())
+        saved_active = self._active
+        guarded = self._active and not barriers and not axis.startswith("threadIdx")
+        if guarded:
+            self.line(f"if ({self._active}) {{")
+            self.indent += 1
+        if axis:  # checked by the bind step: from 0 by 1, no iter_args
+            size = axis.replace("blockIdx", "gridDim").replace("threadIdx", "blockDim")
+            limit = str(A.constant_limit(op)) if barriers and axis.startswith("threadIdx") else bound
+            self.line(f"for (long long {iv} = {axis}; {iv} < {limit}; {iv} += {size}) {{")
+        else:
+            self.line(f"for (long long {iv} = {op.lower}; {iv} < {bound}; {iv} += {op.step}) {{")
+        self.indent += 1
+        if guarded or (axis.startswith("threadIdx") and not barriers):
+            self._active = None  # already guarded, or a cooperative copy every thread runs
+        elif barriers and axis.startswith("threadIdx") and not op.constant_bounds:
+            flag = f"{iv}_active"
+            self.line(f"const bool {flag} = {iv} < {bound};")
+            self._active = f"{self._active} && {flag}" if self._active else flag
+        saved, self._carried = self._carried, carried
+        self.block(op.body.ops)
+        self._carried = saved
+        self._active = saved_active
+        self.indent -= 1
+        self.line("}")
+        if guarded:
+            self.indent -= 1
+            self.line("}")
 
     def expr(self, value) -> str:
         return self.names.get(value) or self.name(value)
@@ -429,7 +458,7 @@ def _barrier_thread_extents(nest) -> dict:
         while isinstance(loop, A.ForOp):
             axis = str(loop.attributes.get(BIND, ""))
             if axis.startswith("threadIdx"):
-                if found.setdefault(axis, loop.trip_count) != loop.trip_count:
+                if found.setdefault(axis, A.constant_limit(loop)) != A.constant_limit(loop):
                     raise NotImplementedError(f"barriers under {axis} loops of different extents")
             loop = loop.parent.parent.parent if loop.parent is not None and loop.parent.parent is not None else None
     return found
