@@ -37,10 +37,12 @@ After ``cache_read(k0.r.o, a)``::
               affine.yield %3 : f32
 
 Every thread of a block must reach every barrier, so the step is refused where it cannot
-be sure they do: a loop around it bound to a thread index without a constant bound (the
-CUDA backend launches exactly that many threads, one iteration each), a loop around it
-whose bound depends on a thread index, more than 48 KiB of shared memory in the kernel,
-or a buffer the kernel also writes (a block's copy would race with the writes).
+be sure they do: a loop around it bound to a thread index without a constant limit (a
+constant bound, or a ``min`` with a constant: the CUDA backend launches that many threads,
+one iteration each, and those past a partial tile's bound only copy and wait), more than
+1024 threads, a loop around it whose bound depends on a thread index, more than 48 KiB of
+shared memory in the kernel, or a buffer the kernel also writes (a block's copy would race
+with the writes).
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ def gpu_cache_read(loop, buffer_name: str, layout=None):
         copy_loop.attributes[BIND] = axis
     body = loop.body.ops
     # Two cache_reads of one loop share their barriers: the copies go before the first.
-    ops = [op for op in [tile] + copy]
+    ops = [tile, *copy]  # cache_read put them first in the body; they move before the barrier
     for op in ops:
         body.remove(op)
     first = next((k for k, op in enumerate(body) if isinstance(op, G.BarrierOp)), None)

@@ -11,7 +11,7 @@ from planted import plant_cache_read_without_barrier
 from test_mlir_opt import MLIR_OPT, canonical, mlir_opt
 
 import kiln
-from kiln.dialects import parse_ir, print_ir
+from kiln.dialects import parse_ir, print_ir, verify
 from kiln.interpreters.affine_interpreter import run_affine
 from kiln.passes.schedule import Schedule, apply_schedule
 
@@ -236,3 +236,19 @@ def test_a_loop_whose_bound_depends_on_a_thread_index_is_refused():
     steps += [["bind", "k0.i.i", "threadIdx.y"], ["reorder", ["k0.j.i", "k0.r.o"]]]
     with pytest.raises(kiln.ScheduleError):
         refused([*steps, ["cache_read", "k0.r.i", "a"]], shape=(20, 20, 20))
+
+
+def test_the_verifier_refuses_shared_memory_the_host_would_allocate():
+    text = """module {
+  func.func @f(%x: memref<4xf32>) attributes {kiln.buffers = ["x"]} {
+    %t = memref.alloc() {alignment = 64 : i64} : memref<4xf32, #gpu.address_space<workgroup>>
+    func.return
+  }
+}"""
+    with pytest.raises(kiln.KilnError, match="in workgroup memory is made by memref.alloca"):
+        verify(parse_ir(text))
+
+
+def test_an_unknown_memory_space_is_a_parse_error():
+    with pytest.raises(kiln.KilnError, match=r"expected a memory space: #gpu.address_space<workgroup>"):
+        parse_ir("module {\n  func.func @f(%x: memref<4xf32, #gpu.address_space<private>>) {\n    func.return\n  }\n}")
