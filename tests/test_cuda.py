@@ -44,18 +44,28 @@ def op_table_source(tmp_path_factory):
     return path, entries
 
 
-@pytest.mark.skipif(CXX is None, reason="no C++ compiler (g++) for the host emulation")
-def test_every_op_table_case_gives_numpys_numbers_in_host_emulation(op_table_source, tmp_path):
+@pytest.fixture(scope="module")
+def op_table_library(op_table_source, tmp_path_factory):
+    """The op table's CUDA C built for the host emulation, with the flags kiln builds with."""
+    from kiln.codegen import nvcc
+    from kiln.runtime.cache import DiskCache
+
     path, entries = op_table_source
-    library = tmp_path / "op_table.so"
-    subprocess.run(
-        [CXX, "-DKILN_EMULATE", "-x", "c++", "-O1", "-fPIC", "-shared", str(path), "-o", str(library)], check=True
-    )
+    library = nvcc.build(path.read_text(), emulate=True, cache=DiskCache(str(tmp_path_factory.mktemp("cache"))))
     ffi = cffi.FFI()
     for name, function in entries:
         count = len(function.arguments) + len(function.function_type.results)
         ffi.cdef(f"int {name}({', '.join(['void *'] * count)});")
-    lib = ffi.dlopen(str(library))
+    return ffi, ffi.dlopen(library), entries
+
+
+@pytest.mark.skipif(CXX is None, reason="no C++ compiler (g++) for the host emulation")
+@pytest.mark.parametrize("order", ["forward", "reverse"])
+def test_every_op_table_case_gives_numpys_numbers_in_host_emulation(op_table_library, order, monkeypatch):
+    """In both orders of the emulation's threads (and blocks): a kernel whose threads
+    cooperate must not depend on which runs first between barriers."""
+    monkeypatch.setenv("KILN_EMULATE_ORDER", order)
+    ffi, lib, entries = op_table_library
     for case, (name, function) in zip(CASES, entries):
         inputs = [
             np.ascontiguousarray(np.asarray(a, dtype=arg.type.dtype)) for a, arg in zip(case.args, function.arguments)

@@ -102,7 +102,7 @@ def test_the_default_schedule_stages_tiles_in_shared_memory_and_accumulates_in_r
     assert "%1:16 = affine.for %k0.r.o = 0 to 6 iter_args(" in text  # 4 x 4 accumulators a thread
     assert text.count("gpu.barrier") == 2
     cuda = kernels(lowered.text("cuda"))
-    assert "__shared__ float v" in cuda and cuda.count("__syncthreads();") == 2
+    assert "KILN_SHARED(float, v" in cuda and cuda.count("__syncthreads();") == 2
     assert "KILN_LAUNCH_COOP(kiln_matmul_k0, 2, 2, 1, 16, 16, 1," in cuda
 
 
@@ -120,7 +120,7 @@ def test_small_products_keep_one_thread_per_result(shape):
     lowered = scheduled(shape)
     assert "schedule (default): (none)" in lowered.text("scheduled")
     cuda = kernels(lowered.text("cuda"))
-    assert "__shared__" not in cuda and "KILN_LAUNCH_COOP" not in cuda
+    assert "KILN_SHARED" not in cuda and "KILN_LAUNCH_COOP" not in cuda
 
 
 def test_a_matmul_with_bias_and_relu_in_its_kernel_is_tiled_too(order):

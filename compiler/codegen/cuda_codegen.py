@@ -344,7 +344,8 @@ class _FunctionEmitter:
             return
         if isinstance(op, MR.AllocaOp) and op.result.type.memory_space == "workgroup":
             t = op.result.type
-            self.line(f"__shared__ {STORED[t.element.name]} {self.name(op.result)}[{max(1, t.size)}];")
+            # __shared__ on the GPU; the emulation also poisons it for each block (a missing barrier reads NaN)
+            self.line(f"KILN_SHARED({STORED[t.element.name]}, {self.name(op.result)}, {max(1, t.size)})")
             return
         if isinstance(op, G.BarrierOp):
             self.line("__syncthreads();")

@@ -33,6 +33,7 @@ PRELUDE = (
     + r"""#else
 #define KILN_LAUNCH(kernel, blocks, threads, ...) kernel<<<(blocks), (threads)>>>(__VA_ARGS__)
 #define KILN_LAUNCH_COOP KILN_LAUNCH3
+#define KILN_SHARED(type, name, count) __shared__ type name[count];
 #define KILN_LAUNCH3(kernel, gx, gy, gz, bx, by, bz, ...) \
     kernel<<<dim3((gx), (gy), (gz)), dim3((bx), (by), (bz))>>>(__VA_ARGS__)
 #endif
@@ -150,7 +151,7 @@ template <typename T> __device__ static inline T kiln_pairwise_group(const T *p,
    the block's size must be a multiple of KILN_WARP (full warps for the shuffles). */
 #define KILN_WARP 32
 template <typename T, T (*combine)(T, T)> __device__ static inline T kiln_block_allreduce(T v) {
-    __shared__ T warps[KILN_WARP];
+    KILN_SHARED(T, warps, KILN_WARP)
     const unsigned linear = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     const unsigned count = (blockDim.x * blockDim.y * blockDim.z + KILN_WARP - 1) / KILN_WARP;
     for (int k = KILN_WARP / 2; k >= 1; k /= 2) v = combine(v, __shfl_xor_sync(0xffffffffu, v, k));
