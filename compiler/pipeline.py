@@ -173,7 +173,7 @@ class Pipeline:
                     raise ScheduleError(
                         f"{step[0]} is a CPU schedule step; the CUDA backend runs {', '.join(GPU_PRIMITIVES)}"
                     )
-            apply_schedule(module, self.schedule, verify_each=self.debug)
+            apply_schedule(module, self.schedule, verify_each=self.debug, gpu=True)
         elif self.requested_schedule is None:
             self.schedule = Schedule()
             db = self.tuning_db()
@@ -205,9 +205,10 @@ class Pipeline:
                 continue
             trial = function.clone({})
             steps = absolute_steps(record["steps"], kernel, trial)
+            gpu = self.target.startswith("cuda")  # a GPU record's cache_read stages in shared memory
             try:
                 for step in steps:
-                    apply_step(trial, step)
+                    apply_step(trial, step, gpu=gpu)
             except ScheduleError as exc:
                 warnings.warn(
                     f"kiln: the tuning record for kernel {kernel} of {self.name} no longer applies "
@@ -217,7 +218,7 @@ class Pipeline:
                 )
                 continue
             for step in absolute_steps(record["steps"], kernel, function):
-                apply_step(function, step)
+                apply_step(function, step, gpu=gpu)
                 self.schedule.add(*step)
             self.tuned_kernels.append(kernel)
 

@@ -18,11 +18,13 @@ from kiln.dialects import verify
 from kiln.dialects.collection import collection_paused
 from kiln.dialects.diagnostics import KilnError
 
+from .gpu_matmul_schedule import matmul_recipe
 from .schedule import Schedule, apply_step, kernels
 
 # Each recipe: (function, kernel name) -> the steps for that kernel, or [] when it does
 # not recognize the kernel. The first recipe that returns steps wins.
 RECIPES = []
+RECIPES.append(matmul_recipe)  # passes/gpu_matmul_schedule.py: register tiles fed from shared memory
 
 
 def gpu_default_schedule(function, skip=()) -> Schedule:
@@ -48,10 +50,10 @@ def _apply_all(function, steps) -> bool:
     trial = function.clone({})
     try:
         for step in steps:
-            apply_step(trial, step, atomic=False)
+            apply_step(trial, step, atomic=False, gpu=True)
         verify(trial)
     except KilnError:  # ScheduleError included: the recipe does not fit this kernel
         return False
     for step in steps:
-        apply_step(function, step, atomic=False)
+        apply_step(function, step, atomic=False, gpu=True)
     return True

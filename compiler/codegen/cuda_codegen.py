@@ -40,6 +40,7 @@ from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import cf as CF
 from kiln.dialects import func as F
+from kiln.dialects import gpu as G
 from kiln.dialects import memref as MR
 from kiln.dialects.affine import BIND
 from kiln.dialects.affine_expr import Binary, Const, Dim
@@ -77,6 +78,7 @@ class _FunctionEmitter:
         self.names = {}
         self.counter = 0
         self.kernels = []
+        self._active = None  # in a cooperative kernel: the C condition that this thread has work
 
     def name(self, value) -> str:
         if value not in self.names:
@@ -196,6 +198,9 @@ class _FunctionEmitter:
         self.kernels.append(nest)
         name = f"{entry_name(self.function.sym_name, self.prefix)}_k{number}"
         extents = {op.attributes[BIND]: op.trip_count for op in nest.walk() if BIND in op.attributes}
+        cooperative = any(isinstance(op, G.BarrierOp) for op in nest.walk())
+        if cooperative:  # every thread runs one iteration of each thread loop around a barrier
+            extents.update(_barrier_thread_extents(nest))
         threads = {}
         for axis in "xyz":  # at most 1024 threads a block; strided loops cover the rest
             room = THREADS_PER_BLOCK_MAX // int(np.prod(list(threads.values()) or [1]))
@@ -209,7 +214,8 @@ class _FunctionEmitter:
         self.lines.append("}")
         args = ", ".join(self.name(v) for v in used)
         config = ", ".join(str(d) for d in list(blocks.values()) + list(threads.values()))
-        host.append(f"    KILN_LAUNCH3({name}, {config}{', ' if args else ''}{args});")
+        launch = "KILN_LAUNCH_COOP" if cooperative else "KILN_LAUNCH3"
+        host.append(f"    {launch}({name}, {config}{', ' if args else ''}{args});")
         host.append("    if ((error = cudaGetLastError()) != cudaSuccess) goto done;")
         return "\n".join(self.lines) + "\n"
 
@@ -319,44 +325,80 @@ class _FunctionEmitter:
                 self.line(f"{target} = {self.expr(value)};")
             return
         if isinstance(op, A.ForOp):
-            carried = [self.name(a) for a in op.body.args[1:]]
-            for var, init, result in zip(carried, op.inits, op.results):
-                self.line(f"{C_TYPES[init.type.name]} {var} = {self.expr(init)};")
-                self.names[result] = var
-            iv = self.name(op.induction_variable)
-            bound = str(op.upper) if op.constant_bounds else self._min(op)
-            if BIND in op.attributes:  # checked by the bind step: from 0 by 1, no iter_args
-                index = op.attributes[BIND]
-                size = index.replace("blockIdx", "gridDim").replace("threadIdx", "blockDim")
-                self.line(f"for (long long {iv} = {index}; {iv} < {bound}; {iv} += {size}) {{")
-            else:
-                self.line(f"for (long long {iv} = {op.lower}; {iv} < {bound}; {iv} += {op.step}) {{")
-            self.indent += 1
-            saved, self._carried = self._carried, carried
-            self.block(op.body.ops)
-            self._carried = saved
-            self.indent -= 1
-            self.line("}")
+            self._loop(op)
             return
         if isinstance(op, A.LoadOp):
             t = op.result.type
-            load = f"{self.name(op.memref)}[{self.offset(op)}]"
-            self.line(f"{C_TYPES[t.name]} {self.name(op.result)} = {load}{' != 0' if t.name == 'i1' else ''};")
+            load = f"{self.name(op.memref)}[{self.offset(op)}]{' != 0' if t.name == 'i1' else ''}"
+            if self._active:  # an idle thread reads nothing (its indices may be past the buffer)
+                load = f"{self._active} ? ({load}) : ({C_TYPES[t.name]})0"
+            self.line(f"{C_TYPES[t.name]} {self.name(op.result)} = {load};")
             return
         if isinstance(op, A.StoreOp):
-            self.line(f"{self.name(op.memref)}[{self.offset(op)}] = {self.expr(op.operands[0])};")
+            guard = f"if ({self._active}) " if self._active else ""
+            self.line(f"{guard}{self.name(op.memref)}[{self.offset(op)}] = {self.expr(op.operands[0])};")
             return
         if isinstance(op, AR.ConstantOp):
             self.names[op.result] = literal(op.value, op.result.type.name)
             return
+        if isinstance(op, MR.AllocaOp) and op.result.type.memory_space == "workgroup":
+            t = op.result.type
+            # __shared__ on the GPU; the emulation also poisons it for each block (a missing barrier reads NaN)
+            self.line(f"KILN_SHARED({STORED[t.element.name]}, {self.name(op.result)}, {max(1, t.size)})")
+            return
+        if isinstance(op, G.BarrierOp):
+            self.line("__syncthreads();")
+            return
         if isinstance(op, CF.AssertOp):  # a failed check records its status and the kernel goes on
-            self.line(f"if (!{self.expr(op.condition)}) kiln_status = {check_status(self.function, op)};")
+            active = f"{self._active} && " if self._active else ""
+            self.line(f"if ({active}!{self.expr(op.condition)}) kiln_status = {check_status(self.function, op)};")
             return
         value = EXPRESSIONS.get(type(op))
         if value is None:
             raise NotImplementedError(f"no CUDA code for {op.name}")
         t = op.results[0].type
         self.line(f"{C_TYPES[t.name]} {self.name(op.results[0])} = {value(self, op)};")
+
+    def _loop(self, op) -> None:
+        """A for loop. In a kernel whose threads cooperate, a thread loop around barriers
+        whose bound is not constant runs to its constant limit (the block's size: every
+        thread reaches the barriers), and what its idle threads must not do (reads,
+        writes, loops without barriers) is predicated on the real bound."""
+        carried = [self.name(a) for a in op.body.args[1:]]
+        for var, init, result in zip(carried, op.inits, op.results):
+            self.line(f"{C_TYPES[init.type.name]} {var} = {self.expr(init)};")
+            self.names[result] = var
+        iv = self.name(op.induction_variable)
+        bound = str(op.upper) if op.constant_bounds else self._min(op)
+        axis = str(op.attributes.get(BIND, ""))
+        barriers = any(isinstance(inner, G.BarrierOp) for inner in op.walk())
+        saved_active = self._active
+        guarded = self._active and not barriers and not axis.startswith("threadIdx")
+        if guarded:
+            self.line(f"if ({self._active}) {{")
+            self.indent += 1
+        if axis:  # checked by the bind step: from 0 by 1, no iter_args
+            size = axis.replace("blockIdx", "gridDim").replace("threadIdx", "blockDim")
+            limit = str(A.constant_limit(op)) if barriers and axis.startswith("threadIdx") else bound
+            self.line(f"for (long long {iv} = {axis}; {iv} < {limit}; {iv} += {size}) {{")
+        else:
+            self.line(f"for (long long {iv} = {op.lower}; {iv} < {bound}; {iv} += {op.step}) {{")
+        self.indent += 1
+        if guarded or (axis.startswith("threadIdx") and not barriers):
+            self._active = None  # already guarded, or a cooperative copy every thread runs
+        elif barriers and axis.startswith("threadIdx") and not op.constant_bounds:
+            flag = f"{iv}_active"
+            self.line(f"const bool {flag} = {iv} < {bound};")
+            self._active = f"{self._active} && {flag}" if self._active else flag
+        saved, self._carried = self._carried, carried
+        self.block(op.body.ops)
+        self._carried = saved
+        self._active = saved_active
+        self.indent -= 1
+        self.line("}")
+        if guarded:
+            self.indent -= 1
+            self.line("}")
 
     def expr(self, value) -> str:
         return self.names.get(value) or self.name(value)
@@ -401,6 +443,24 @@ def _read_from_outside(roots, wanted) -> list:
         for v in op.operands:
             if v not in inside and v not in found and wanted(v):
                 found.append(v)
+    return found
+
+
+def _barrier_thread_extents(nest) -> dict:
+    """{thread axis: extent} of the thread loops around the kernel's barriers. The block has
+    exactly that many threads on the axis, so every thread runs one iteration of each and
+    reaches every barrier (the cache_read step checked that their bounds are constant)."""
+    found = {}
+    for op in nest.walk():
+        if not isinstance(op, G.BarrierOp):
+            continue
+        loop = op.parent.parent.parent
+        while isinstance(loop, A.ForOp):
+            axis = str(loop.attributes.get(BIND, ""))
+            if axis.startswith("threadIdx"):
+                if found.setdefault(axis, A.constant_limit(loop)) != A.constant_limit(loop):
+                    raise NotImplementedError(f"barriers under {axis} loops of different extents")
+            loop = loop.parent.parent.parent if loop.parent is not None and loop.parent.parent is not None else None
     return found
 
 

@@ -137,7 +137,7 @@ class GpuSearchSpace:
 def _applies(module, steps) -> bool:
     trial = module.clone({})
     try:
-        apply_schedule(trial, Schedule(steps))
+        apply_schedule(trial, Schedule(steps), gpu=True)
         verify(trial)
     except KilnError:  # ScheduleError included
         return False
@@ -161,7 +161,7 @@ class GpuKernelBench(KernelBench):
         if steps is None:
             gpu_default_schedule(function)
         else:
-            apply_schedule(module, Schedule(steps))
+            apply_schedule(module, Schedule(steps), gpu=True)
         verify(module)
         library = nvcc.build(emit_cuda(module), self.emulate)
         native = cuda.CudaFunction(library, entry_name(function.sym_name), len(self.initial), self.emulate)
