@@ -35,6 +35,15 @@ from kiln.tools.profiler import profile
 TARGETS = ("cpu", "interpret", "cuda", "cuda-emulate")
 
 
+def target_stages(target: str) -> tuple:
+    """The stages a function compiled for `target` (one of TARGETS) goes through."""
+    if target == "interpret":
+        return ("tensor",)
+    if target.startswith("cuda"):
+        return ("tensor", "optimized", "affine", "scheduled", "cuda")
+    return STAGES
+
+
 class CompiledFunction:
     """A numpy function compiled by ``kiln.compile``: call it as the function itself.
 
@@ -141,11 +150,7 @@ class CompiledFunction:
 
     @property
     def stages(self) -> tuple:
-        if self.target == "interpret":
-            return ("tensor",)
-        if self.target.startswith("cuda"):
-            return ("tensor", "optimized", "affine", "scheduled", "cuda")
-        return STAGES
+        return target_stages(self.target)
 
     @user_facing
     def lower(self, *args, **kwargs) -> Lowered:

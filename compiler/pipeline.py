@@ -33,7 +33,7 @@ from kiln.passes.schedule import GPU_PRIMITIVES, Schedule, apply_schedule, apply
 from kiln.runtime import threads
 from kiln.runtime.cache import DiskCache
 from kiln.runtime.native import LLVM_LOCK
-from kiln.tools.tuning_db import TuningDB, host_fingerprint
+from kiln.tools.tuning_db import TuningDB, host_fingerprint, records_key
 from kiln.version import __version__, source_roots
 
 STAGES = ("tensor", "optimized", "affine", "scheduled", "llvm")
@@ -157,8 +157,15 @@ class Pipeline:
         module = affine.clone({})
         function = module.body.ops[-1]
         gpu = self.target.startswith("cuda")
-        if gpu and self.requested_schedule is None:  # the GPU recipes; other kernels get a thread per element
-            self.schedule = gpu_default_schedule(function)
+        if gpu and self.requested_schedule is None:
+            # Tuned records for this GPU first, then the recipes; other kernels get a thread per element.
+            self.schedule = Schedule()
+            db = self.tuning_db()
+            key = records_key(self.target) if db is not None else None
+            if key is not None:
+                self._apply_tuned(function, db, key)
+            for step in gpu_default_schedule(function, skip=set(self.tuned_kernels)).steps:
+                self.schedule.add(*step)
         elif gpu:
             self.schedule = self.requested_schedule
             for step in self.schedule.steps:
@@ -166,7 +173,7 @@ class Pipeline:
                     raise ScheduleError(
                         f"{step[0]} is a CPU schedule step; the CUDA backend runs {', '.join(GPU_PRIMITIVES)}"
                     )
-            apply_schedule(module, self.schedule, verify_each=self.debug)
+            apply_schedule(module, self.schedule, verify_each=self.debug, gpu=True)
         elif self.requested_schedule is None:
             self.schedule = Schedule()
             db = self.tuning_db()
@@ -189,18 +196,19 @@ class Pipeline:
         verify(module)
         return module
 
-    def _apply_tuned(self, function, db) -> None:
-        """Kernels with a record for this host get its steps; the others the default."""
-        host = host_fingerprint()
+    def _apply_tuned(self, function, db, host: str | None = None) -> None:
+        """Kernels with a record for `host` (by default this CPU) get its steps; the others the default."""
+        host = host or host_fingerprint()
         found = {k: db.lookup(structural_hash(extract(function, k)), host) for k in kernel_names(function)}
         for kernel, record in found.items():
             if record is None:
                 continue
             trial = function.clone({})
             steps = absolute_steps(record["steps"], kernel, trial)
+            gpu = self.target.startswith("cuda")  # a GPU record's cache_read stages in shared memory
             try:
                 for step in steps:
-                    apply_step(trial, step)
+                    apply_step(trial, step, gpu=gpu)
             except ScheduleError as exc:
                 warnings.warn(
                     f"kiln: the tuning record for kernel {kernel} of {self.name} no longer applies "
@@ -210,7 +218,7 @@ class Pipeline:
                 )
                 continue
             for step in absolute_steps(record["steps"], kernel, function):
-                apply_step(function, step)
+                apply_step(function, step, gpu=gpu)
                 self.schedule.add(*step)
             self.tuned_kernels.append(kernel)
 

@@ -36,6 +36,17 @@ def set_loop_name(loop, name: str) -> None:
     loop.induction_variable.name_hint = name
 
 
+def constant_limit(loop):
+    """A loop's constant bound, or the constant in its ``min`` bound (a split's partial last
+    tile: ``min(16, N - 16 * i)`` has 16); None if it has none. On the GPU, the threads a
+    block has for a thread loop whose threads cooperate: where the bound is below the limit,
+    the extra threads only help to copy and wait at the barriers."""
+    if loop.constant_bounds:
+        return loop.upper
+    constants = [e.value for e in loop.upper_map.results if isinstance(e, Const)]
+    return min(constants) if constants else None
+
+
 def kernel_of(loop) -> str:
     """The kernel a loop belongs to: ``k2`` for ``k2.i.o``."""
     return loop_name(loop).split(".")[0]

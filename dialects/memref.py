@@ -58,6 +58,9 @@ class _Allocation(Operation):
         super().verify()
         if not isinstance(self.result.type, MemRefType):
             raise self.error(f"{self.name} makes a memref")
+        if self.result.type.memory_space and self.name != "memref.alloca":
+            # shared memory is declared by the kernel for each block, not allocated by the host
+            raise self.error(f"a buffer in {self.result.type.memory_space} memory is made by memref.alloca")
 
     def print_custom(self, printer):
         extra = "".join(f", {k} = {format_attribute(v)}" for k, v in self.attributes.items())

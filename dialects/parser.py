@@ -16,7 +16,7 @@ from .builtin import ModuleOp
 from .diagnostics import ParseError
 from .ir import OP_REGISTRY, Block, Operation, Region, Value
 from .location import Location
-from .types import SCALAR_TYPES, FunctionType, MemRefType, TensorType, VectorType
+from .types import MEMORY_SPACES, SCALAR_TYPES, FunctionType, MemRefType, TensorType, VectorType
 
 _WS = re.compile(r"(\s|//[^\n]*)*")
 _BARE_ID = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
@@ -170,8 +170,12 @@ class Parser:
             element = self.parse_type()
             if element not in SCALAR_TYPES.values():
                 self.fail(f"a {word}'s element type must be a scalar type")
+            space = ""
+            if word == "memref" and self.peek(","):
+                self.expect(",")
+                space = self.parse_memory_space()
             self.expect(">")
-            return (TensorType if word == "tensor" else MemRefType)(shape, element)
+            return TensorType(shape, element) if word == "tensor" else MemRefType(shape, element, space)
         if word == "vector":
             self.expect("<")
             lanes = self.parse_int()
@@ -181,6 +185,13 @@ class Parser:
             return VectorType(lanes, element)
         self.pos = m.start()
         self.fail(f"unknown type '{word}'")
+
+    def parse_memory_space(self) -> str:
+        """``#gpu.address_space<workgroup>`` (a GPU block's shared memory), the one kiln uses."""
+        m = self.match(re.compile(r"#gpu\.address_space<(\w+)>"))
+        if not m or m.group(1) not in MEMORY_SPACES:
+            self.fail(f"expected a memory space: {', '.join(f'#gpu.address_space<{s}>' for s in MEMORY_SPACES)}")
+        return m.group(1)
 
     def parse_type_list(self) -> list:
         """`(t1, t2)` or a single bare type."""

@@ -145,11 +145,23 @@ class FunctionType(Type):
         return f"({ins}) -> ({', '.join(map(str, self.results))})"
 
 
+MEMORY_SPACES = ("workgroup",)  # beside the default: a GPU block's shared memory
+
+
 @dataclass(frozen=True)
 class MemRefType(ShapedType):
-    """``memref<4x8xf32>``: a buffer of static shape in row-major (identity) layout."""
+    """``memref<4x8xf32>``: a buffer of static shape in row-major (identity) layout.
 
+    ``memory_space`` is where the buffer lives: "" for ordinary memory, ``"workgroup"``
+    for a GPU block's shared memory, printed as MLIR's GPU dialect prints it:
+    ``memref<64x16xf32, #gpu.address_space<workgroup>>``."""
+
+    memory_space: str = ""
     keyword = "memref"
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return f"{text[:-1]}, #gpu.address_space<{self.memory_space}>>" if self.memory_space else text
 
     @property
     def strides(self) -> tuple:

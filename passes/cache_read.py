@@ -71,13 +71,17 @@ from .loop_transforms import ScheduleError
 MAX_TILE_BYTES = 256 * 1024  # the copy lives on the (thread's) stack
 
 
-def cache_read(loop, buffer_name: str, layout=None):
+def cache_read(loop, buffer_name: str, layout=None, spanning=(), memory_space: str = "", max_bytes=MAX_TILE_BYTES):
     """`layout`, a permutation of the buffer's dimensions, orders the tile's: [1, 0] stores a
     tile of B transposed, so that reads along B's columns become contiguous.
 
     The tile's box is sized for full inner loops; where an iteration's box can reach
     past the buffer (the partial last tile of a split), only the part inside the buffer
-    is copied, and the reads never reach the rest."""
+    is copied, and the reads never reach the rest.
+
+    `spanning` are loops around `loop` whose whole range the tile covers too (a GPU block's
+    thread loops: the block shares one tile); `memory_space` is the tile's; returns the
+    tile's allocation and its copy nest's loops, outermost first."""
     name = loop_name(loop)
     step = f"cache_read({name}, {buffer_name})"
     named = [
@@ -94,6 +98,7 @@ def cache_read(loop, buffer_name: str, layout=None):
     if any(isinstance(op, (A.StoreOp, A.VectorStoreOp)) and op.memref is source for op in loop.walk()):
         raise ScheduleError(f"{step}: the loop also writes it")
     inner = {op.induction_variable: op for op in loop.walk() if isinstance(op, A.ForOp) and op is not loop}
+    inner.update((op.induction_variable, op) for op in spanning)
     if any(op.lower != 0 or op.step != 1 for op in inner.values()):
         raise ScheduleError(f"{step}: a loop inside it does not run from 0 by 1")
     rank = source.type.rank
@@ -129,9 +134,13 @@ def cache_read(loop, buffer_name: str, layout=None):
         raise ScheduleError(f"{step}: layout {layout} is not a permutation of {rank} dimensions")
     if any(isinstance(op, A.VectorLoadOp) for op in reads) and order[-1] != rank - 1:
         raise ScheduleError(f"{step}: vector reads need the last dimension to stay last")
-    tile_type = MemRefType(tuple(shape[d] for d in order), source.type.element)
-    if tile_type.size * tile_type.dtype.itemsize > MAX_TILE_BYTES:
-        raise ScheduleError(f"{step}: a {shape} tile is too large for the stack")
+    tile_type = MemRefType(tuple(shape[d] for d in order), source.type.element, memory_space)
+    if tile_type.size * tile_type.dtype.itemsize > max_bytes:
+        where = "the stack" if not memory_space else f"the {max_bytes // 1024} KiB of shared memory left"
+        raise ScheduleError(
+            f"{step}: a {'x'.join(map(str, shape))} tile of {tile_type.size * tile_type.dtype.itemsize} bytes "
+            f"is too large for {where}"
+        )
     directions = [_direction(step, d, fixed[d], low[d], high[d], source.type.shape[d]) for d in range(rank)]
     tile = MR.AllocaOp([], {}, [tile_type])
     MR.set_buffer_name(tile.result, f"{buffer_name}_tile")
@@ -151,7 +160,7 @@ def cache_read(loop, buffer_name: str, layout=None):
         head = op.operands[: op.memref_position]
         op.set_operands(head + [tile.result] + list(op.indices))
         op.attributes["map"] = AffineMap(len(op.indices), tuple(results[d] for d in order))
-    return tile
+    return tile, copy
 
 
 def _value_range(value):

@@ -18,13 +18,15 @@ from kiln.dialects import verify
 from kiln.dialects.collection import collection_paused
 from kiln.dialects.diagnostics import KilnError
 
+from .gpu_matmul_schedule import matmul_recipe
 from .gpu_reduction_schedule import row_reduction_recipe
 from .schedule import Schedule, apply_step, kernels
 
 # Each recipe: (function, kernel name) -> the steps for that kernel, or [] when it does
 # not recognize the kernel. The first recipe that returns steps wins.
 RECIPES = []
-RECIPES.append(row_reduction_recipe)  # one block per row (passes/gpu_reduction_schedule.py)
+RECIPES.append(matmul_recipe)  # passes/gpu_matmul_schedule.py: register tiles fed from shared memory
+RECIPES.append(row_reduction_recipe)  # passes/gpu_reduction_schedule.py: one block per row
 
 
 def gpu_default_schedule(function, skip=()) -> Schedule:
@@ -50,10 +52,10 @@ def _apply_all(function, steps) -> bool:
     trial = function.clone({})
     try:
         for step in steps:
-            apply_step(trial, step, atomic=False)
+            apply_step(trial, step, atomic=False, gpu=True)
         verify(trial)
     except KilnError:  # ScheduleError included: the recipe does not fit this kernel
         return False
     for step in steps:
-        apply_step(function, step, atomic=False)
+        apply_step(function, step, atomic=False, gpu=True)
     return True

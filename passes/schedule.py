@@ -32,6 +32,7 @@ from kiln.dialects.ir import Block, Region
 
 from . import loop_transforms as T
 from .cache_read import cache_read
+from .gpu_cache_read import gpu_cache_read
 from .loop_transforms import ScheduleError
 from .vectorize import vectorize
 
@@ -48,7 +49,15 @@ SIGNATURES = {
     "cache_read": ("loop", "buffer", "[layout]"),
     "bind": ("loop", "axis"),
 }
-GPU_PRIMITIVES = ("split", "reorder", "tile", "unroll", "bind")  # what the CUDA backend can run
+GPU_PRIMITIVES = (
+    "split",
+    "reorder",
+    "tile",
+    "unroll",
+    "unroll_jam",
+    "bind",
+    "cache_read",
+)  # what the CUDA backend can run
 
 
 class Schedule:
@@ -182,26 +191,29 @@ def step_text(step) -> str:
     return f"{step[0]}({', '.join(_text(a) for a in step[1:])})"
 
 
-def apply_step(function: F.FuncOp, step, atomic: bool = True) -> None:
+def apply_step(function: F.FuncOp, step, atomic: bool = True, gpu: bool = False) -> None:
     """Apply one step whole or not at all: it runs first on a copy of the function, which
     must verify; only then on the function itself. A step that does not apply raises
     ScheduleError naming the step and leaves the function as it was.
 
     ``atomic=False`` skips the copy (copying the function is most of a step's cost), for
     callers whose function is itself a throwaway trial, or that just ran the same steps
-    on a verified copy: there a failure may leave the function half-rewritten."""
+    on a verified copy: there a failure may leave the function half-rewritten.
+
+    ``gpu`` applies the step as the CUDA backend means it: ``cache_read`` stages its tile
+    in a block's shared memory (``passes/gpu_cache_read.py``)."""
     if not atomic:
-        _apply(function, step)
+        _apply(function, step, gpu)
         return
     trial = trial_copy(function, step)
     try:
-        _apply(trial, step)
+        _apply(trial, step, gpu)
         verify(trial)
     except ScheduleError:
         raise
     except KilnError as exc:
         raise ScheduleError(f"{step_text(step)}: the step would make invalid IR ({exc}); it is refused") from None
-    _apply(function, step)
+    _apply(function, step, gpu)
 
 
 def trial_copy(function: F.FuncOp, step) -> F.FuncOp:
@@ -244,10 +256,10 @@ def top_level_inputs(body: Block, roots) -> set:
     return found
 
 
-def _apply(function: F.FuncOp, step) -> None:
+def _apply(function: F.FuncOp, step, gpu: bool = False) -> None:
     primitive = step[0] if isinstance(step, (list, tuple)) and step else step
     try:
-        _dispatch(function, step)
+        _dispatch(function, step, gpu)
     except ScheduleError as exc:
         # Name the step, unless the transform already did.
         if isinstance(primitive, str) and str(exc).startswith(f"{primitive}("):
@@ -257,7 +269,7 @@ def _apply(function: F.FuncOp, step) -> None:
         raise ScheduleError(f"malformed schedule step {list(step)!r}: {exc}") from None
 
 
-def _dispatch(function: F.FuncOp, step) -> None:
+def _dispatch(function: F.FuncOp, step, gpu: bool = False) -> None:
     primitive, *args = step
     if primitive != "bind" and args and isinstance(args[0], (str, list)):
         for name in [args[0]] if isinstance(args[0], str) else args[0]:
@@ -288,19 +300,21 @@ def _dispatch(function: F.FuncOp, step) -> None:
         T.unroll_jam(find_loop(function, args[0]), args[1])
     elif primitive == "bind":
         T.bind(find_loop(function, args[0]), args[1])
+    elif primitive == "cache_read" and gpu:
+        gpu_cache_read(find_loop(function, args[0]), args[1], args[2] if len(args) > 2 else None)
     elif primitive == "cache_read":
         cache_read(find_loop(function, args[0]), args[1], args[2] if len(args) > 2 else None)
     else:
         raise ScheduleError(f"unknown schedule step {primitive!r}")
 
 
-def apply_schedule(module, schedule: Schedule, verify_each: bool = False) -> None:
+def apply_schedule(module, schedule: Schedule, verify_each: bool = False, gpu: bool = False) -> None:
     """Apply every step to the module's (single) function, in order. Each step verifies
     what it made before it commits; `verify_each` (debug mode) verifies the whole module
-    after every step too."""
+    after every step too. `gpu`: the steps are the CUDA backend's (see apply_step)."""
     function = next(op for op in module.body.ops if isinstance(op, F.FuncOp))
     for step in schedule.steps:
-        apply_step(function, step)
+        apply_step(function, step, gpu=gpu)
         if verify_each:
             try:
                 verify(module)

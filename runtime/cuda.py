@@ -39,6 +39,13 @@ def _cudart():
         runtime.cudaGetDeviceCount.argtypes = [ctypes.POINTER(ctypes.c_int)]
         runtime.cudaGetDevice.argtypes = [ctypes.POINTER(ctypes.c_int)]
         runtime.cudaGetErrorString.restype = ctypes.c_char_p
+        runtime.cudaGetDeviceProperties.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        runtime.cudaDeviceGetAttribute.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int]
+        runtime.cudaEventCreate.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        runtime.cudaEventDestroy.argtypes = [ctypes.c_void_p]
+        runtime.cudaEventRecord.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        runtime.cudaEventSynchronize.argtypes = [ctypes.c_void_p]
+        runtime.cudaEventElapsedTime.argtypes = [ctypes.POINTER(ctypes.c_float), ctypes.c_void_p, ctypes.c_void_p]
         return runtime
     return None
 
@@ -66,6 +73,69 @@ def check_gpu() -> None:
         raise CudaUnavailable(
             f"target='cuda' needs an NVIDIA GPU, and none is available (cudaGetDeviceCount: {detail})"
         )
+
+
+# cudaDeviceAttr values (driver_types.h; fixed since CUDA 5): read one by one, because the
+# layout of cudaDeviceProp after its first field, the name, changes between CUDA versions.
+ATTRIBUTE_MULTIPROCESSORS = 16
+ATTRIBUTE_MAJOR = 75
+ATTRIBUTE_MINOR = 76
+PROPERTIES_BYTES = 8192  # more than any CUDA version's cudaDeviceProp (about 1 KiB)
+
+
+def device_properties() -> dict:
+    """The current GPU: ``{"name": str, "major": int, "minor": int, "multiprocessors": int}``
+    (compute capability major.minor), from cudaGetDeviceProperties (the name, its first
+    field) and cudaDeviceGetAttribute. Raises CudaUnavailable without a runtime or a GPU."""
+    check_gpu()
+    runtime = _cudart()
+    device = ctypes.c_int(0)
+    _check(runtime, runtime.cudaGetDevice(ctypes.byref(device)), "cudaGetDevice")
+    properties = ctypes.create_string_buffer(PROPERTIES_BYTES)
+    _check(runtime, runtime.cudaGetDeviceProperties(properties, device.value), "cudaGetDeviceProperties")
+    values = {}
+    for key, attribute in (
+        ("major", ATTRIBUTE_MAJOR),
+        ("minor", ATTRIBUTE_MINOR),
+        ("multiprocessors", ATTRIBUTE_MULTIPROCESSORS),
+    ):
+        value = ctypes.c_int(0)
+        _check(runtime, runtime.cudaDeviceGetAttribute(ctypes.byref(value), attribute, device.value), key)
+        values[key] = value.value
+    name = properties.raw[:256].split(b"\0", 1)[0].decode(errors="replace")
+    return {"name": name, **values}
+
+
+class EventTimer:
+    """Times GPU work with CUDA events: ``timer(fn)`` records an event, calls `fn`, records
+    another, waits for it and returns the seconds between the two on the GPU's clock
+    (cudaEventElapsedTime; about half a microsecond of resolution). Raises CudaUnavailable
+    without a CUDA runtime, RuntimeError when a CUDA call fails."""
+
+    def __init__(self):
+        self.runtime = _require_runtime()
+        self.start, self.stop = ctypes.c_void_p(), ctypes.c_void_p()
+        _check(self.runtime, self.runtime.cudaEventCreate(ctypes.byref(self.start)), "cudaEventCreate")
+        _check(self.runtime, self.runtime.cudaEventCreate(ctypes.byref(self.stop)), "cudaEventCreate")
+
+    def __call__(self, fn) -> float:
+        runtime = self.runtime
+        _check(runtime, runtime.cudaEventRecord(self.start, None), "cudaEventRecord")
+        fn()
+        _check(runtime, runtime.cudaEventRecord(self.stop, None), "cudaEventRecord")
+        _check(runtime, runtime.cudaEventSynchronize(self.stop), "cudaEventSynchronize")
+        milliseconds = ctypes.c_float(0.0)
+        _check(
+            runtime,
+            runtime.cudaEventElapsedTime(ctypes.byref(milliseconds), self.start, self.stop),
+            "cudaEventElapsedTime",
+        )
+        return milliseconds.value / 1e3
+
+    def __del__(self):
+        for event in (getattr(self, "start", None), getattr(self, "stop", None)):
+            if event is not None and event.value:
+                self.runtime.cudaEventDestroy(event)
 
 
 class DeviceArray:

@@ -45,6 +45,11 @@ def load(path: str, name: str | None = None) -> "LibraryFunction":
         signature = json.loads(ffi.string(getattr(lib, f"{name}_kiln_signature")).decode())
     except (OSError, AttributeError, KeyError, cffi.FFIError) as exc:
         raise LoadError(f"{path} has no kiln function {name!r} ({exc})") from None
+    if signature.get("target") == "cuda":
+        raise LoadError(
+            f"{path} was built with --target cuda: its {name} takes device pointers; call it from C or CUDA "
+            "with cudaMalloc'd memory, or build with --target cuda-emulate to call it here"
+        )
     count = len(signature["inputs"]) + len(signature["outputs"])
     ffi.cdef(f"int32_t {name}({', '.join(['void *'] * count) or 'void'});")
     return LibraryFunction(ffi, lib, signature)

@@ -15,3 +15,21 @@ def plant_split_without_partial_tiles(monkeypatch) -> None:
         return outer, inner
 
     monkeypatch.setattr(loop_transforms, "split", broken_split)
+
+
+def plant_cache_read_without_barrier(monkeypatch) -> None:
+    """Make the GPU `cache_read` forget the barrier after its copy: a thread may then read
+    its shared tile before the other threads have written their parts of it."""
+    from kiln.dialects import gpu
+    from kiln.passes import schedule
+
+    stage = schedule.gpu_cache_read
+
+    def without_barrier(loop, buffer_name, layout=None):
+        tile = stage(loop, buffer_name, layout)
+        first = next(op for op in loop.body.ops if isinstance(op, gpu.BarrierOp))
+        loop.body.ops.remove(first)
+        first.parent = None
+        return tile
+
+    monkeypatch.setattr(schedule, "gpu_cache_read", without_barrier)

@@ -33,7 +33,7 @@ def order(request, monkeypatch):
 # and after the barrier reads the one thread (n - 1 - t) wrote.
 REVERSE = r"""
 __global__ void reverse_k(const float *x, float *out, long long n) {
-    __shared__ float tile[256];
+    KILN_SHARED(float, tile, 256)
     const long long base = (long long)blockIdx.x * blockDim.x, i = base + threadIdx.x;
     const long long size = n - base < blockDim.x ? n - base : blockDim.x;
     if (i < n) tile[threadIdx.x] = x[i];

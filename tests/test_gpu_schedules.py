@@ -1,9 +1,10 @@
 """GPU schedules: ``bind`` puts loops on block and thread indices; the kernels it gives
-are checked in host emulation on awkward shapes, its misuse gets a ScheduleError, and
-the bound loops print as MLIR that mlir-opt accepts."""
+are checked in host emulation on awkward shapes (and on a GPU, where there is one), its
+misuse gets a ScheduleError, and the bound loops print as MLIR that mlir-opt accepts."""
 
 import numpy as np
 import pytest
+from targets import NEEDS_GPU
 from test_mlir_opt import MLIR_OPT, mlir_opt
 
 import kiln
@@ -56,6 +57,20 @@ def test_bound_matmul_and_softmax_give_numpys_numbers(m, k, n):
     a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
     assert "KILN_LAUNCH3(" in f.lower(a, b).text("cuda")
     np.testing.assert_allclose(f(a, b), kiln.softmax(a @ b), rtol=1e-12)
+
+
+@NEEDS_GPU
+@pytest.mark.parametrize("shape", [(1, 1), (37, 33), (61, 257), (1030, 3)])  # 8 x 257 threads: above 1024
+def test_bound_schedules_give_numpys_numbers_on_the_gpu(shape):
+    rng = np.random.default_rng(9)
+    x, b = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape[1:]).astype(np.float32)
+    f = kiln.compile(bias_tanh, target="cuda", schedule=BIAS_TANH)
+    np.testing.assert_allclose(f(x, b), np.tanh(x + b), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(f(kiln.to_device(x), kiln.to_device(b)).numpy(), np.tanh(x + b), rtol=1e-6, atol=1e-7)
+    m, k, n = shape[0], 5, shape[1]
+    a, w = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    g = kiln.compile(matmul_softmax, target="cuda", schedule=MATMUL_SOFTMAX)
+    np.testing.assert_allclose(g(a, w), kiln.softmax(a @ w), rtol=1e-12)
 
 
 @pytest.mark.parametrize(

@@ -35,9 +35,11 @@ FOREIGN_PRIVATE_API = {"_fields", "_getframe", "_asdict", "_replace"}
 LATE_IMPORTS = {
     # The command line starts fast: a subcommand's modules load when that subcommand runs.
     ("kiln.tools.cli", "kiln.tools.tuner"),
+    ("kiln.tools.cli", "kiln.tools.gpu_tuner"),
     ("kiln.tools.cli", "kiln.tools.tuning_db"),
     ("kiln.tools.cli", "kiln.tools.bisect"),
     ("kiln.tools.cli", "kiln.tools.build"),
+    ("kiln.tools.cli", "kiln.tools.build_cuda"),
     # The ONNX front end needs the optional onnx package: loaded only for a model.onnx target.
     ("kiln.tools.targets", "kiln.onnx"),
     # kiln.onnx.Backend subclasses onnx's own Backend: it loads (with onnx) on first use.

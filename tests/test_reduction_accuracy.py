@@ -201,15 +201,14 @@ def test_user_schedules_keep_the_tree(steps):
 
 # -- the CUDA backend (run on the host) ---------------------------------------------------------
 @pytest.mark.parametrize("n", [0, 1, 1_000, 1_000_003])
-def test_cuda_whole_sums_add_partial_sums_pairwise(n):
+def test_cuda_whole_sums_add_partial_sums_in_block_trees(n):
     x = np.random.default_rng(n).random(n, dtype=np.float32)
     tenths = np.full(n, 0.1, np.float32)
     total = kiln.compile(lambda x: x.sum(), target="cuda-emulate")
     assert_as_accurate(total(x), x.sum(), fsum(x))
     assert_as_accurate(total(tenths), tenths.sum(), n * TENTH)
-    if n >= 1_000:  # shorter sums are folded or run on one thread
-        source = total.lower(x).text("cuda")
-        assert "_pairwise, " in source and "KILN_ATOMIC(kiln_add" not in source
+    source = total.lower(x).text("cuda")
+    assert source.count("kiln_block_allreduce<float, kiln_add>(") == 2  # the blocks' partials, then theirs
 
 
 def test_cuda_row_sums_keep_the_tree():

@@ -518,7 +518,7 @@ class Terminal(io.StringIO):
         return True
 
 
-def _fake_tune_kernel(module, trials, seed, strategy, budget, progress, initial_steps=None):
+def _fake_tune_kernel(module, trials, seed, strategy, budget, progress, initial_steps=None, space=None, bench=None):
     for trial in range(1, trials + 1):
         progress(trial, trials, 2e-3, 3e-3, 0.1 * trial, budget)
     return tuner.TuneResult(None, 3e-3, 3e-3, trials, 0)

@@ -4,7 +4,9 @@
 GPU mapping: each kernel's perfectly nested result loops are flattened into
 one index that a grid-stride loop spreads over every thread of every block
 (one thread per output element); what is inside them (reductions, a matmul's
-k loop, a row's inner loops) runs sequentially in that thread. The host entry
+k loop, a row's inner loops) runs sequentially in that thread. A reduction of a
+whole tensor to a scalar is a two-level tree over the grid instead
+(``reduction_kernel``). The host entry
 allocates the memory arena with ``cudaMalloc``, checks every CUDA call and the
 last error after each launch, synchronizes, and returns 0 or an error code.
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import NamedTuple
 
 import numpy as np
 
@@ -24,19 +27,20 @@ from kiln.codegen.cuda_ops import EXPRESSIONS, literal
 from kiln.codegen.cuda_prelude import (
     C_TYPES,
     CUDA_ERROR_BASE,
-    PAIRWISE_GROUP,
+    KILN_WARP,
     PRELUDE,
     REDUCTION_BLOCKS,
+    REDUCTION_SHARE,
     STORED,
     THREADS_PER_BLOCK,
     THREADS_PER_BLOCK_MAX,
-    WARP,
 )
 from kiln.codegen.status import STATUS, check_status
 from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import cf as CF
 from kiln.dialects import func as F
+from kiln.dialects import gpu as G
 from kiln.dialects import memref as MR
 from kiln.dialects.affine import BIND
 from kiln.dialects.affine_expr import Binary, Const, Dim
@@ -74,6 +78,7 @@ class _FunctionEmitter:
         self.names = {}
         self.counter = 0
         self.kernels = []
+        self._active = None  # in a cooperative kernel: the C condition that this thread has work
         # In a kernel whose block shares rows (a bound reduction), a store outside the
         # thread-bound loops is the block's: thread 0 writes it, not every thread the same value.
         self.block_stores = False
@@ -201,21 +206,25 @@ class _FunctionEmitter:
         for op in nest.walk():  # several loops on one index: the launch covers the longest
             if BIND in op.attributes:
                 extents[op.attributes[BIND]] = max(extents.get(op.attributes[BIND], 1), op.trip_count)
+        barriers = any(isinstance(op, G.BarrierOp) for op in nest.walk())
+        if barriers:  # every thread runs one iteration of each thread loop around a barrier
+            extents.update(_barrier_thread_extents(nest))
         threads = {}
         for axis in "xyz":  # at most 1024 threads a block; strided loops cover the rest
             room = THREADS_PER_BLOCK_MAX // int(np.prod(list(threads.values()) or [1]))
             threads[axis] = max(1, min(extents.get(f"threadIdx.{axis}", 1), room))
         # A bound reduction's threads combine their shares with warp shuffles: full warps only
         # (the bind step allows threadIdx.x alone in such a kernel).
-        cooperative = any(isinstance(op, A.ForOp) and op.inits and BIND in op.attributes for op in nest.walk())
-        if cooperative:
-            threads["x"] = min(THREADS_PER_BLOCK_MAX, -(-threads["x"] // WARP) * WARP)
+        reductions = any(isinstance(op, A.ForOp) and op.inits and BIND in op.attributes for op in nest.walk())
+        if reductions:
+            threads["x"] = min(THREADS_PER_BLOCK_MAX, -(-threads["x"] // KILN_WARP) * KILN_WARP)
+        cooperative = barriers or reductions
         blocks = {axis: max(1, min(extents.get(f"blockIdx.{axis}", 1), 65535)) for axis in "xyz"}
         used = self._external_buffers([nest])
         params = ", ".join(f"{STORED[v.type.element.name]} *{self.name(v)}" for v in used) or "void"
         self.lines, self.indent, self._carried = [f"__global__ void {name}({params}) {{"], 1, []
         self._read_shared([nest])
-        self.block_stores = cooperative
+        self.block_stores = reductions
         self.block([nest])
         self.block_stores = False
         self.lines.append("}")
@@ -227,10 +236,15 @@ class _FunctionEmitter:
         return "\n".join(self.lines) + "\n"
 
     def reduction_kernel(self, reduction, host) -> str:
-        """A reduction of a whole tensor to one scalar, spread over the grid: each thread
-        combines a strided share of the elements (coalesced reads), then atomically into the
-        result, or, for a float sum, into an array of partial sums added up pairwise."""
-        loops, combine, init = reduction
+        """A reduction of a whole tensor to one scalar as a two-level tree: each thread combines
+        a strided share of the elements (coalesced reads), each block combines its threads'
+        partial results (kiln_block_allreduce: warp shuffles, then the warps in order) into one
+        partial per block, and a second launch of one block combines those the same way into
+        the result. No atomics: every combine's order follows from the thread and block
+        indices, so the result has the same bits on every run, and a float sum's error grows
+        with the share per thread and the log of the thread count, as a pairwise sum's does."""
+        loops, tree = reduction
+        init = loops[0].inits[0]
         result = loops[0].results[0]
         target = self.shared[result]
         number = len(self.kernels)
@@ -240,51 +254,41 @@ class _FunctionEmitter:
         total = int(np.prod(extents, dtype=np.int64))
         used = self._external_buffers([loops[0]])
         params = ", ".join(f"{STORED[v.type.element.name]} *{self.name(v)}" for v in used) or "void"
-        c_type = C_TYPES[result.type.name]
         partial = self.name(loops[-1].body.args[1])
         for loop in loops:  # every level's accumulator is the thread's partial result
             self.names[loop.body.args[1]] = partial
+        # Whole warps (the shuffles need them); an empty reduction still launches: its
+        # identity is the result.
+        threads = min(THREADS_PER_BLOCK, max(KILN_WARP, -(-total // KILN_WARP) * KILN_WARP))
+        blocks = max(1, min(REDUCTION_BLOCKS, -(-total // (threads * REDUCTION_SHARE))))
+        finishers = min(THREADS_PER_BLOCK_MAX, -(-blocks // KILN_WARP) * KILN_WARP)
+        allreduce = f"kiln_block_allreduce<{tree.c_type}, {tree.combine}>"
+        c_type = C_TYPES[result.type.name]
+        narrow = "v" if c_type == tree.c_type else f"({c_type})v"
         lines = [
-            f"__global__ void {name}_init(void) {{ {target} = {self.expr(init)}; }}",
-            "",
+            f"__device__ {tree.c_type} {name}_blocks[{blocks}];",
             f"__global__ void {name}({params}) {{",
             f"    {c_type} {partial} = {self.expr(init)};",
         ] + self._grid_stride(loops, extents, total)
         self.lines, self.indent, self._carried = lines, 2, [partial]
         self._read_shared([loops[0]])
         self.block(loops[-1].body.ops)
-        lines.append("    }")
-        threads = max(1, min(THREADS_PER_BLOCK, total))  # an empty reduction still launches: its init is the result
-        blocks = max(1, min(REDUCTION_BLOCKS, -(-total // threads)))
+        lines += [
+            "    }",
+            f"    {tree.c_type} block = {allreduce}({tree.widen(partial, c_type)});",
+            f"    if (threadIdx.x == 0) {name}_blocks[blockIdx.x] = block;",
+            "}",
+            f"__global__ void {name}_total(void) {{",
+            f"    {tree.c_type} v = {tree.widen(self.expr(init), c_type)};",
+            f"    for (int b = threadIdx.x; b < {blocks}; b += blockDim.x) v = {tree.combine}(v, {name}_blocks[b]);",
+            f"    v = {allreduce}(v);",
+            f"    if (threadIdx.x == 0) {target} = {narrow};",
+            "}",
+        ]
         args = ", ".join(self.name(v) for v in used)
-        if combine == "kiln_add" and result.type.name in ("f32", "f64"):  # float sums: pairwise, not atomics
-            count = blocks * threads
-            lines.append(f"    {name}_partials[(long long)blockIdx.x * blockDim.x + threadIdx.x] = {partial};")
-            lines.append("}")
-            lines[:2] = [
-                f"__device__ {c_type} {name}_partials[{count}];",
-                f"__global__ void {name}_pairwise(long long stride) {{",
-                "    long long first = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * KILN_GROUP * stride;",
-                f"    if (first < {count}LL) {name}_partials[first] = "
-                f"kiln_pairwise_group({name}_partials + first, {count}LL - first, stride); }}",
-                f"__global__ void {name}_result(void) {{ {target} = {name}_partials[0]; }}",
-                "",
-            ]
-            host.append(f"    KILN_LAUNCH({name}, {blocks}, {threads}{', ' if args else ''}{args});")
-            stride = 1
-            while stride < count:
-                groups = -(-count // (PAIRWISE_GROUP * stride))
-                host.append(
-                    f"    KILN_LAUNCH({name}_pairwise, {-(-groups // THREADS_PER_BLOCK)}, "
-                    f"{min(groups, THREADS_PER_BLOCK)}, {stride}LL);"
-                )
-                stride *= PAIRWISE_GROUP
-            host.append(f"    KILN_LAUNCH({name}_result, 1, 1);")
-        else:
-            lines.append(f"    KILN_ATOMIC({combine}, &{target}, {partial});")
-            lines.append("}")
-            host.append(f"    KILN_LAUNCH({name}_init, 1, 1);")
-            host.append(f"    KILN_LAUNCH({name}, {blocks}, {threads}{', ' if args else ''}{args});")
+        host.append(f"    KILN_LAUNCH_COOP({name}, {blocks}, 1, 1, {threads}, 1, 1{', ' if args else ''}{args});")
+        host.append("    if ((error = cudaGetLastError()) != cudaSuccess) goto done;")
+        host.append(f"    KILN_LAUNCH_COOP({name}_total, 1, 1, 1, {finishers}, 1, 1);")
         host.append("    if ((error = cudaGetLastError()) != cudaSuccess) goto done;")
         self.names[result] = self.name(result)
         return "\n".join(lines) + "\n"
@@ -340,42 +344,36 @@ class _FunctionEmitter:
             self._bound_reduction(op)
             return
         if isinstance(op, A.ForOp):
-            carried = [self.name(a) for a in op.body.args[1:]]
-            for var, init, result in zip(carried, op.inits, op.results):
-                self.line(f"{C_TYPES[init.type.name]} {var} = {self.expr(init)};")
-                self.names[result] = var
-            iv = self.name(op.induction_variable)
-            bound = str(op.upper) if op.constant_bounds else self._min(op)
-            if BIND in op.attributes:  # checked by the bind step: from 0 by 1, no iter_args
-                index = op.attributes[BIND]
-                size = index.replace("blockIdx", "gridDim").replace("threadIdx", "blockDim")
-                self.line(f"for (long long {iv} = {index}; {iv} < {bound}; {iv} += {size}) {{")
-            else:
-                self.line(f"for (long long {iv} = {op.lower}; {iv} < {bound}; {iv} += {op.step}) {{")
-            threads = int(op.attributes.get(BIND, "").startswith("threadIdx"))
-            self.indent += 1
-            self.thread_depth += threads
-            saved, self._carried = self._carried, carried
-            self.block(op.body.ops)
-            self._carried = saved
-            self.thread_depth -= threads
-            self.indent -= 1
-            self.line("}")
+            self._loop(op)
             return
         if isinstance(op, A.LoadOp):
             t = op.result.type
-            load = f"{self.name(op.memref)}[{self.offset(op)}]"
-            self.line(f"{C_TYPES[t.name]} {self.name(op.result)} = {load}{' != 0' if t.name == 'i1' else ''};")
+            load = f"{self.name(op.memref)}[{self.offset(op)}]{' != 0' if t.name == 'i1' else ''}"
+            if self._active:  # an idle thread reads nothing (its indices may be past the buffer)
+                load = f"{self._active} ? ({load}) : ({C_TYPES[t.name]})0"
+            self.line(f"{C_TYPES[t.name]} {self.name(op.result)} = {load};")
             return
         if isinstance(op, A.StoreOp):
-            guard = "if (threadIdx.x == 0) " if self.block_stores and not self.thread_depth else ""
+            conditions = [self._active] if self._active else []
+            if self.block_stores and not self.thread_depth:  # the block's store: one thread writes it
+                conditions.append("threadIdx.x == 0")
+            guard = f"if ({' && '.join(conditions)}) " if conditions else ""
             self.line(f"{guard}{self.name(op.memref)}[{self.offset(op)}] = {self.expr(op.operands[0])};")
             return
         if isinstance(op, AR.ConstantOp):
             self.names[op.result] = literal(op.value, op.result.type.name)
             return
+        if isinstance(op, MR.AllocaOp) and op.result.type.memory_space == "workgroup":
+            t = op.result.type
+            # __shared__ on the GPU; the emulation also poisons it for each block (a missing barrier reads NaN)
+            self.line(f"KILN_SHARED({STORED[t.element.name]}, {self.name(op.result)}, {max(1, t.size)})")
+            return
+        if isinstance(op, G.BarrierOp):
+            self.line("__syncthreads();")
+            return
         if isinstance(op, CF.AssertOp):  # a failed check records its status and the kernel goes on
-            self.line(f"if (!{self.expr(op.condition)}) kiln_status = {check_status(self.function, op)};")
+            active = f"{self._active} && " if self._active else ""
+            self.line(f"if ({active}!{self.expr(op.condition)}) kiln_status = {check_status(self.function, op)};")
             return
         if op in self._compensated:
             acc, lost = self._compensated.pop(op)
@@ -397,15 +395,17 @@ class _FunctionEmitter:
         identity (a float sum's with compensation: kiln_kahan_add), kiln_block_allreduce
         combines the block's partials (every thread gets them), and the loop's inits are
         combined in last, once."""
+        if self._active:
+            raise NotImplementedError("a bound reduction where some threads of the block are idle")
         combines, lost = [], {}
         for acc, value in zip(op.body.args[1:], op.body.ops[-1].operands):
             update = value.op
-            combine = _BLOCK_COMBINE.get((type(update), acc.type.name))
-            if combine is None:
-                raise NotImplementedError(f"no CUDA block combine for {update.name} on {acc.type.name}")
-            combines.append(combine)
+            tree, identity = _COMBINE[type(update), acc.type.name]  # the bind step checked the kind
+            combines.append(tree.combine)
             c_type = C_TYPES[acc.type.name]
-            self.line(f"{c_type} {self.name(acc)} = {_BLOCK_IDENTITY[combine, acc.type.name]};")
+            # -0.0, not 0.0, is a float sum's identity: -0.0 + -0.0 is -0.0
+            start = literal(-0.0, acc.type.name) if isinstance(update, AR.AddFOp) else literal(identity, acc.type.name)
+            self.line(f"{c_type} {self.name(acc)} = {start};")
             if isinstance(update, AR.AddFOp):  # a float sum: compensated (see kiln_kahan_add)
                 lost[acc] = f"{self.name(acc)}_lost"
                 self._compensated[update] = (acc, lost[acc])
@@ -428,6 +428,50 @@ class _FunctionEmitter:
                 partial = f"{'kiln_fsub' if c_type == 'float' else 'kiln_dsub'}({partial}, {lost[acc]})"
             total = f"kiln_block_allreduce<{c_type}, {combine}>({partial})"
             self.line(f"{c_type} {self.name(result)} = {combine}({self.expr(init)}, {total});")
+
+    def _loop(self, op) -> None:
+        """A for loop. In a kernel whose threads cooperate, a thread loop around barriers
+        whose bound is not constant runs to its constant limit (the block's size: every
+        thread reaches the barriers), and what its idle threads must not do (reads,
+        writes, loops without barriers) is predicated on the real bound."""
+        carried = [self.name(a) for a in op.body.args[1:]]
+        for var, init, result in zip(carried, op.inits, op.results):
+            self.line(f"{C_TYPES[init.type.name]} {var} = {self.expr(init)};")
+            self.names[result] = var
+        iv = self.name(op.induction_variable)
+        bound = str(op.upper) if op.constant_bounds else self._min(op)
+        axis = str(op.attributes.get(BIND, ""))
+        barriers = any(isinstance(inner, G.BarrierOp) for inner in op.walk())
+        saved_active = self._active
+        guarded = self._active and not barriers and not axis.startswith("threadIdx")
+        if guarded:
+            self.line(f"if ({self._active}) {{")
+            self.indent += 1
+        if axis:  # checked by the bind step: from 0 by 1, no iter_args
+            size = axis.replace("blockIdx", "gridDim").replace("threadIdx", "blockDim")
+            limit = str(A.constant_limit(op)) if barriers and axis.startswith("threadIdx") else bound
+            self.line(f"for (long long {iv} = {axis}; {iv} < {limit}; {iv} += {size}) {{")
+        else:
+            self.line(f"for (long long {iv} = {op.lower}; {iv} < {bound}; {iv} += {op.step}) {{")
+        self.indent += 1
+        if guarded or (axis.startswith("threadIdx") and not barriers):
+            self._active = None  # already guarded, or a cooperative copy every thread runs
+        elif barriers and axis.startswith("threadIdx") and not op.constant_bounds:
+            flag = f"{iv}_active"
+            self.line(f"const bool {flag} = {iv} < {bound};")
+            self._active = f"{self._active} && {flag}" if self._active else flag
+        threads = int(axis.startswith("threadIdx"))
+        self.thread_depth += threads
+        saved, self._carried = self._carried, carried
+        self.block(op.body.ops)
+        self._carried = saved
+        self.thread_depth -= threads
+        self._active = saved_active
+        self.indent -= 1
+        self.line("}")
+        if guarded:
+            self.indent -= 1
+            self.line("}")
 
     def expr(self, value) -> str:
         return self.names.get(value) or self.name(value)
@@ -475,63 +519,89 @@ def _read_from_outside(roots, wanted) -> list:
     return found
 
 
+def _barrier_thread_extents(nest) -> dict:
+    """{thread axis: extent} of the thread loops around the kernel's barriers. The block has
+    exactly that many threads on the axis, so every thread runs one iteration of each and
+    reaches every barrier (the cache_read step checked that their bounds are constant)."""
+    found = {}
+    for op in nest.walk():
+        if not isinstance(op, G.BarrierOp):
+            continue
+        loop = op.parent.parent.parent
+        while isinstance(loop, A.ForOp):
+            axis = str(loop.attributes.get(BIND, ""))
+            if axis.startswith("threadIdx"):
+                if found.setdefault(axis, A.constant_limit(loop)) != A.constant_limit(loop):
+                    raise NotImplementedError(f"barriers under {axis} loops of different extents")
+            loop = loop.parent.parent.parent if loop.parent is not None and loop.parent.parent is not None else None
+    return found
+
+
 def _is_device(op) -> bool:
     """Whether a top-level op runs on the GPU (loops and loose scalar work) rather than the host."""
     return not isinstance(op, (MR.AllocOp, MR.ViewOp, MR.GetGlobalOp, MR.DeallocOp, AR.ConstantOp, F.ReturnOp))
 
 
+class _Tree(NamedTuple):
+    """How the block trees of a whole-tensor reduction combine its partial results."""
+
+    c_type: str  # warp shuffles move 32- and 64-bit values: narrower integers are widened
+    combine: str  # a prelude function c_type(c_type, c_type)
+    unsigned: str | None  # the accumulator's unsigned type where the combine compares unsigned
+
+    def widen(self, value: str, accumulator: str) -> str:
+        """`value`, of C type `accumulator`, in the tree's type (zero-extended if unsigned)."""
+        if self.unsigned:
+            return f"({self.c_type})({self.unsigned}){value}"
+        return value if accumulator == self.c_type else f"({self.c_type}){value}"
+
+
+_INTEGERS = ("i8", "i16", "i32", "i64")
+_SIGNED = {"i8": "int", "i16": "int", "i32": "int", "i64": "long long"}
+_UNSIGNED = {"i1": "unsigned", "i8": "unsigned", "i16": "unsigned", "i32": "unsigned", "i64": "unsigned long long"}
+_NARROW_UNSIGNED = {
+    "i1": "bool",
+    "i8": "unsigned char",
+    "i16": "unsigned short",
+    "i32": "unsigned",
+    "i64": "unsigned long long",
+}
+
+
+def _unsigned_tree(combine, t):
+    return _Tree(_UNSIGNED[t], combine, _NARROW_UNSIGNED[t])
+
+
+# The accumulator updates of kiln's reductions (passes.scalar_rules.REDUCTION_COMBINE), by
+# accumulator type: how their block trees combine, and the identity the accumulator starts at
+# (an integer as the signless constant prints it: all ones is -1, true is 1).
 _COMBINE = {
-    (AR.AddFOp, "f32"): "kiln_add",
-    (AR.AddFOp, "f64"): "kiln_add",
-    (AR.AddIOp, "i64"): "kiln_add",
-    (AR.AddIOp, "i32"): "kiln_add",
-    (AR.MaximumFOp, "f32"): "kiln_maxf",
-    (AR.MaximumFOp, "f64"): "kiln_max",
-    (AR.MinimumFOp, "f32"): "kiln_minf",
-    (AR.MinimumFOp, "f64"): "kiln_min",
-}
-# A reduction bound to a block's threads also combines integer max and min (no atomics needed).
-_BLOCK_COMBINE = {
-    **_COMBINE,
-    (AR.MaxSIOp, "i32"): "kiln_maxsi",
-    (AR.MaxSIOp, "i64"): "kiln_maxsi",
-    (AR.MinSIOp, "i32"): "kiln_minsi",
-    (AR.MinSIOp, "i64"): "kiln_minsi",
-}
-# What a thread with no share of a bound reduction contributes: -0.0, not 0.0, is the identity
-# of a float sum (-0.0 + -0.0 is -0.0).
-_BLOCK_IDENTITY = {
-    ("kiln_add", "f32"): "-0.0f",
-    ("kiln_add", "f64"): "-0.0",
-    ("kiln_add", "i32"): "0",
-    ("kiln_add", "i64"): "0LL",
-    ("kiln_maxf", "f32"): "-INFINITY",
-    ("kiln_minf", "f32"): "INFINITY",
-    ("kiln_max", "f64"): "-(double)INFINITY",
-    ("kiln_min", "f64"): "(double)INFINITY",
-    ("kiln_maxsi", "i32"): "INT32_MIN",
-    ("kiln_maxsi", "i64"): "INT64_MIN",
-    ("kiln_minsi", "i32"): "INT32_MAX",
-    ("kiln_minsi", "i64"): "INT64_MAX",
-}
-_IDENTITY = {
-    "kiln_add": 0.0,
-    "kiln_maxf": -math.inf,
-    "kiln_max": -math.inf,
-    "kiln_minf": math.inf,
-    "kiln_min": math.inf,
+    (AR.AddFOp, "f32"): (_Tree("float", "kiln_add", None), 0.0),
+    (AR.AddFOp, "f64"): (_Tree("double", "kiln_add", None), 0.0),
+    (AR.MaximumFOp, "f32"): (_Tree("float", "kiln_maxf", None), -math.inf),
+    (AR.MaximumFOp, "f64"): (_Tree("double", "kiln_max", None), -math.inf),
+    (AR.MinimumFOp, "f32"): (_Tree("float", "kiln_minf", None), math.inf),
+    (AR.MinimumFOp, "f64"): (_Tree("double", "kiln_min", None), math.inf),
+    # a wrapping sum's low bits are the narrow sum's, so narrow sums add in int
+    **{(AR.AddIOp, t): (_Tree(_SIGNED[t], "kiln_add", None), 0) for t in _INTEGERS},
+    **{(AR.MaxSIOp, t): (_Tree(_SIGNED[t], "kiln_maxi", None), -(2 ** (int(t[1:]) - 1))) for t in _INTEGERS},
+    **{(AR.MinSIOp, t): (_Tree(_SIGNED[t], "kiln_mini", None), 2 ** (int(t[1:]) - 1) - 1) for t in _INTEGERS},
+    **{(AR.MaxUIOp, t): (_unsigned_tree("kiln_maxi", t), 0) for t in _INTEGERS},
+    **{(AR.MinUIOp, t): (_unsigned_tree("kiln_mini", t), -1) for t in _INTEGERS},
+    (AR.OrIOp, "i1"): (_unsigned_tree("kiln_maxi", "i1"), 0),  # any: the maximum of 0s and 1s
+    (AR.AndIOp, "i1"): (_unsigned_tree("kiln_mini", "i1"), 1),  # all: their minimum
 }
 
 
 def _full_reduction(op):
-    """(the loops, the combining function, the init) when `op` reduces a whole iteration
-    space to one scalar (``sum``, ``max``, ``min`` of a tensor), else None.
+    """(the loops, how the block trees combine) when `op` reduces a whole iteration space to
+    one scalar (``sum``, ``max``, ``min``, ``any``, ``all`` of a tensor), else None.
 
     The shape: perfectly nested affine.for loops from 0 by 1 to constants, one accumulator
     threaded through all of them, started at the combine's identity, and updated by one
-    ``acc = combine(acc, x)`` in the innermost body that nothing else reads.
+    ``acc = combine(acc, x)`` (or ``combine(x, acc)``) in the innermost body that nothing else reads.
     """
-    if not isinstance(op, A.ForOp) or len(op.inits) != 1 or op.inits[0].type.name not in ("f32", "f64", "i32", "i64"):
+    if not isinstance(op, A.ForOp) or len(op.inits) != 1:
         return None
     loops = [op]
     while True:
@@ -547,15 +617,15 @@ def _full_reduction(op):
     yielded = loops[-1].body.ops[-1].operands[0]
     update = getattr(yielded, "op", None)
     combine = _COMBINE.get((type(update), accumulator.type.name))
-    if combine is None or update.operands[0] is not accumulator or update.operands[1] is accumulator:
+    if combine is None or [v is accumulator for v in update.operands].count(True) != 1:
         return None
     if any(v is accumulator for inner in loops[-1].body.ops if inner is not update for v in inner.operands):
         return None
-    init = op.inits[0]
-    producer = getattr(init, "op", None)
-    if not isinstance(producer, AR.ConstantOp) or float(producer.value) != _IDENTITY[combine]:
+    tree, identity = combine
+    producer = getattr(op.inits[0], "op", None)
+    if not isinstance(producer, AR.ConstantOp) or producer.value != identity:
         return None
-    return loops, combine, init
+    return loops, tree
 
 
 def _crossing_scalars(ops) -> list:

@@ -6,8 +6,8 @@ mean on a GPU.
   cores, at most 4), so the grid's blocks really are concurrent: a result that depends on
   their order, or a read-modify-write that should have been an atomic, can show up as a
   wrong answer.
-- **Atomics are atomic**: ``atomicAdd``, ``atomicCAS``, ``atomicExch``, ``atomicMax``,
-  ``atomicMin`` and ``KILN_ATOMIC`` are compare-and-swap loops on the host's atomics.
+- **Atomics are atomic**: ``atomicAdd``, ``atomicCAS``, ``atomicExch``, ``atomicMax`` and
+  ``atomicMin`` are compare-and-swap loops on the host's atomics.
 - **The threads of a cooperative block are fibres** (``KILN_LAUNCH_COOP``: kernels that use
   ``__syncthreads``, ``__shared__`` or warp shuffles). Each thread of the block is a
   ``ucontext`` fibre with its own stack; the block's scheduler runs every runnable fibre in
@@ -23,8 +23,11 @@ mean on a GPU.
   leaves the block deadlocked, which is undefined behaviour on a GPU; the emulation stops
   the block and the call fails with the "barrier divergence" status.
 - ``__shared__`` variables are ``static thread_local``: one copy per host thread, which runs
-  one block at a time, so each block sees one copy, left as the previous block wrote it (as
-  uninitialized shared memory is).
+  one block at a time, so each block sees one copy. Declared with ``KILN_SHARED(type, name,
+  count)`` (what kiln's kernels use) the array is filled with 0xff bytes (NaN, or -1) when a
+  block first reaches it, so a read of a slot no thread of the block has written gives that
+  rather than what the previous block left there (the right answer, by luck, when two calls
+  see the same data).
 """
 
 from kiln.codegen.status import STATUS
@@ -33,13 +36,20 @@ EMULATION = r"""#include <stdlib.h>
 #include <string.h>
 #include <ucontext.h>
 #include <atomic>
-#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
 #define __global__
 #define __device__
 #define __shared__ static thread_local
+/* Shared memory that starts each block filled with 0xff bytes (NaN, or -1): a thread that
+   reads a slot no thread of its block has written yet reads that, not what the previous
+   block (or call) left there, which can be the right answer by luck. */
+static thread_local unsigned long long kiln_block_serial = 0;  /* which block this host thread runs */
+#define KILN_SHARED(type, name, count) \
+    static thread_local type name[count]; \
+    static thread_local unsigned long long name##_block = 0; \
+    if (name##_block != kiln_block_serial) { memset(name, 0xff, sizeof name); name##_block = kiln_block_serial; }
 struct kiln_dim3 { unsigned x, y, z; };
 static thread_local kiln_dim3 blockIdx, threadIdx, blockDim, gridDim;
 typedef int cudaError_t;
@@ -73,8 +83,6 @@ KILN_ATOMIC_EXCH(int) KILN_ATOMIC_EXCH(unsigned) KILN_ATOMIC_EXCH(unsigned long 
 #define KILN_ATOMIC_CAS(T) static inline T atomicCAS(T *a, T compare, T v) { \
     __atomic_compare_exchange_n(a, &compare, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST); return compare; }
 KILN_ATOMIC_CAS(int) KILN_ATOMIC_CAS(unsigned) KILN_ATOMIC_CAS(unsigned long long) KILN_ATOMIC_CAS(unsigned short)
-#define KILN_ATOMIC(combine, address, value) \
-    kiln_atomic_update((address), [&](decltype(value) kiln_old) { return combine(kiln_old, (value)); })
 
 /* -- a cooperative block: its threads as fibres ------------------------------------------- */
 enum { KILN_RUNNABLE, KILN_WAITING, KILN_ENDED };
@@ -86,14 +94,15 @@ struct kiln_block {
     std::vector<uint64_t> slots;        /* one per thread: the values a warp shuffle exchanges */
     ucontext_t scheduler;
     unsigned current = 0;
-    const std::function<void()> *body = nullptr;
+    void (*call)(void *) = nullptr;  /* the launch's kernel call and its arguments */
+    void *arguments = nullptr;
 };
 static thread_local kiln_block *kiln_running_block = nullptr;  /* the block this host thread runs as fibres */
 enum { KILN_FIBRE_STACK = 256 * 1024 };
 
 static void kiln_fibre_main(void) {
     kiln_block *b = kiln_running_block;
-    (*b->body)();
+    b->call(b->arguments);
     b->fibres[b->current].state = KILN_ENDED;  /* then back to the scheduler: uc_link */
 }
 
@@ -139,14 +148,15 @@ template <typename T> static inline T __shfl_sync(unsigned, T v, int lane) {
     return kiln_shuffle(v, [](unsigned, int source) { return (unsigned)source; }, lane); }
 
 static thread_local kiln_block kiln_fibre_pool;  /* reused by every cooperative block this host thread runs */
-static void kiln_run_cooperative(const std::function<void()> &body, bool reverse) {
+static void kiln_run_cooperative(void (*call)(void *), void *arguments, bool reverse) {
     kiln_block &b = kiln_fibre_pool;
     const unsigned total = blockDim.x * blockDim.y * blockDim.z;
     b.fibres.resize(total);
     while (b.stacks.size() < total) b.stacks.emplace_back(new char[KILN_FIBRE_STACK]);
     b.arrived.assign(1 + (total + 31) / 32, 0);
     b.slots.assign(total, 0);
-    b.body = &body;
+    b.call = call;
+    b.arguments = arguments;
     for (unsigned k = 0; k < total; k++) {
         kiln_fibre &f = b.fibres[k];
         f.index = {k % blockDim.x, k / blockDim.x % blockDim.y, k / (blockDim.x * blockDim.y)};
@@ -175,7 +185,9 @@ static void kiln_run_cooperative(const std::function<void()> &body, bool reverse
 }
 
 /* -- a launch: the grid's blocks over a few host threads ---------------------------------- */
-static void kiln_launch(kiln_dim3 grid, kiln_dim3 block, bool cooperative, const std::function<void()> &body) {
+/* `call(arguments)` runs the kernel in one thread: a lambda's body, called through a plain function
+   pointer (std::function per launch site made the op table's build twice as slow). */
+static void kiln_launch(kiln_dim3 grid, kiln_dim3 block, bool cooperative, void (*call)(void *), void *arguments) {
     const char *order = getenv("KILN_EMULATE_ORDER");
     const bool reverse = order != nullptr && strcmp(order, "reverse") == 0;
     const unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
@@ -191,12 +203,13 @@ static void kiln_launch(kiln_dim3 grid, kiln_dim3 block, bool cooperative, const
         blockDim = block;
         for (unsigned long long n; (n = next.fetch_add(1)) < blocks;) {
             const unsigned long long k = reverse ? blocks - 1 - n : n;
+            kiln_block_serial++;
             blockIdx = {(unsigned)(k % grid.x), (unsigned)(k / grid.x % grid.y), (unsigned)(k / ((unsigned long long)grid.x * grid.y))};
-            if (cooperative) { kiln_run_cooperative(body, reverse); continue; }
+            if (cooperative) { kiln_run_cooperative(call, arguments, reverse); continue; }
             for (unsigned j = 0; j < threads; j++) {
                 const unsigned t = reverse ? threads - 1 - j : j;
                 threadIdx = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
-                body();
+                call(arguments);
             }
         }
     };
@@ -205,11 +218,11 @@ static void kiln_launch(kiln_dim3 grid, kiln_dim3 block, bool cooperative, const
     work();
     for (auto &h : helpers) h.join();
 }
-#define KILN_LAUNCH3(kernel, gx, gy, gz, bx, by, bz, ...) \
-    kiln_launch({(unsigned)(gx), (unsigned)(gy), (unsigned)(gz)}, {(unsigned)(bx), (unsigned)(by), (unsigned)(bz)}, false, \
-                [&]() { kernel(__VA_ARGS__); })
-#define KILN_LAUNCH_COOP(kernel, gx, gy, gz, bx, by, bz, ...) \
-    kiln_launch({(unsigned)(gx), (unsigned)(gy), (unsigned)(gz)}, {(unsigned)(bx), (unsigned)(by), (unsigned)(bz)}, true, \
-                [&]() { kernel(__VA_ARGS__); })
+#define KILN_EMULATED_LAUNCH(cooperative, kernel, gx, gy, gz, bx, by, bz, ...) do { \
+    auto kiln_kernel_call = [&]() { kernel(__VA_ARGS__); }; \
+    kiln_launch({(unsigned)(gx), (unsigned)(gy), (unsigned)(gz)}, {(unsigned)(bx), (unsigned)(by), (unsigned)(bz)}, \
+                cooperative, [](void *c) { (*(decltype(kiln_kernel_call) *)c)(); }, &kiln_kernel_call); } while (0)
+#define KILN_LAUNCH3(...) KILN_EMULATED_LAUNCH(false, __VA_ARGS__)
+#define KILN_LAUNCH_COOP(...) KILN_EMULATED_LAUNCH(true, __VA_ARGS__)
 #define KILN_LAUNCH(kernel, blocks, threads, ...) KILN_LAUNCH3(kernel, blocks, 1, 1, threads, 1, 1, __VA_ARGS__)
 """.replace("KILN_DIVERGENCE", str(STATUS["barrier divergence"]))

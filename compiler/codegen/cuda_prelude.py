@@ -1,6 +1,6 @@
 """What every CUDA C source kiln writes begins with: the launch constants and C types,
 and ``PRELUDE``, the C helpers the kernels call (numpy's float semantics where C's
-differ, atomics, the pairwise sum launch, error checks) and the ``KILN_EMULATE``
+differ, block-wide reductions, error checks) and the ``KILN_EMULATE``
 definitions that let the same source compile as C++ for the CPU."""
 
 from kiln.codegen.cuda_emulation import EMULATION
@@ -8,9 +8,9 @@ from kiln.codegen.status import STATUS
 
 THREADS_PER_BLOCK = 256
 THREADS_PER_BLOCK_MAX = 1024
-WARP = 32  # KILN_WARP in PRELUDE
-REDUCTION_BLOCKS = 1024  # enough to fill a GPU; more would only add atomics on one address
-PAIRWISE_GROUP = 64  # KILN_GROUP in PRELUDE: partial sums added per thread per pairwise launch
+KILN_WARP = 32  # threads a warp, as KILN_WARP in PRELUDE
+REDUCTION_BLOCKS = 1024  # enough to fill a GPU; the second level combines one partial per block in one block
+REDUCTION_SHARE = 8  # elements a thread combines at least before the block tree, whose barriers it amortizes
 CUDA_ERROR_BASE = 1000  # the host entry returns kiln's status codes as they are, CUDA's errors above this
 C_TYPES = {
     "f16": "unsigned short",  # the IEEE 754 binary16 bits: __half does not exist in the host C++ build
@@ -34,6 +34,7 @@ PRELUDE = (
     + r"""#else
 #define KILN_LAUNCH(kernel, blocks, threads, ...) kernel<<<(blocks), (threads)>>>(__VA_ARGS__)
 #define KILN_LAUNCH_COOP KILN_LAUNCH3
+#define KILN_SHARED(type, name, count) __shared__ type name[count];
 #define KILN_LAUNCH3(kernel, gx, gy, gz, bx, by, bz, ...) \
     kernel<<<dim3((gx), (gy), (gz)), dim3((bx), (by), (bz))>>>(__VA_ARGS__)
 #endif
@@ -63,11 +64,6 @@ __device__ static inline double kiln_max(double a, double b) {
     return (a != a || b != b) ? NAN : (a > b || (a == b && !signbit(a)) ? a : b); }
 __device__ static inline double kiln_min(double a, double b) {
     return (a != a || b != b) ? NAN : (a < b || (a == b && signbit(a)) ? a : b); }
-/* arith.maxsi / minsi, the combines of integer max and min reductions bound to a block's threads. */
-__device__ static inline int kiln_maxsi(int a, int b) { return a > b ? a : b; }
-__device__ static inline long long kiln_maxsi(long long a, long long b) { return a > b ? a : b; }
-__device__ static inline int kiln_minsi(int a, int b) { return a < b ? a : b; }
-__device__ static inline long long kiln_minsi(long long a, long long b) { return a < b ? a : b; }
 /* Integer arithmetic wraps around as numpy's does: it is done in unsigned types, because
    signed overflow is undefined behaviour that compilers fold on ((x + 1) > x is "true"). */
 __device__ static inline long long kiln_ipow(long long base, long long e) {
@@ -148,17 +144,6 @@ __device__ static inline float kiln_kahan_add(float sum, float x, float *lost) {
 __device__ static inline double kiln_kahan_add(double sum, double x, double *lost) {
     double y = kiln_dsub(x, *lost), t = kiln_dadd(sum, y), l = kiln_dsub(kiln_dsub(t, sum), y);
     *lost = isfinite(l) ? l : 0.0; return t; }
-/* A whole-tensor float sum keeps one partial sum per thread; each launch of its _pairwise
-   kernel sums groups of KILN_GROUP partials, `stride` apart, as a balanced tree into the
-   group's first: the error grows with log(threads), where atomicAdd into one total adds a
-   rounding per thread, in an order that changes from run to run. */
-#define KILN_GROUP 64
-template <typename T> __device__ static inline T kiln_pairwise_group(const T *p, long long left, long long stride) {
-    T v[KILN_GROUP];
-    for (int k = 0; k < KILN_GROUP; k++) v[k] = k * stride < left ? p[k * stride] : (T)0;
-    for (int half = KILN_GROUP / 2; half >= 1; half /= 2)
-        for (int k = 0; k < half; k++) v[k] += v[k + half];
-    return v[0]; }
 /* Combine one value from every thread of the block; every thread gets the result, the same
    bits in each (the combines are commutative). Warp shuffles within each warp (a butterfly),
    then each thread folds the warps' results from shared memory in warp order, so the result
@@ -166,7 +151,7 @@ template <typename T> __device__ static inline T kiln_pairwise_group(const T *p,
    the block's size must be a multiple of KILN_WARP (full warps for the shuffles). */
 #define KILN_WARP 32
 template <typename T, T (*combine)(T, T)> __device__ static inline T kiln_block_allreduce(T v) {
-    __shared__ T warps[KILN_WARP];
+    KILN_SHARED(T, warps, KILN_WARP)
     const unsigned linear = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
     const unsigned count = (blockDim.x * blockDim.y * blockDim.z + KILN_WARP - 1) / KILN_WARP;
     for (int k = KILN_WARP / 2; k >= 1; k /= 2) v = combine(v, __shfl_xor_sync(0xffffffffu, v, k));
@@ -176,25 +161,17 @@ template <typename T, T (*combine)(T, T)> __device__ static inline T kiln_block_
     for (unsigned w = 1; w < count; w++) v = combine(v, warps[w]);
     __syncthreads();  /* every thread has read warps[] before a next call writes it */
     return v; }
-#ifndef KILN_EMULATE
-/* Combine a thread's partial result into a reduction's global result: atomicAdd where the
-   hardware has it, a compare-and-swap loop for maximum and minimum. */
-#define KILN_ATOMIC(combine, address, value) kiln_atomic_##combine((address), (value))
-__device__ static inline void kiln_atomic_kiln_add(float *a, float v) { atomicAdd(a, v); }
-__device__ static inline void kiln_atomic_kiln_add(double *a, double v) { atomicAdd(a, v); }
-__device__ static inline void kiln_atomic_kiln_add(long long *a, long long v) {
-    atomicAdd((unsigned long long *)a, (unsigned long long)v); }
-__device__ static inline void kiln_atomic_kiln_add(int *a, int v) { atomicAdd(a, v); }
-__device__ static inline unsigned long long kiln_double_bits(double x) { return (unsigned long long)__double_as_longlong(x); }
-__device__ static inline double kiln_bits_double(unsigned long long x) { return __longlong_as_double((long long)x); }
-#define KILN_CAS_LOOP(name, type, word, to_word, from_word, pick) \
-__device__ static inline void kiln_atomic_##name(type *a, type v) { \
-    word *p = (word *)a, old = *p, assumed; \
-    do { assumed = old; old = atomicCAS(p, assumed, to_word(pick(from_word(assumed), v))); } while (assumed != old); }
-KILN_CAS_LOOP(kiln_maxf, float, int, __float_as_int, __int_as_float, kiln_maxf)
-KILN_CAS_LOOP(kiln_minf, float, int, __float_as_int, __int_as_float, kiln_minf)
-KILN_CAS_LOOP(kiln_max, double, unsigned long long, kiln_double_bits, kiln_bits_double, kiln_max)
-KILN_CAS_LOOP(kiln_min, double, unsigned long long, kiln_double_bits, kiln_bits_double, kiln_min)
-#endif
+/* Integer maximum and minimum for the block trees of integer reductions; the type says
+   whether they compare signed or unsigned. */
+__device__ static inline int kiln_maxi(int a, int b) { return a > b ? a : b; }
+__device__ static inline int kiln_mini(int a, int b) { return a < b ? a : b; }
+__device__ static inline long long kiln_maxi(long long a, long long b) { return a > b ? a : b; }
+__device__ static inline long long kiln_mini(long long a, long long b) { return a < b ? a : b; }
+__device__ static inline unsigned kiln_maxi(unsigned a, unsigned b) { return a > b ? a : b; }
+__device__ static inline unsigned kiln_mini(unsigned a, unsigned b) { return a < b ? a : b; }
+__device__ static inline unsigned long long kiln_maxi(unsigned long long a, unsigned long long b) {
+    return a > b ? a : b; }
+__device__ static inline unsigned long long kiln_mini(unsigned long long a, unsigned long long b) {
+    return a < b ? a : b; }
 """.replace("KILN_NEGATIVE_POWER", str(STATUS["negative integer power"]))
 )

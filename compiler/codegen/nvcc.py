@@ -2,14 +2,20 @@
 for the CPU emulation (``-DKILN_EMULATE``: the grid and block loops explicit, each
 float operation rounded on its own as numpy's are).
 
-Libraries are cached on disk under the SHA-256 of compiler and source, with the
-SHA-256 of the built file recorded beside it and compared before one is reused.
+Libraries are cached on disk under the SHA-256 of compiler, target GPU and source, with
+the SHA-256 of the built file recorded beside it and compared before one is reused.
+
+nvcc builds for its default GPU architecture (the driver compiles the embedded PTX for a
+newer GPU when a library is loaded) unless ``KILN_CUDA_ARCH`` names one: ``sm_90`` for an
+H100, ``native`` for the GPUs of the machine that builds, or any other value nvcc's
+``-arch`` takes (``sm_XY``, ``sm_XYa``, ``compute_XY``, ``all``, ``all-major``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -25,19 +31,41 @@ def check_compiler() -> None:
         raise CudaUnavailable("target='cuda' needs nvcc, the CUDA compiler, and it is not on PATH")
 
 
+# What nvcc's -arch takes: a real or virtual architecture, or one of its named sets.
+_ARCH = re.compile(r"(sm|compute)_\d+[af]?|native|all|all-major")
+
+
+def arch_flags() -> list[str]:
+    """nvcc's ``-arch`` option from ``KILN_CUDA_ARCH``, or no option where it is unset or empty
+    (nvcc's default architecture). ``ValueError`` naming the variable for a value nvcc's -arch
+    does not take."""
+    arch = os.environ.get("KILN_CUDA_ARCH", "").strip()
+    if not arch:
+        return []
+    if not _ARCH.fullmatch(arch):
+        raise ValueError(
+            f"KILN_CUDA_ARCH={arch!r} is not a GPU architecture nvcc's -arch takes: give sm_XY "
+            "(sm_90 for an H100, the compute capability without its dot), compute_XY, native, all or all-major"
+        )
+    return [f"-arch={arch}"]
+
+
 def build(source: str, emulate: bool, cache: DiskCache | None = None) -> str:
     """A shared library built from `source`; returns its path. Libraries are cached on disk
-    with the SHA-256 of the file as built, compared before one is reused."""
+    with the SHA-256 of the file as built, compared before one is reused. For the GPU, nvcc
+    builds for ``KILN_CUDA_ARCH`` where it is set (see ``arch_flags``: ``ValueError`` for a
+    value nvcc does not take)."""
     cache = cache or DiskCache()
     compiler = shutil.which(os.environ.get("CXX", "g++")) if emulate else shutil.which("nvcc")
     if compiler is None:
         raise CudaUnavailable("building CUDA C needs " + ("a C++ compiler (g++)" if emulate else "nvcc"))
-    key = hashlib.sha256(f"{'emulate' if emulate else 'nvcc'}\n{compiler}\n{source}".encode()).hexdigest()
+    arch = [] if emulate else arch_flags()
+    key = hashlib.sha256(f"{'emulate' if emulate else 'nvcc'}\n{compiler}\n{arch}\n{source}".encode()).hexdigest()
     with cache.writing("cuda-" + key):  # threads building one library: the first builds it, the rest reuse it
-        return _cached_or_built(source, emulate, cache, compiler, key)
+        return _cached_or_built(source, emulate, cache, compiler, key, arch)
 
 
-def _cached_or_built(source: str, emulate: bool, cache: DiskCache, compiler: str, key: str) -> str:
+def _cached_or_built(source: str, emulate: bool, cache: DiskCache, compiler: str, key: str, arch: list) -> str:
     library = os.path.join(cache.directory, "cuda", f"{key}.so")
     if os.path.exists(library):
         recorded = cache.load("cuda-" + key)
@@ -76,6 +104,7 @@ def _cached_or_built(source: str, emulate: bool, cache: DiskCache, compiler: str
             # The shared CUDA runtime: the one kiln's Python side allocates device memory with.
             command = [
                 compiler,
+                *arch,
                 "-O3",
                 "-shared",
                 "-Xcompiler",

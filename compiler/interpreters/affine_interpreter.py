@@ -18,6 +18,7 @@ from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import cf as CF
 from kiln.dialects import func as F
+from kiln.dialects import gpu as G
 from kiln.dialects import math as M
 from kiln.dialects import memref as MR
 from kiln.dialects import vector as V
@@ -96,7 +97,7 @@ class _Runner:
             env[op.result] = self.view(op)
         elif isinstance(op, MR.GetGlobalOp):
             env[op.result] = self.globals[op.attributes["name"]]
-        elif isinstance(op, MR.DeallocOp):
+        elif isinstance(op, (MR.DeallocOp, G.BarrierOp)):  # one thread: a barrier waits for no one
             pass
         elif isinstance(op, AR.ConstantOp):
             env[op.result] = _typed(op.result.type, op.value)

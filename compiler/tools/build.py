@@ -62,18 +62,16 @@ def build_library(
     `input_names` and `output_names` name the arrays in the header (an ONNX graph's names;
     by default the parameters' names and out0, out1, ...); they are made C identifiers, and
     the header quotes a name that had to change."""
-    name = name or compiled.__name__
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-        raise KilnError(f"--name must be a C identifier, got {name!r}")
+    name = c_name(name or compiled.__name__)
+    if compiled.target in ("cuda", "cuda-emulate"):
+        raise KilnError(
+            f"{compiled.__name__} is compiled for target={compiled.target!r}: build it with "
+            "kiln.tools.build_cuda.build_cuda_library (kiln build --target cuda)"
+        )
+    entries = build_entries(compiled, name, grad_argnums)
     compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if compiler is None:
         raise KilnError("kiln build needs a C compiler to link the library (set CC, or install gcc)")
-    entries = [(name, compiled)]
-    if grad_argnums is not None:
-        target = compiled.fn.fn if isinstance(compiled.fn, GradFunction) else compiled.fn
-        gradient = value_and_grad(target, grad_argnums)
-        gradient.__name__ = f"{name}_grad"
-        entries.append((f"{name}_grad", CompiledFunction(gradient, tuning_db=compiled.tuning_db)))
     os.makedirs(out_dir, exist_ok=True)
     bar = tqdm(
         total=len(entries) + 1,
@@ -96,7 +94,7 @@ def build_library(
             objects.append(path)
             symbol = symbol_name(pipeline.module("tensor").body.ops[0].sym_name)
             outputs = output_names if entry == name else None  # the gradient's outputs are (value, gradients)
-            signature = _signature(entry, pipeline, symbol, input_names, outputs)
+            signature = signature_of(entry, pipeline, symbol, input_names, outputs)
             signatures.append(signature)
             shims.append(_shim(signature))
             bar.update()
@@ -114,14 +112,37 @@ def build_library(
         bar.update()
     header = os.path.join(out_dir, f"{name}.h")
     with open(header, "w") as f:
-        f.write(_header(name, signatures, compiled))
+        f.write(c_header(name, signatures, compiled))
     readme = os.path.join(out_dir, "README")
     with open(readme, "w") as f:
         f.write(_readme(name, signatures))
     return {"library": library, "header": header, "readme": readme}
 
 
-def _signature(entry, pipeline, symbol, input_names=None, output_names=None) -> dict:
+def c_name(name: str) -> str:
+    """`name`, checked to be a C identifier (the library's function and file names)."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise KilnError(f"--name must be a C identifier, got {name!r}")
+    return name
+
+
+def build_entries(compiled, name: str, grad_argnums=None) -> list:
+    """(C name, compiled function) of each function the library exports: `compiled`, and its
+    value and gradient for `grad_argnums` (``<name>_grad``), compiled for the same target."""
+    entries = [(name, compiled)]
+    if grad_argnums is not None:
+        target = compiled.fn.fn if isinstance(compiled.fn, GradFunction) else compiled.fn
+        gradient = value_and_grad(target, grad_argnums)
+        gradient.__name__ = f"{name}_grad"
+        entries.append(
+            (f"{name}_grad", CompiledFunction(gradient, target=compiled.target, tuning_db=compiled.tuning_db))
+        )
+    return entries
+
+
+def signature_of(entry, pipeline, symbol, input_names=None, output_names=None) -> dict:
+    """What the header and ``kiln.load`` know of an entry: its C name, the symbol it calls,
+    and each input's and output's C name, dtype and shape."""
     function = pipeline.module("tensor").body.ops[0]
     arguments, results = function.arguments, function.function_type.results
     for kind, given, count in (("input", input_names, len(arguments)), ("output", output_names, len(results))):
@@ -170,7 +191,7 @@ def c_identifiers(names) -> list:
     return result
 
 
-def _params(signature) -> str:
+def c_parameters(signature) -> str:
     parts = [f"const {C_TYPES[a['dtype']]} *{a['name']}" for a in signature["inputs"]]
     parts += [f"{C_TYPES[a['dtype']]} *{a['name']}" for a in signature["outputs"]]
     return ", ".join(parts) or "void"
@@ -183,24 +204,28 @@ def _shim(signature) -> str:
     meta = json.dumps(signature).replace("\\", "\\\\").replace('"', '\\"')
     return (
         f"int32_t {signature['symbol']}({kernel_params});\n"
-        f"int32_t {signature['entry']}({_params(signature)}) {{\n"
+        f"int32_t {signature['entry']}({c_parameters(signature)}) {{\n"
         f"    return {signature['symbol']}({casts});\n}}\n"
         f'const char {signature["entry"]}_kiln_signature[] = "{meta}";\n'
     )
 
 
-def _header(name, signatures, compiled) -> str:
+def c_header(name, signatures, compiled, about=None) -> str:
+    """The C header: `about`, lines of the opening comment after its first (by default the
+    CPU library's: arrays, statuses, threads), then the arrays' macros and the prototypes."""
     guard = f"KILN_{name.upper()}_H"
-    lines = [
-        f"/* {name}: built by kiln {__version__} from {compiled.fn.__qualname__}.",
-        " *",
-        " * Arrays are row-major and contiguous; bool is one byte (0 or 1) per element.",
-        " * Every function returns 0 on success, "
-        f"{STATUS['out of memory']} if its scratch memory could not be allocated,",
-        f" * {STATUS['negative integer power']} for an integer raised to a negative integer power,",
-        " * and a negative status for an index array holding a value outside its axis.",
-        " * Scratch memory is allocated by the library on each call: calls may run",
-        " * at the same time from several threads. Outputs must not overlap inputs. */",
+    about = about or [
+        "Arrays are row-major and contiguous; bool is one byte (0 or 1) per element.",
+        f"Every function returns 0 on success, {STATUS['out of memory']} if its scratch memory could not be allocated,",
+        f"{STATUS['negative integer power']} for an integer raised to a negative integer power,",
+        "and a negative status for an index array holding a value outside its axis.",
+        "Scratch memory is allocated by the library on each call: calls may run",
+        "at the same time from several threads. Outputs must not overlap inputs.",
+    ]
+    lines = [f"/* {name}: built by kiln {__version__} from {compiled.fn.__qualname__}.", " *"]
+    lines += [f" * {line}".rstrip() for line in about]
+    lines[-1] += " */"
+    lines += [
         f"#ifndef {guard}",
         f"#define {guard}",
         "",
@@ -223,7 +248,7 @@ def _header(name, signatures, compiled) -> str:
                 for k, d in enumerate(a["shape"]):
                     lines.append(f"#define {macro}_DIM{k} {d}")
                 lines.append(f"#define {macro}_SIZE {int(np.prod(a['shape'], dtype=np.int64))}")
-        lines += [f"int32_t {signature['entry']}({_params(signature)});", ""]
+        lines += [f"int32_t {signature['entry']}({c_parameters(signature)});", ""]
     lines += ["#ifdef __cplusplus", "}", "#endif", "", f"#endif /* {guard} */", ""]
     return "\n".join(lines)
 
@@ -243,5 +268,5 @@ def _readme(name, signatures) -> str:
         "Functions:",
     ]
     for signature in signatures:
-        text.append(f"  int32_t {signature['entry']}({_params(signature)});")
+        text.append(f"  int32_t {signature['entry']}({c_parameters(signature)});")
     return "\n".join(text) + "\n"

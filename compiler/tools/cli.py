@@ -1,14 +1,18 @@
 """The ``kiln`` command line.
 
     kiln dump examples/mlp.py:predict --stage tensor
+    kiln dump examples/mlp.py:predict --target cuda --stage cuda
     kiln profile examples/train_step.py:train_step
     kiln bisect examples/layernorm.py:layernorm
     kiln build model.onnx --input-shape input=1,3,224,224 -o build/
+    kiln build examples/mlp.py:predict --target cuda -o build/    # nvcc, no GPU needed
+    kiln tune examples/mlp.py:predict --target cuda               # on the current GPU
 
 Functions are named ``path.py:function``; their input specs come from
 parameter annotations such as ``x: kiln.f32[256, 784]`` (a dict or tuple of
 specs for a structured argument). An ONNX model, ``model.onnx``, is compiled
-at its graph inputs' shapes (``kiln.tools.targets`` loads both).
+at its graph inputs' shapes (``kiln.tools.targets`` loads both). ``--target``
+(dump, build, tune) compiles for another target than the function's own.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import sys
 
 from kiln import timings
 from kiln.errors import KilnError
+from kiln.jit import TARGETS, target_stages
 from kiln.tools.targets import load_function, load_target, random_arguments
 from kiln.version import __version__
 
@@ -35,12 +40,20 @@ def _target(args, onnx_weights: str = "constants"):
         weights=args.weights,
         weights_param=args.weights_param,
         onnx_weights=onnx_weights,
+        compile_target=getattr(args, "target", None),
     )
 
 
 def cmd_dump(args) -> int:
     target = _target(args)
     compiled, specs = target.compiled, target.specs
+    if args.stage != "all" and args.stage not in compiled.stages:  # before tracing: the stage list needs none
+        elsewhere = [t for t in TARGETS if args.stage in target_stages(t)]
+        hint = f"; {args.stage} is a stage of --target {' and '.join(elsewhere)}" if elsewhere else ""
+        raise KilnError(
+            f"--target {compiled.target} has no stage {args.stage!r} (its stages: {', '.join(compiled.stages)}, "
+            f"or all){hint}"
+        )
     lowered = compiled.lower(*specs)
     stages = lowered.stages if args.stage == "all" else [args.stage]
     for stage in stages:
@@ -51,16 +64,22 @@ def cmd_dump(args) -> int:
 
 
 def cmd_tune(args) -> int:
-    from kiln.tools.tuner import tune_function, verify_records
-    from kiln.tools.tuning_db import TuningDB, host_fingerprint
+    from kiln.tools.gpu_tuner import GpuTuning
+    from kiln.tools.tuner import CpuTuning, tune_function, verify_records
+    from kiln.tools.tuning_db import TuningDB
 
     if args.threads:
         os.environ["KILN_NUM_THREADS"] = str(args.threads)
     db = TuningDB(args.db)
+    target = _target(args) if args.function and not (args.report or args.verify) else None
+    kind = target.compiled.target if target else args.target or "cpu"
+    if kind not in ("cpu", "cuda", "cuda-emulate"):
+        raise KilnError(f"kiln tune tunes --target cpu, cuda or cuda-emulate, not {kind}")
+    tuning = CpuTuning() if kind == "cpu" else GpuTuning(kind)
     if args.report:
-        records = db.for_host(host_fingerprint())
+        records = db.for_host(tuning.host())
         if not records:
-            print(f"no records for this machine in {db.path}")
+            print(f"no records for {tuning.description} in {db.path}")
         print(f"{'function':<20}{'kernel':<18}{'default ms':>12}{'tuned ms':>12}{'speed-up':>10}{'trials':>8}")
         for r in records:
             print(
@@ -69,14 +88,13 @@ def cmd_tune(args) -> int:
             )
         return 0
     if args.verify:
-        stale = verify_records(db)
+        stale = verify_records(db, tuning=tuning)
         print(f"{len(stale)} stale record(s)")
         return 1 if stale else 0
-    if not args.function:
+    if target is None:
         raise KilnError("kiln tune needs path.py:function or model.onnx (or --report / --verify)")
-    target = _target(args)
     compiled, specs = target.compiled, target.specs
-    tune_function(compiled, specs, db, args.trials, args.seed, args.time_budget, args.strategy)
+    tune_function(compiled, specs, db, args.trials, args.seed, args.time_budget, args.strategy, tuning=tuning)
     print(f"tuning records are in {db.path}")
     return 0
 
@@ -137,6 +155,10 @@ def cmd_build(args) -> int:
     grad = None
     if args.grad is not None:
         grad = tuple(int(a) for a in args.grad.split(",")) if "," in args.grad else int(args.grad)
+    if compiled.target in ("cuda", "cuda-emulate"):
+        from kiln.tools.build_cuda import build_cuda_library as build_library
+    elif compiled.target != "cpu":
+        raise KilnError(f"kiln build makes native code: --target cpu, cuda or cuda-emulate, not {compiled.target}")
     paths = build_library(
         compiled,
         specs,
@@ -177,6 +199,15 @@ def add_target(parser, optional: bool = False) -> None:
     )
 
 
+def add_compile_target(parser, targets, what: str) -> None:
+    parser.add_argument(
+        "--target",
+        choices=targets,
+        default=None,
+        help=f"{what} (default: the function's own target, cpu unless the file compiled it for another)",
+    )
+
+
 def add_timings(parser) -> None:
     parser.add_argument(
         "--timings",
@@ -192,13 +223,27 @@ def main(argv=None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     dump = commands.add_parser("dump", help="print the IR of a function at one stage or all stages")
     add_target(dump)
-    dump.add_argument("--stage", default="tensor", help="a stage name, or 'all' (default: tensor)")
+    add_compile_target(
+        dump, TARGETS, "compile for this target; --target cuda --stage cuda prints CUDA C, with or without a GPU"
+    )
+    dump.add_argument(
+        "--stage",
+        default="tensor",
+        help="a stage name, or 'all' (default: tensor); cpu: tensor, optimized, affine, scheduled, llvm; "
+        "cuda and cuda-emulate: tensor, optimized, affine, scheduled, cuda; interpret: tensor",
+    )
     dump.add_argument("--no-locations", action="store_true", help="leave out loc(...) source locations")
     dump.add_argument("--generic", action="store_true", help="print every op in MLIR's generic form")
     add_timings(dump)
     dump.set_defaults(run=cmd_dump)
     tune = commands.add_parser("tune", help="search faster schedules for a function's kernels")
     add_target(tune, optional=True)
+    add_compile_target(
+        tune,
+        ("cpu", "cuda", "cuda-emulate"),
+        "tune for this target: cuda searches GPU schedules (split, reorder, tile, unroll, bind) on the current GPU, "
+        "timed with CUDA events, its records keyed by the GPU; cuda-emulate runs that search on the CPU",
+    )
     tune.add_argument("--trials", type=int, default=100, help="candidates per kernel (default 100)")
     tune.add_argument("--time-budget", type=float, default=None, help="seconds for the whole run")
     tune.add_argument(
@@ -210,8 +255,12 @@ def main(argv=None) -> int:
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--threads", type=int, default=None, help="threads for parallel loops (KILN_NUM_THREADS)")
     tune.add_argument("--strategy", choices=("evolution", "random"), default="evolution")
-    tune.add_argument("--report", action="store_true", help="print default vs tuned times of every record")
-    tune.add_argument("--verify", action="store_true", help="re-measure and re-check every record for this host")
+    tune.add_argument(
+        "--report", action="store_true", help="print default vs tuned times of every record for this host (or GPU)"
+    )
+    tune.add_argument(
+        "--verify", action="store_true", help="re-measure and re-check every record for this host (or GPU)"
+    )
     tune.set_defaults(run=cmd_tune)
     prof = commands.add_parser("profile", help="time each kernel of a function on random inputs")
     add_target(prof)
@@ -238,7 +287,15 @@ def main(argv=None) -> int:
     bis.set_defaults(run=cmd_bisect)
     build = commands.add_parser("build", help="build a shared library and C header for a function")
     add_target(build)
-    build.add_argument("-o", "--output", required=True, help="directory for lib<name>.so, <name>.h, README")
+    add_compile_target(
+        build,
+        ("cpu", "cuda", "cuda-emulate"),
+        "cuda: build with nvcc (no GPU needed), its entries taking DEVICE pointers, the .cu source beside it; "
+        "cuda-emulate: the same source built for the CPU",
+    )
+    build.add_argument(
+        "-o", "--output", required=True, help="directory for lib<name>.so, <name>.h, README (and <name>.cu for cuda)"
+    )
     build.add_argument(
         "--name", default=None, help="C name of the function (default: the Python name, or the ONNX file's)"
     )

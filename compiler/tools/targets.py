@@ -21,7 +21,7 @@ from kiln.errors import KilnError
 from kiln.frontend import pytree
 from kiln.frontend.specs import TensorSpec
 from kiln.frontend.trace import ssa_name
-from kiln.jit import CompiledFunction, compile
+from kiln.jit import TARGETS, CompiledFunction, compile
 from kiln.tools.weights import bind_weights, load_weights
 
 
@@ -67,20 +67,25 @@ def load_target(
     weights: str | None = None,
     weights_param: str | None = None,
     onnx_weights: str = "constants",
+    compile_target: str | None = None,
 ) -> Target:
     """`target` (``path.py:function`` or ``model.onnx``) compiled, with its input specs.
 
     `input_shapes` are ``name=d0,d1,...`` strings for an ONNX model's inputs; `weights` a
     SafeTensors file bound to a Python function's dict parameter (`weights_param`, or the
     only one whose annotation is a dict of specs); `onnx_weights` is ``kiln.onnx.load``'s
-    `weights` ("constants" or "arguments")."""
+    `weights` ("constants" or "arguments"). `compile_target` is ``kiln.compile``'s `target`
+    (``"cpu"``, ``"cuda"``, ...); None keeps the function's own (``cpu`` unless the file
+    compiled it for another)."""
+    if compile_target is not None and compile_target not in TARGETS:
+        raise KilnError(f"unknown target {compile_target!r}; kiln compiles for: {', '.join(TARGETS)}")
     if is_onnx(target):
         if weights is not None or weights_param is not None:
             raise KilnError("--weights binds a Python function's dict parameter; an ONNX model carries its own weights")
-        return load_onnx(target, parse_input_shapes(input_shapes or []), onnx_weights)
+        return load_onnx(target, parse_input_shapes(input_shapes or []), onnx_weights, compile_target or "cpu")
     if input_shapes:
         raise KilnError("--input-shape is for ONNX models; a Python function's shapes come from its annotations")
-    compiled, specs = load_function(target)
+    compiled, specs = load_function(target, compile_target)
     if weights is not None:
         compiled, specs = bind_weights_file(compiled, specs, weights, weights_param)
     elif weights_param is not None:
@@ -92,8 +97,10 @@ def is_onnx(target: str) -> bool:
     return target.lower().endswith(".onnx")
 
 
-def load_function(target: str):
-    """Import ``path.py:function`` and return (the compiled function, its input specs)."""
+def load_function(target: str, compile_target: str | None = None):
+    """Import ``path.py:function`` and return (the compiled function, its input specs).
+    `compile_target` (``"cuda"``, ...) recompiles a function the file compiled for another
+    target; None keeps its own."""
     path, sep, name = target.rpartition(":")
     if not sep or not path or not name:
         raise KilnError(f"expected path.py:function or model.onnx, got {target!r}")
@@ -110,8 +117,26 @@ def load_function(target: str):
     fn = getattr(module, name, None)
     if fn is None:
         raise KilnError(f"{path} has no function {name!r}")
-    compiled = fn if isinstance(fn, CompiledFunction) else compile(fn)
+    if not isinstance(fn, CompiledFunction):
+        compiled = compile(fn, target=compile_target or "cpu")
+    elif compile_target is None or compile_target == fn.target:
+        compiled = fn
+    else:
+        compiled = CompiledFunction(fn.fn, target=compile_target, **_options(fn, with_target=False))
     return compiled, annotated_specs(compiled.fn)
+
+
+def _options(compiled: CompiledFunction, with_target: bool = True) -> dict:
+    """`compiled`'s compile options, to make another CompiledFunction like it."""
+    options = {
+        "static_argnames": compiled.static_argnames,
+        "optimize": compiled.optimize,
+        "remat": compiled.remat,
+        "schedule": compiled.schedule,
+        "tuning_db": compiled.tuning_db,
+        "debug": compiled.debug,
+    }
+    return {"target": compiled.target, **options} if with_target else options
 
 
 def annotated_specs(fn) -> list:
@@ -142,14 +167,8 @@ def bind_weights_file(compiled: CompiledFunction, specs: list, path: str, param:
     index = _weights_parameter(compiled.__name__, parameters, specs, param)
     values = bind_weights(specs[index], load_weights(path), what=os.path.basename(path))
     bound = _without_parameter(compiled.fn, index, values)
-    options = {
-        "target": compiled.target,
-        "optimize": compiled.optimize,
-        "remat": compiled.remat,
-        "schedule": compiled.schedule,
-        "tuning_db": compiled.tuning_db,
-        "debug": compiled.debug,
-    }
+    options = _options(compiled)
+    del options["static_argnames"]  # the bound function's parameters are numbered anew
     return CompiledFunction(bound, **options), specs[:index] + specs[index + 1 :]
 
 
@@ -186,17 +205,17 @@ def _without_parameter(fn, index: int, value):
 # ----- ONNX models -----
 
 
-def load_onnx(path: str, input_shapes: dict, weights: str = "constants") -> Target:
+def load_onnx(path: str, input_shapes: dict, weights: str = "constants", compile_target: str = "cpu") -> Target:
     """The ONNX model at `path` at its graph inputs' shapes (`input_shapes`, input name ->
     shape, for the ones it leaves symbolic), its weights compiled in or (``weights=
-    "arguments"``) passed as the last argument."""
+    "arguments"``) passed as the last argument, compiled for `compile_target`."""
     if not os.path.isfile(path):
         raise KilnError(f"no such file: {path}")
     import kiln.onnx  # noqa: PLC0415 (the ONNX front end, which needs the optional onnx package)
 
     name = ssa_name(os.path.splitext(os.path.basename(path))[0]) or "model"
     try:
-        compiled = kiln.onnx.load(path, weights=weights, name=name)
+        compiled = kiln.onnx.load(path, weights=weights, name=name, target=compile_target)
     except ModuleNotFoundError as exc:
         if exc.name != "onnx":
             raise

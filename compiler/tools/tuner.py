@@ -9,6 +9,10 @@ evolutionary: candidates are parameter sets of a schedule recipe (rows and
 vectors of a register block, packing, loop order, vector width, unrolling,
 threads); each new one mutates a good one found so far, with some random ones
 mixed in.
+
+What is searched, how it is timed and what keys the records is a tuning target's
+(``CpuTuning`` here; ``kiln.tools.gpu_tuner.GpuTuning`` for the CUDA backend, whose
+candidates are GPU schedules timed with CUDA events and keyed by the GPU).
 """
 
 from __future__ import annotations
@@ -106,7 +110,7 @@ class SearchSpace:
         return steps
 
     def legal(self, config: dict) -> bool:
-        key = _key(config)
+        key = config_key(config)
         if key not in self._legal:
             trial = self.module.clone({})
             try:
@@ -147,7 +151,8 @@ def _panel_name(cols):
     return None
 
 
-def _key(config: dict):
+def config_key(config: dict):
+    """A hashable form of a parameter set."""
     return tuple(sorted(config.items(), key=lambda kv: kv[0]))
 
 
@@ -231,21 +236,34 @@ class KernelBench:
         native = loaded.function(llvm_emitter.symbol_name("kernel"), len(self.initial))
         return lambda arrays: native(arrays), loaded
 
+    def arrays(self) -> list:
+        """Fresh copies of the inputs, for one schedule's runs."""
+        return [a.copy() for a in self.initial]
+
+    def host(self, array) -> np.ndarray:
+        """An array of `arrays()` as numpy sees it."""
+        return array
+
+    def time_calls(self, run, arrays, calls: int = 1) -> float:
+        """Seconds that `calls` runs of `run` on `arrays` take, one after the other."""
+        start = self.clock()
+        for _ in range(calls):
+            run(arrays)
+        return self.clock() - start
+
     def outputs(self, run) -> list:
-        arrays = [a.copy() for a in self.initial]
+        arrays = self.arrays()
         run(arrays)
-        return [arrays[k] for k in self.written]
+        return [self.host(arrays[k]) for k in self.written]
 
     def measure(self, run, budget: float = 0.25, cutoff: float = None) -> Measurement:
         """One schedule alone: a quick screen, not evidence of a win (see compare)."""
         clock = self.clock
-        arrays = [a.copy() for a in self.initial]
+        arrays = self.arrays()
         run(arrays)
         samples, started = [], clock()
         while len(samples) < 5 or (clock() - started < budget and len(samples) < 200):
-            start = clock()
-            run(arrays)
-            samples.append(clock() - start)
+            samples.append(self.time_calls(run, arrays))
             if cutoff is not None and len(samples) >= 2 and min(samples) > cutoff:
                 break  # far slower than the best: no need to know by how much
         return _summary(samples)
@@ -253,21 +271,15 @@ class KernelBench:
     def compare(self, incumbent, candidate, rounds: int = 21, candidate_first: bool = False) -> Comparison:
         """Time the two alternately for `rounds` rounds, each on arrays of its own; each
         sample runs a batch long enough (about a millisecond) for the clock to resolve it."""
-        clock = self.clock
         runs = [candidate, incumbent] if candidate_first else [incumbent, candidate]
-        arrays = [[a.copy() for a in self.initial] for _ in runs]
+        arrays = [self.arrays() for _ in runs]
         batch = 1
         for run, own in zip(runs, arrays):
-            start = clock()
-            run(own)
-            batch = max(batch, min(1000, int(1e-3 / max(clock() - start, 1e-9))))
+            batch = max(batch, min(1000, int(1e-3 / max(self.time_calls(run, own), 1e-9))))
         samples = [[], []]
         for _ in range(rounds):
             for k, (run, own) in enumerate(zip(runs, arrays)):
-                start = clock()
-                for _ in range(batch):
-                    run(own)
-                samples[k].append((clock() - start) / batch)
+                samples[k].append(self.time_calls(run, own, batch) / batch)
         if candidate_first:
             samples.reverse()
         faster = sum(c < i for i, c in zip(*samples))
@@ -319,15 +331,17 @@ def tune_kernel(
     progress=None,
     bench: KernelBench = None,
     initial_steps=None,
+    space=None,
 ) -> TuneResult:
     """Search `module`'s (one extracted kernel's) schedules; `initial_steps` (a previous
-    record) is the best to beat from the start.
+    record) is the best to beat from the start. `space` and `bench` are the CPU's
+    (``SearchSpace``, ``KernelBench``) unless given (``kiln.tools.gpu_tuner``'s for the GPU).
 
     A candidate is screened alone; one that looks faster than the best so far must beat it
     in an interleaved comparison to take its place, and the final best must beat the
     default schedule in two independent interleaved comparisons (`confirmed_win`) before
     it is returned: otherwise the result is the default (steps None)."""
-    space = SearchSpace(module, llvm_target.vector_bits(), threads.available())
+    space = space or SearchSpace(module, llvm_target.vector_bits(), threads.available())
     bench = bench or KernelBench(module, seed)
     rng = random.Random(seed)
     run, keep_default = bench.build(None)
@@ -339,10 +353,11 @@ def tune_kernel(
     if initial_steps:
         try:
             candidate, keep_initial = bench.build(initial_steps)
+            outputs = bench.outputs(candidate)
         except (ScheduleError, KilnError, ValueError, RuntimeError) as exc:
-            failures.append(f"the previous record no longer builds ({type(exc).__name__}: {exc})")
+            failures.append(f"the previous record no longer builds or runs ({type(exc).__name__}: {exc})")
         else:
-            comparison = bench.compare(run, candidate) if same_outputs(bench.outputs(candidate), reference) else None
+            comparison = bench.compare(run, candidate) if same_outputs(outputs, reference) else None
             if comparison is not None and comparison.candidate_wins:
                 best, best_steps, best_run, keep = comparison.candidate, list(initial_steps), candidate, keep_initial
                 speedup = comparison.incumbent.seconds / comparison.candidate.seconds
@@ -355,16 +370,18 @@ def tune_kernel(
             config = _next_config(space, measured, rng, strategy, seen)
             if config is None:
                 break
-            seen.add(_key(config))
+            seen.add(config_key(config))
             steps = space.steps(config)
             try:
                 candidate, keep_candidate = bench.build(steps)
+                outputs = bench.outputs(candidate)
             except (ScheduleError, KilnError, ValueError, RuntimeError) as exc:
-                # The space holds legal schedules only, so this is a fault in kiln: count it, say it.
+                # The space holds legal schedules only, so this is a fault in kiln (or, on a GPU,
+                # a launch the device refuses, such as too many registers for its threads): say it.
                 rejected += 1
                 failures.append(f"{_spell(steps)}: {type(exc).__name__}: {exc}")
                 continue
-            if not same_outputs(bench.outputs(candidate), reference):
+            if not same_outputs(outputs, reference):
                 rejected += 1
                 continue
             result = bench.measure(candidate, cutoff=4 * best.seconds)
@@ -408,7 +425,7 @@ def _next_config(space, measured, rng, strategy, seen):
             config = space.mutate(rng.choice(ranked)[1], rng)
         if config is None:
             return None
-        if _key(config) not in seen:
+        if config_key(config) not in seen:
             return config
     return None
 
@@ -442,6 +459,28 @@ class TrialBar(tqdm):
         self.update(trial - self.n)
 
 
+class CpuTuning:
+    """What tuning for the host CPU searches and measures with, and what keys its records.
+    ``kiln.tools.gpu_tuner.GpuTuning`` is the same for target cuda and cuda-emulate."""
+
+    target = "cpu"
+    description = "this CPU"
+
+    def host(self) -> str:
+        return host_fingerprint()
+
+    def space(self, module):
+        """The kernel's search space, or None when it has nothing to search."""
+        return SearchSpace(module, llvm_target.vector_bits(), threads.available())
+
+    def bench(self, module, seed: int = 0) -> KernelBench:
+        return KernelBench(module, seed)
+
+    def notes(self) -> dict:
+        """Fields a record keeps about how it was measured."""
+        return {"threads": threads.thread_count() if threads.available() else 1}
+
+
 def tune_function(
     compiled,
     specs,
@@ -451,18 +490,28 @@ def tune_function(
     time_budget: float = None,
     strategy: str = "evolution",
     out=sys.stderr,
+    tuning=None,
 ) -> list:
-    """Tune every kernel of `compiled` at `specs`, recording winners in `db` (saved after each)."""
+    """Tune every kernel of `compiled` at `specs`, recording winners in `db` (saved after each).
+    `tuning` is ``CpuTuning()`` unless given (``gpu_tuner.GpuTuning`` for a function compiled
+    for the GPU, whose affine kernels it searches)."""
+    tuning = tuning or CpuTuning()
     function = compiled.lower(*specs).module("affine").body.ops[-1]
-    host = host_fingerprint()
+    host = tuning.host()
     names = kernel_names(function)
     budget = None if time_budget is None else time_budget / max(1, len(names))
     results = []
+    if tuning.target != "cpu":
+        out.write(f"tuning for {tuning.description}\n")
     for kernel in names:
         module = extract(function, kernel)
         key = structural_hash(module)
         previous = db.lookup(key, host)
         out.write(f"{compiled.__name__} {kernel} ({key}){' resuming from the database' if previous else ''}\n")
+        space = tuning.space(module)
+        if space is None:
+            out.write("  nothing to search: no loop of this kernel can be mapped differently\n")
+            continue
         with TrialBar(trials, out, f"  {kernel}") as bar:
             result = tune_kernel(
                 module,
@@ -472,6 +521,8 @@ def tune_function(
                 budget,
                 bar.show,
                 initial_steps=previous["steps"] if previous else None,
+                space=space,
+                bench=tuning.bench(module, seed),
             )
         out.write(
             f"  default {result.default_seconds * 1e3:.3f} ms, best {result.best_seconds * 1e3:.3f} ms "
@@ -497,7 +548,7 @@ def tune_function(
                     "seed": seed,
                     "trials": result.trials + (previous or {}).get("trials", 0),
                     "kiln": __version__,
-                    "threads": threads.thread_count() if threads.available() else 1,
+                    **tuning.notes(),
                     "kernel_ir": print_ir(module, locations=False),
                 }
             )
@@ -509,13 +560,15 @@ def tune_function(
     return results
 
 
-def verify_records(db, out=sys.stdout) -> list:
-    """Re-measure and re-check every record for this host; returns the stale ones' keys."""
+def verify_records(db, out=sys.stdout, tuning=None) -> list:
+    """Re-measure and re-check every record for this host (for `tuning`'s target: the CPU
+    unless given); returns the stale ones' keys."""
+    tuning = tuning or CpuTuning()
     stale = []
-    for record in db.for_host(host_fingerprint()):
+    for record in db.for_host(tuning.host()):
         try:
             module = parse_ir(record.get("kernel_ir", ""))
-            bench = KernelBench(module)
+            bench = tuning.bench(module)
             run, keep = bench.build(None)
             tuned_run, keep2 = bench.build(record["steps"])
         except (ScheduleError, KilnError, ValueError, RuntimeError) as exc:  # cannot even be rebuilt
@@ -533,7 +586,7 @@ def verify_records(db, out=sys.stdout) -> list:
                     if comparison.candidate_wins
                     else f"STALE: no longer faster ({default * 1e3:.3f} vs {tuned * 1e3:.3f} ms)"
                 )
-        now = threads.thread_count() if threads.available() else 1
+        now = tuning.notes().get("threads")
         if record.get("threads", now) != now:  # parallel schedules' times depend on it
             verdict += f" (tuned with {record['threads']} threads, measured with {now}: --threads {record['threads']})"
         if verdict.startswith("STALE"):

@@ -1,7 +1,8 @@
 """The tuning database: one YAML record per kernel and host.
 
     - kernel: 3f2a9c...        # structural hash of the extracted kernel
-      host: 5be1...            # fingerprint of the CPU: name, features, cores
+      host: 5be1...            # fingerprint of the CPU: name, features, cores; for target
+                               # cuda, of the GPU: name, compute capability, SMs
       function: matmul
       steps: [[unroll_jam, k0.i, 8], [cache_read, k0.j.u, a1], ...]
                                # loops named as kernel k0, buffers as its arguments a<k>
@@ -43,6 +44,7 @@ import platformdirs
 import yaml
 
 from kiln.codegen import llvm_target
+from kiln.runtime import cuda
 
 REQUIRED = {"kernel": str, "host": str, "steps": list, "default_ms": (int, float), "tuned_ms": (int, float)}
 
@@ -63,9 +65,45 @@ def find_path(path: str | None = None) -> str:
 
 
 def host_fingerprint() -> str:
+    """The key of this CPU's records: a hash of its name, features and cores."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     text = f"{llvm_target.host_fingerprint()}|cores={cores}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def gpu_fingerprint() -> str:
+    """The key of the current GPU's records: a hash of its name, compute capability and
+    multiprocessor count (a MIG slice of a GPU has the name but not the multiprocessors of
+    the whole). Raises ``kiln.runtime.cuda.CudaUnavailable`` where there is no GPU."""
+    return hashlib.sha256(gpu_description().encode()).hexdigest()[:16]
+
+
+def gpu_description() -> str:
+    """The current GPU as its records describe it: ``NVIDIA H100 80GB HBM3, compute capability 9.0, 132 SMs``."""
+    p = cuda.device_properties()
+    return f"{p['name']}, compute capability {p['major']}.{p['minor']}, {p['multiprocessors']} SMs"
+
+
+def target_fingerprint(target: str) -> str:
+    """The key of the records for code compiled for `target`: ``cpu``, the host CPU's; ``cuda``,
+    the current GPU's (CudaUnavailable without one); ``cuda-emulate``, the emulation's on this
+    CPU, apart from the CPU's own records (its kernels are the GPU's, run on the CPU)."""
+    if target == "cuda":
+        return gpu_fingerprint()
+    if target == "cuda-emulate":
+        return hashlib.sha256(f"cuda-emulate|{host_fingerprint()}".encode()).hexdigest()[:16]
+    if target == "cpu":
+        return host_fingerprint()
+    raise ValueError(f"there are no tuning records for target {target!r} (cpu, cuda or cuda-emulate)")
+
+
+def records_key(target: str) -> str | None:
+    """`target_fingerprint`, or None where it cannot be known (target cuda without a GPU, where
+    code is compiled but not run: no record can be for it)."""
+    try:
+        return target_fingerprint(target)
+    except cuda.CudaUnavailable:
+        return None
 
 
 class TuningDB:
