@@ -353,8 +353,9 @@ def bind(loop, axis: str) -> None:
     """Run the loop's iterations on a GPU hardware index (``blockIdx.x`` ... ``threadIdx.z``):
     iteration i goes to the block or thread i, striding by the grid or block size.
 
-    A reduction loop (iter_args, each updated by one ``acc = combine(acc, x)``: addf, addi,
-    maximumf, minimumf, maxsi, minsi) can be bound to ``threadIdx.x``: each thread of the
+    A reduction loop (iter_args, each updated by one ``acc = combine(acc, x)``: addf,
+    maximumf, minimumf on floats; addi, maxsi, minsi, maxui, minui on integers; ori, andi on
+    booleans) can be bound to ``threadIdx.x``: each thread of the
     block combines a strided share of the iterations, the block combines the threads'
     partial results, and every thread gets the result (see docs/cuda.md). Its threads meet
     at barriers, so it must run in every thread of the block alike: it may not sit inside a
@@ -396,14 +397,20 @@ def bind(loop, axis: str) -> None:
 
 
 # The combines a block of threads can apply to a bound reduction's partial results, by the
-# accumulator's type (kiln.codegen.cuda_codegen prints each as a C function).
+# accumulator's type: those of kiln's reductions (passes.scalar_rules.REDUCTION_COMBINE),
+# which kiln.codegen.cuda_codegen prints as block trees.
+_INTEGERS = ("i8", "i16", "i32", "i64")
 BLOCK_COMBINES = {
     AR.AddFOp: ("f32", "f64"),
-    AR.AddIOp: ("i32", "i64"),
     AR.MaximumFOp: ("f32", "f64"),
     AR.MinimumFOp: ("f32", "f64"),
-    AR.MaxSIOp: ("i32", "i64"),
-    AR.MinSIOp: ("i32", "i64"),
+    AR.AddIOp: _INTEGERS,
+    AR.MaxSIOp: _INTEGERS,
+    AR.MinSIOp: _INTEGERS,
+    AR.MaxUIOp: _INTEGERS,
+    AR.MinUIOp: _INTEGERS,
+    AR.OrIOp: ("i1",),  # any
+    AR.AndIOp: ("i1",),  # all
 }
 
 
@@ -440,7 +447,7 @@ def _check_bound_reduction(loop, axis) -> None:
         allowed = ", ".join(sorted(op.name for op in BLOCK_COMBINES))
         raise ScheduleError(
             f"bind({name}, {axis}): only loops without iter_args, or reductions whose every accumulator is "
-            f"updated by one {allowed} on i32, i64, f32 or f64 (acc = combine(acc, x), x not depending on acc)"
+            f"updated by one {allowed} (acc = combine(acc, x), x not depending on acc)"
         )
     for outer in _ancestors(loop):
         if outer.attributes.get(A.BIND, "").startswith("threadIdx"):

@@ -13,6 +13,9 @@ import numpy as np
 import pytest
 
 import kiln
+from kiln.dialects import parse_ir
+from kiln.passes.loop_transforms import bind
+from kiln.passes.schedule import find_loop
 
 ROW_LENGTHS = [1, 31, 32, 33, 1000, 100_003]
 ROW_COUNTS = [1, 7, 13]
@@ -243,12 +246,52 @@ def test_a_given_schedule_can_bind_a_reduction(order):
     np.testing.assert_array_equal(f(x), x.min(axis=-1))  # rows of a block one after another
 
 
+PRODUCT = """
+func.func @product(%x: memref<7x40xf32>, %out0: memref<7xf32>) attributes {kiln.buffers = ["x", "out0"]} {
+  %0 = arith.constant 1.0 : f32
+  affine.for %k0.i = 0 to 7 {
+    %1 = affine.for %k0.r = 0 to 40 iter_args(%acc0 = %0) -> (f32) {
+      %2 = affine.load %x[%k0.i, %k0.r] : memref<7x40xf32>
+      %3 = arith.mulf %acc0, %2 : f32
+      affine.yield %3 : f32
+    } {kiln.loop = "k0.r"}
+    affine.store %1, %out0[%k0.i] : memref<7xf32>
+  } {kiln.loop = "k0.i"}
+  func.return
+}
+"""
+
+
 def test_reductions_the_block_cannot_combine_are_refused_by_name():
-    f = kiln.compile(
-        lambda x: (x > 0).any(axis=-1), target="cuda-emulate", schedule=kiln.Schedule().bind("k0.r", "threadIdx.x")
-    )
+    function = parse_ir(PRODUCT)
+    loop = find_loop(function, "k0.r")
     with pytest.raises(kiln.ScheduleError, match=r"bind\(k0.r, threadIdx.x\): only loops without iter_args, or"):
-        f.lower(kiln.f32[7, 40]).text("cuda")
+        bind(loop, "threadIdx.x")
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.uint64, np.bool_])
+def test_narrow_unsigned_and_boolean_rows(dtype, order):
+    rng = np.random.default_rng(9)
+    if dtype == np.bool_:
+        x = rng.random((7, 300)) < 0.002  # mostly False: some rows all False
+        fn = lambda x: (x.any(axis=-1), x.all(axis=-1), (~x).all(axis=-1))  # noqa: E731
+    else:
+        info = np.iinfo(dtype)
+        x = rng.integers(info.min, info.max, (7, 300), dtype=dtype, endpoint=True)
+        fn = lambda x: (x.max(axis=-1), x.min(axis=-1), x.sum(axis=-1))  # noqa: E731
+    f = kiln.compile(fn, target="cuda-emulate")
+    assert f.lower(x).text("cuda").count("kiln_block_allreduce<") >= 2
+    for got, want in zip(f(x), fn(x)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_argmax_along_rows(order):
+    x = np.random.default_rng(12).standard_normal((13, 1000)).astype(np.float32)
+    x[3, 10] = x[3, 900] = 50.0  # a tie: the first index, as numpy's
+    x[5, 77] = np.nan  # a NaN: its index, as numpy's
+    f = kiln.compile(lambda x: x.argmax(axis=-1), target="cuda-emulate")
+    np.testing.assert_array_equal(f(x), x.argmax(axis=-1))
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")

@@ -397,11 +397,11 @@ class _FunctionEmitter:
         combined in last, once."""
         if self._active:
             raise NotImplementedError("a bound reduction where some threads of the block are idle")
-        combines, lost = [], {}
+        trees, lost = [], {}
         for acc, value in zip(op.body.args[1:], op.body.ops[-1].operands):
             update = value.op
             tree, identity = _COMBINE[type(update), acc.type.name]  # the bind step checked the kind
-            combines.append(tree.combine)
+            trees.append(tree)
             c_type = C_TYPES[acc.type.name]
             # -0.0, not 0.0, is a float sum's identity: -0.0 + -0.0 is -0.0
             start = literal(-0.0, acc.type.name) if isinstance(update, AR.AddFOp) else literal(identity, acc.type.name)
@@ -421,13 +421,16 @@ class _FunctionEmitter:
         self.thread_depth -= 1
         self.indent -= 1
         self.line("}")
-        for acc, init, result, combine in zip(op.body.args[1:], op.inits, op.results, combines):
+        for acc, init, result, tree in zip(op.body.args[1:], op.inits, op.results, trees):
             c_type = C_TYPES[acc.type.name]
             partial = self.name(acc)
             if acc in lost:  # the rounding the thread's share dropped, taken back once more
                 partial = f"{'kiln_fsub' if c_type == 'float' else 'kiln_dsub'}({partial}, {lost[acc]})"
-            total = f"kiln_block_allreduce<{c_type}, {combine}>({partial})"
-            self.line(f"{c_type} {self.name(result)} = {combine}({self.expr(init)}, {total});")
+            # narrow integers and booleans combine widened, as the whole-tensor trees do
+            total = f"kiln_block_allreduce<{tree.c_type}, {tree.combine}>({tree.widen(partial, c_type)})"
+            combined = f"{tree.combine}({tree.widen(self.expr(init), c_type)}, {total})"
+            narrow = combined if c_type == tree.c_type else f"({c_type}){combined}"
+            self.line(f"{c_type} {self.name(result)} = {narrow};")
 
     def _loop(self, op) -> None:
         """A for loop. In a kernel whose threads cooperate, a thread loop around barriers
