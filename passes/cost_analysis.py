@@ -27,6 +27,7 @@ the kernel ``k0`` does 2 * 64 * 32 * 16 = 65536 FLOPs, reads 4096 + 2048 bytes
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
@@ -75,11 +76,15 @@ def kernel_units(function: F.FuncOp) -> list:
     return units
 
 
-def count_flops(op, multiplier: int = 1) -> int:
-    """Floating-point operations `op` executes, `multiplier` times over (the enclosing trips)."""
+def count_flops(op, multiplier=1, enclosing=None) -> int:
+    """Floating-point operations `op` executes, `multiplier` times over (the enclosing trips;
+    `enclosing` maps the induction variables of the loops around `op` to their loops)."""
     if isinstance(op, (A.ForOp, A.ParallelOp)):
-        trips = op.trip_count if isinstance(op, A.ForOp) else op.upper
-        return sum(count_flops(inner, multiplier * max(trips, 0)) for inner in op.body.ops)
+        enclosing = dict(enclosing or {})
+        trips = _mean_trips(op, enclosing) if isinstance(op, A.ForOp) else op.upper
+        if isinstance(op, A.ForOp):
+            enclosing[op.induction_variable] = op
+        return round(sum(count_flops(inner, multiplier * max(trips, 0), enclosing) for inner in op.body.ops))
     if op.name in NOT_FLOPS or not (
         op.name.startswith("arith.") or op.name.startswith("math.") or op.name == "vector.reduction"
     ):
@@ -90,6 +95,24 @@ def count_flops(op, multiplier: int = 1) -> int:
     if op.name == "vector.reduction":
         return multiplier * op.operands[0].type.lanes
     return multiplier if t is not None and getattr(t, "name", "") in ("f32", "f64") else 0
+
+
+def _mean_trips(loop, enclosing):
+    """A loop's iterations, averaged over the iterations of the loop its ``min`` bound reads
+    (a GPU split's ``min(16, K - 16 * r.o)``: 16 but the last): exact where each loop's bound
+    reads one enclosing loop of constant bounds; otherwise the most it can have."""
+    if loop.constant_bounds:
+        return loop.trip_count
+    operands = set(loop.bound_operands)
+    outer = enclosing.get(next(iter(operands))) if len(operands) == 1 else None
+    if outer is None or not outer.constant_bounds:
+        return loop.trip_count
+    values = range(outer.lower, outer.upper, outer.step)
+    if not values:
+        return 0
+    dims = loop.upper_map.num_dims
+    total = sum(len(range(loop.lower, min(loop.upper_map.evaluate([v] * dims)), loop.step)) for v in values)
+    return Fraction(total, len(values))
 
 
 def buffer_bytes(ops) -> tuple:
