@@ -20,7 +20,6 @@ CPU: the numbers mean little, but every part of the search is exercised without 
 
 from __future__ import annotations
 
-import random
 import time
 
 from kiln.codegen import nvcc
@@ -32,18 +31,19 @@ from kiln.errors import KilnError
 from kiln.passes.gpu_default_schedule import gpu_default_schedule
 from kiln.passes.schedule import Schedule, apply_schedule
 from kiln.runtime import cuda
-from kiln.tools.tuner import KernelBench, config_key
+from kiln.tools.tuner import KernelBench, SearchSpace, config_key
 from kiln.tools.tuning_db import gpu_description, target_fingerprint
 
 THREADS_PER_BLOCK_MAX = 1024  # every NVIDIA GPU since compute capability 2.0
 
 
-class GpuSearchSpace:
+class GpuSearchSpace(SearchSpace):
     """GPU mappings of one extracted kernel, as parameter sets; `steps(config)` spells one out.
     ``GpuSearchSpace.of(module)`` is None for a kernel with no loop a thread index could take
-    (a whole-array reduction, which the code generator maps itself)."""
+    (a whole-array reduction, which the code generator maps itself). The CPU space's random
+    draws and mutations walk it; its own parameters, steps and legality are below."""
 
-    def __init__(self, module, loops: list, reductions: list):
+    def __init__(self, module, loops: list, reductions: list):  # not the CPU space's: other parameters
         self.module = module
         self.loops = loops  # loops without iter_args, outside any that has them, outermost first
         self.reductions = reductions  # loops with iter_args, innermost last
@@ -115,23 +115,6 @@ class GpuSearchSpace:
         if len(self.loops) <= (1 if config["y"] is None else 2):
             config["z"] = False
         return config
-
-    def random(self, rng: random.Random) -> dict:
-        for _ in range(200):
-            config = self.canonical({name: rng.choice(values) for name, values in self.domains.items()})
-            if self.legal(config):
-                return config
-        return None
-
-    def mutate(self, config: dict, rng: random.Random) -> dict:
-        for _ in range(50):
-            child = dict(config)
-            name = rng.choice(list(self.domains))
-            child[name] = rng.choice(self.domains[name])
-            child = self.canonical(child)
-            if child != config and self.legal(child):
-                return child
-        return self.random(rng)
 
 
 def _applies(module, steps) -> bool:
