@@ -39,7 +39,7 @@ def assert_matches_numpy(got, a, b):
 
 
 def inputs(shape, seed=0):
-    *batch, m, k, n = shape
+    *batch, m, k, n = shape  # one or more batch dimensions
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((*batch, m, k)).astype(np.float32)
     b = rng.standard_normal((*batch, k, n)).astype(np.float32)
@@ -59,6 +59,11 @@ SHAPES = [
     (127, 61, 131),
     (48, 1, 80),
     (3, 32, 17, 48),
+    # batched with ragged edges: the tile's copy runs inside the batch loop, and every thread
+    # of an edge block must take its share of it (idle for the results, not for the copy)
+    (3, 17, 40, 17),
+    (3, 65, 127, 33),
+    (2, 3, 17, 40, 19),
 ]
 
 

@@ -445,8 +445,14 @@ class _FunctionEmitter:
         bound = str(op.upper) if op.constant_bounds else self._min(op)
         axis = str(op.attributes.get(BIND, ""))
         barriers = any(isinstance(inner, G.BarrierOp) for inner in op.walk())
+        # A loop around a cooperative copy (a batch dimension of the tile, say) is one every
+        # thread runs, like the copy's thread loops themselves: guarding it would leave the
+        # idle threads' share of the tile uncopied.
+        copies = any(
+            str(inner.attributes.get(BIND, "")).startswith("threadIdx") for inner in op.walk() if inner is not op
+        )
         saved_active = self._active
-        guarded = self._active and not barriers and not axis.startswith("threadIdx")
+        guarded = self._active and not barriers and not axis.startswith("threadIdx") and not copies
         if guarded:
             self.line(f"if ({self._active}) {{")
             self.indent += 1
