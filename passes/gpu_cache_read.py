@@ -58,6 +58,7 @@ from .cache_read import cache_read
 from .loop_transforms import ScheduleError
 
 THREADS_PER_BLOCK_MAX = 1024
+THREAD_AXIS_MAX = {"threadIdx.x": 1024, "threadIdx.y": 1024, "threadIdx.z": 64}  # CUDA's blockDim limits
 SHARED_MEMORY_BYTES = 48 * 1024  # what a block may declare statically on every CUDA GPU
 WORKGROUP = "workgroup"
 
@@ -67,13 +68,15 @@ def gpu_cache_read(loop, buffer_name: str, layout=None):
     docstring); returns the tile's allocation. ScheduleError where it is not safe."""
     step = f"cache_read({loop_name(loop)}, {buffer_name})"
     around = list(_ancestors(loop))
+    if BIND in loop.attributes:
+        raise ScheduleError(
+            f"{step}: the loop is bound to {loop.attributes[BIND]}; stage tiles in an unbound loop inside it (a k loop)"
+        )
     if not any(str(op.attributes.get(BIND, "")).startswith("blockIdx") for op in around):
         raise ScheduleError(
             f"{step}: on the GPU a cache_read stages a tile in a block's shared memory, so the loop must be "
             "inside a loop bound to blockIdx (bind the block and thread loops first)"
         )
-    if BIND in loop.attributes:
-        raise ScheduleError(f"{step}: the loop is bound to {loop.attributes[BIND]}; stage tiles in an unbound loop")
     threads = [op for op in around if str(op.attributes.get(BIND, "")).startswith("threadIdx")]
     thread_ivs = {op.induction_variable for op in threads}
     for op in threads:
@@ -81,6 +84,13 @@ def gpu_cache_read(loop, buffer_name: str, layout=None):
             raise ScheduleError(
                 f"{step}: {loop_name(op)} (bound to {op.attributes[BIND]}) has no constant limit, so the block "
                 "cannot have one thread per iteration to reach the barriers"
+            )
+    for op in threads:
+        axis = op.attributes[BIND]
+        if A.constant_limit(op) > THREAD_AXIS_MAX[axis]:
+            raise ScheduleError(
+                f"{step}: {loop_name(op)} is bound to {axis}, which a block has at most {THREAD_AXIS_MAX[axis]} "
+                f"of, and the block needs one thread per iteration ({A.constant_limit(op)}) to reach the barriers"
             )
     if math.prod(A.constant_limit(op) for op in threads) > THREADS_PER_BLOCK_MAX:
         raise ScheduleError(
@@ -92,6 +102,9 @@ def gpu_cache_read(loop, buffer_name: str, layout=None):
                 f"{step}: the bound of {loop_name(op)} depends on a thread index, so threads would not reach "
                 "the same barriers"
             )
+    copy = f"{loop_name(loop)}.{buffer_name}.copy0"
+    if any(isinstance(o, A.ForOp) and loop_name(o) == copy for o in loop.walk()):
+        raise ScheduleError(f"{step}: {buffer_name} is already staged in shared memory in this loop")
     kernel = around[-1] if around else loop
     for op in kernel.walk():
         if isinstance(op, (A.StoreOp, A.VectorStoreOp)) and MR.buffer_name(op.memref) == buffer_name:

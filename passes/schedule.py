@@ -271,7 +271,9 @@ def _apply(function: F.FuncOp, step, gpu: bool = False) -> None:
 
 def _dispatch(function: F.FuncOp, step, gpu: bool = False) -> None:
     primitive, *args = step
-    if primitive != "bind" and args and isinstance(args[0], (str, list)):
+    # cache_read names the loop whose iterations reuse a tile: its own check says why a
+    # bound one cannot be (bind first, stage last).
+    if primitive not in ("bind", "cache_read") and args and isinstance(args[0], (str, list)):
         for name in [args[0]] if isinstance(args[0], str) else args[0]:
             axis = find_loop(function, name).attributes.get(A.BIND)
             if axis is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import os
 
 import cffi
 import numpy as np
@@ -50,9 +51,16 @@ def _cudart():
     return None
 
 
+# What the emulation returns, named where there is no CUDA runtime to ask (cudaGetErrorString's words).
+_EMULATED_ERRORS = {9: "invalid configuration argument"}
+
+
 def error_string(error: int) -> str:
     runtime = _cudart()
-    message = runtime.cudaGetErrorString(error).decode() if runtime is not None else "no CUDA runtime"
+    if runtime is not None:
+        message = runtime.cudaGetErrorString(error).decode()
+    else:
+        message = _EMULATED_ERRORS.get(error, "no CUDA runtime to name it")
     return f"CUDA error {error} ({message})"
 
 
@@ -306,6 +314,21 @@ def device_pointer(value, shape, dtype):
     return layout["data"][0]
 
 
+EMULATE_THREADS_MAX = 64
+
+
+def check_emulation_environment() -> None:
+    """Raise ValueError naming the variable if ``KILN_EMULATE_ORDER`` (``forward`` or
+    ``reverse``) or ``KILN_EMULATE_THREADS`` (1 to 64 host threads) is set to anything else:
+    the emulation reads them at every launch, and a typo would quietly test something else."""
+    order = os.environ.get("KILN_EMULATE_ORDER")
+    if order not in (None, "", "forward", "reverse"):
+        raise ValueError(f"KILN_EMULATE_ORDER must be 'forward' or 'reverse', not {order!r}")
+    threads = os.environ.get("KILN_EMULATE_THREADS")
+    if threads not in (None, "") and not (threads.isdigit() and 1 <= int(threads) <= EMULATE_THREADS_MAX):
+        raise ValueError(f"KILN_EMULATE_THREADS must be a number of host threads from 1 to 64, not {threads!r}")
+
+
 class CudaFunction:
     """The host entry of a built library, called with arguments that are host arrays (copied
     to the device and back) or device addresses (used as they are)."""
@@ -320,6 +343,7 @@ class CudaFunction:
     def __call__(self, inputs, outputs) -> int:
         """`inputs` and `outputs` hold numpy arrays or ints (device addresses)."""
         if self.emulate:
+            check_emulation_environment()
             return self.entry(
                 *[
                     self.ffi.cast("void *", a)

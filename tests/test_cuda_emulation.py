@@ -205,3 +205,39 @@ def test_nvcc_accepts_every_kernel_written_for_the_emulation(tmp_path):
         ["nvcc", "-c", "-arch=sm_80", str(source), "-o", str(tmp_path / "kernels.o")], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stderr
+
+
+OVERSIZED = r"""
+__global__ void oversized_k(float *x) { x[threadIdx.x] = 1.0f; }
+extern "C" int oversized(float *x, long long *dims) {
+    KILN_LAUNCH3(oversized_k, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], x);
+    return (int)cudaGetLastError();
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "dims",
+    [(1, 1, 1, 1025, 1, 1), (1, 1, 1, 1, 1, 65), (1, 1, 1, 64, 32, 1), (1, 65536, 1, 1, 1, 1), (0, 1, 1, 32, 1, 1)],
+)
+def test_a_launch_a_gpu_would_refuse_is_refused_as_an_invalid_configuration(dims):
+    """CUDA's limits: 1024 threads a block, 64 along z, 65535 blocks along y and z, none empty."""
+    f = build(OVERSIZED, "oversized", 2)
+    x = np.zeros(2048, np.float32)
+    assert f([x, np.array(dims, np.int64)], []) == 9  # cudaErrorInvalidConfiguration
+    assert not x.any()  # nothing ran
+    assert f([x, np.array((2, 1, 1, 32, 1, 1), np.int64)], []) == 0  # the error was read and cleared
+    assert x[:32].all()
+
+
+@pytest.mark.parametrize(
+    "variable, value",
+    [("KILN_EMULATE_ORDER", "backwards"), ("KILN_EMULATE_THREADS", "-1"), ("KILN_EMULATE_THREADS", "100000")],
+)
+def test_a_mistyped_emulation_variable_is_an_error_naming_it(variable, value, monkeypatch):
+    """Read at every launch: a typo would quietly test another order, or start a host thread per block."""
+    import kiln
+
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValueError, match=variable):
+        kiln.compile(lambda x: x.max(axis=-1), target="cuda-emulate")(np.ones((70000, 40), np.float32))

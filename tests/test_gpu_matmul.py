@@ -207,6 +207,30 @@ def test_a_cache_read_outside_a_block_loop_is_refused():
         refused([["cache_read", "k0.r", "a"]])
 
 
+TILED = [["tile", ["k0.i", "k0.j"], [16, 16]], ["split", "k0.r", 8], *BLOCKS]
+THREADS = [["bind", "k0.i.i", "threadIdx.y"], ["bind", "k0.j.i", "threadIdx.x"]]
+
+
+def test_a_cache_read_of_a_bound_loop_says_to_stage_in_a_loop_inside_it():
+    with pytest.raises(
+        kiln.ScheduleError, match=r"k0.i.o is bound|bound to blockIdx.y; stage tiles in an unbound loop"
+    ):
+        refused([*TILED, *THREADS, ["cache_read", "k0.i.o", "a"]])
+
+
+def test_staging_one_buffer_twice_in_a_loop_is_refused_by_name():
+    with pytest.raises(kiln.ScheduleError, match=r"a is already staged in shared memory in this loop"):
+        refused([*TILED, *THREADS, ["cache_read", "k0.r.o", "a"], ["cache_read", "k0.r.o", "a"]])
+
+
+def test_more_threads_along_z_than_a_block_has_are_refused_around_barriers():
+    """CUDA's blockDim.z is at most 64; a cooperative loop needs one thread per iteration."""
+    steps = [["split", "k0.i", 100], ["split", "k0.r", 8], ["bind", "k0.i.o", "blockIdx.x"]]
+    steps += [["bind", "k0.i.i", "threadIdx.z"], ["bind", "k0.j", "threadIdx.x"], ["cache_read", "k0.r.o", "a"]]
+    with pytest.raises(kiln.ScheduleError, match=r"threadIdx.z, which a block has at most 64 of"):
+        refused(steps, shape=(100, 24, 4))
+
+
 def test_a_tile_too_large_for_shared_memory_is_refused():
     """A 64 x 256 tile of A is 64 KiB; a block has 48."""
     steps = [["tile", ["k0.i", "k0.j"], [64, 64]], *BLOCKS, ["bind", "k0.i.i", "threadIdx.y"]]

@@ -141,3 +141,13 @@ def test_mlir_opt_accepts_bound_loops():
         kiln.f32[7, 5], kiln.f32[5, 3]
     )
     assert "kiln.bind" in mlir_opt(lowered.text("scheduled"))
+
+
+def test_a_loop_bound_to_threadIdx_z_launches_at_most_64_threads_along_z():
+    """CUDA's limit for blockDim.z: a longer loop strides over the 64 (a launch of 100 along z
+    is an invalid configuration on every GPU)."""
+    f = kiln.compile(np.tanh, target="cuda-emulate", schedule=kiln.Schedule().bind("k0.i", "threadIdx.z"))
+    source = f.lower(kiln.f32[100, 3]).text("cuda")
+    assert "KILN_LAUNCH3(kiln_tanh_k0, 1, 1, 1, 1, 1, 64," in source
+    x = np.random.default_rng(0).standard_normal((100, 3)).astype(np.float32)
+    np.testing.assert_allclose(f(x), np.tanh(x), rtol=1e-6)

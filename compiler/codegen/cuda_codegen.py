@@ -210,9 +210,9 @@ class _FunctionEmitter:
         if barriers:  # every thread runs one iteration of each thread loop around a barrier
             extents.update(_barrier_thread_extents(nest))
         threads = {}
-        for axis in "xyz":  # at most 1024 threads a block; strided loops cover the rest
+        for axis in "xyz":  # CUDA's limits: 1024 threads a block, 64 along z; strided loops cover the rest
             room = THREADS_PER_BLOCK_MAX // int(np.prod(list(threads.values()) or [1]))
-            threads[axis] = max(1, min(extents.get(f"threadIdx.{axis}", 1), room))
+            threads[axis] = max(1, min(extents.get(f"threadIdx.{axis}", 1), room, THREADS_ALONG[axis]))
         # A bound reduction's threads combine their shares with warp shuffles: full warps only
         # (the bind step allows threadIdx.x alone in such a kernel).
         reductions = any(isinstance(op, A.ForOp) and op.inits and BIND in op.attributes for op in nest.walk())
@@ -513,6 +513,9 @@ class _FunctionEmitter:
         for v in values[1:]:
             text = f"(({text}) < ({v}) ? ({text}) : ({v}))"
         return text
+
+
+THREADS_ALONG = {"x": 1024, "y": 1024, "z": 64}  # blockDim's largest x, y, z on every CUDA GPU
 
 
 def _read_from_outside(roots, wanted) -> list:

@@ -19,6 +19,9 @@ mean on a GPU.
   variable ``KILN_EMULATE_ORDER=reverse`` runs the threads (and picks the blocks) in reverse
   order, read at each launch; a test that passes in both orders does not depend on the
   order of threads between barriers.
+- **A launch a GPU would refuse** (more than 1024 threads a block or 64 along z, a grid
+  past 65535 along y or z, an empty grid or block) is refused: ``cudaGetLastError`` gives
+  ``cudaErrorInvalidConfiguration``, as it would after the launch on a GPU.
 - **A barrier that not every thread reaches** (a thread ended, or waits at another barrier)
   leaves the block deadlocked, which is undefined behaviour on a GPU; the emulation stops
   the block and the call fails with the "barrier divergence" status.
@@ -56,7 +59,10 @@ typedef int cudaError_t;
 #define cudaSuccess 0
 static inline cudaError_t cudaMalloc(void **p, size_t n) { *p = malloc(n ? n : 1); return *p ? 0 : 2; }
 static inline cudaError_t cudaFree(void *p) { free(p); return 0; }
-static inline cudaError_t cudaGetLastError(void) { return 0; }
+/* A launch a GPU would refuse (CUDA's limits on the grid and the block) is refused here too,
+   with the error cudaGetLastError gives there: cudaErrorInvalidConfiguration. */
+static std::atomic<int> kiln_launch_error{0};
+static inline cudaError_t cudaGetLastError(void) { return kiln_launch_error.exchange(0); }
 static inline cudaError_t cudaDeviceSynchronize(void) { return 0; }
 static std::atomic<int> kiln_status{0};  /* set by kernels on several host threads */
 #define KILN_READ_STATUS(dst) ((dst) = kiln_status.exchange(0), cudaSuccess)
@@ -192,10 +198,16 @@ static void kiln_launch(kiln_dim3 grid, kiln_dim3 block, bool cooperative, void 
     const bool reverse = order != nullptr && strcmp(order, "reverse") == 0;
     const unsigned long long blocks = (unsigned long long)grid.x * grid.y * grid.z;
     const unsigned threads = block.x * block.y * block.z;
-    if (blocks == 0 || threads == 0) return;
+    if (blocks == 0 || threads == 0 || threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64 ||
+        grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535) {
+        kiln_launch_error = 9;  /* cudaErrorInvalidConfiguration */
+        return;
+    }
     const char *limit = getenv("KILN_EMULATE_THREADS");
-    unsigned workers = limit ? (unsigned)atoi(limit) : std::thread::hardware_concurrency();
-    workers = workers < 1 ? 1 : workers > 4 && !limit ? 4 : workers;
+    /* kiln.runtime.cuda checks the variable before each call: 1 to 64 */
+    const int asked = limit && *limit ? atoi(limit) : 0;
+    unsigned workers = asked > 0 ? (unsigned)(asked < 64 ? asked : 64) : std::thread::hardware_concurrency();
+    workers = workers < 1 ? 1 : workers > 4 && asked <= 0 ? 4 : workers;
     if (workers > blocks) workers = (unsigned)blocks;
     std::atomic<unsigned long long> next{0};
     auto work = [&]() {
