@@ -69,6 +69,15 @@ def test_cuda_arch_gives_nvccs_arch_option(monkeypatch, value, flags):
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (install the CUDA toolkit to check the CUDA C)")
+def test_an_architecture_this_nvcc_cannot_build_for_is_an_error_naming_the_variable(monkeypatch, tmp_path):
+    """sm_35 has the form nvcc's -arch takes, but nvcc 12 and later dropped Kepler."""
+    monkeypatch.setenv("KILN_CUDA_ARCH", "sm_35")
+    source = kiln.compile(lambda x: x + 1, target="cuda").lower(kiln.f32[3]).text("cuda")
+    with pytest.raises(kiln.KilnError, match=r"KILN_CUDA_ARCH='sm_35': this nvcc cannot build for that architecture"):
+        nvcc.build(source, emulate=False, cache=DiskCache(str(tmp_path)))
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found (install the CUDA toolkit to check the CUDA C)")
 def test_nvcc_builds_for_the_architecture_asked_for_and_caches_each_apart(monkeypatch, tmp_path):
     source = kiln.compile(lambda x: np.tanh(x) * 2.0, target="cuda").lower(kiln.f32[37]).text("cuda")
     cache = DiskCache(str(tmp_path))

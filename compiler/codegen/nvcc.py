@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import warnings
 
+from kiln.dialects.diagnostics import KilnError
 from kiln.runtime.cache import DiskCache
 from kiln.runtime.cuda import CudaUnavailable
 
@@ -35,6 +36,11 @@ def check_compiler() -> None:
 _ARCH = re.compile(r"(sm|compute)_\d+[af]?|native|all|all-major")
 
 
+class CudaArchError(KilnError, ValueError):
+    """``KILN_CUDA_ARCH`` names an architecture nvcc's -arch does not take, or that this nvcc
+    cannot build for."""
+
+
 def arch_flags() -> list[str]:
     """nvcc's ``-arch`` option from ``KILN_CUDA_ARCH``, or no option where it is unset or empty
     (nvcc's default architecture). ``ValueError`` naming the variable for a value nvcc's -arch
@@ -43,7 +49,7 @@ def arch_flags() -> list[str]:
     if not arch:
         return []
     if not _ARCH.fullmatch(arch):
-        raise ValueError(
+        raise CudaArchError(
             f"KILN_CUDA_ARCH={arch!r} is not a GPU architecture nvcc's -arch takes: give sm_XY "
             "(sm_90 for an H100, the compute capability without its dot), compute_XY, native, all or all-major"
         )
@@ -119,6 +125,12 @@ def _cached_or_built(source: str, emulate: bool, cache: DiskCache, compiler: str
             ]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode:
+            arch = os.environ.get("KILN_CUDA_ARCH", "").strip()
+            if not emulate and arch and "Unsupported gpu architecture" in result.stderr:
+                raise CudaArchError(
+                    f"KILN_CUDA_ARCH={arch!r}: this nvcc cannot build for that architecture "
+                    f"({result.stderr.strip().splitlines()[-1]}); `nvcc --list-gpu-arch` lists the ones it can"
+                )
             raise RuntimeError(f"compiling CUDA C failed:\n{result.stderr[-4000:]}")
         with open(output, "rb") as f:
             payload = f.read()
