@@ -20,13 +20,14 @@ from kiln.dialects.diagnostics import KilnError
 
 from .gpu_matmul_schedule import matmul_recipe
 from .gpu_reduction_schedule import row_reduction_recipe
-from .schedule import Schedule, apply_step, kernels
+from .schedule import Schedule, apply_step, kernels, trial_copy
 
 # Each recipe: (function, kernel name) -> the steps for that kernel, or [] when it does
 # not recognize the kernel. The first recipe that returns steps wins.
-RECIPES = []
-RECIPES.append(matmul_recipe)  # passes/gpu_matmul_schedule.py: register tiles fed from shared memory
-RECIPES.append(row_reduction_recipe)  # passes/gpu_reduction_schedule.py: one block per row
+RECIPES = [
+    matmul_recipe,  # passes/gpu_matmul_schedule.py: register tiles fed from shared memory
+    row_reduction_recipe,  # passes/gpu_reduction_schedule.py: one block per row
+]
 
 
 def gpu_default_schedule(function, skip=()) -> Schedule:
@@ -48,8 +49,10 @@ def gpu_default_schedule(function, skip=()) -> Schedule:
 
 
 def _apply_all(function, steps) -> bool:
-    """Apply `steps` in order, all or none: they are tried on a copy first, which must verify."""
-    trial = function.clone({})
+    """Apply `steps` in order, all or none: they are tried first on a copy of the one kernel
+    they schedule (trial_copy: copying the whole function per kernel made this quadratic in
+    the number of kernels), which must verify."""
+    trial = trial_copy(function, steps[0])
     try:
         for step in steps:
             apply_step(trial, step, atomic=False, gpu=True)
