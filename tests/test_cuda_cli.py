@@ -201,6 +201,21 @@ def test_build_for_cuda_without_nvcc_is_a_clear_error(model, tmp_path, monkeypat
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("target", ["cpu", "cuda-emulate"])
+def test_build_into_a_path_that_is_a_file_is_one_error_line(model, tmp_path, capsys, target):
+    (tmp_path / "afile").write_text("")
+    assert main(["build", f"{model}:step", "--target", target, "-o", str(tmp_path / "afile")]) == 1
+    assert "is a file, not a directory to write the library into" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found")
+def test_a_failed_cuda_build_leaves_no_output_folder(model, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("KILN_CUDA_ARCH", "sm_35")  # the form nvcc takes; CUDA 12 and later cannot build it
+    assert main(["build", f"{model}:step", "--target", "cuda", "-o", str(tmp_path / "out")]) == 1
+    assert "KILN_CUDA_ARCH='sm_35'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 @needs_cxx
 def test_an_emulated_build_loads_and_gives_numpys_numbers(model, tmp_path, capsys):
     out = tmp_path / "build"

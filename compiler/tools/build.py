@@ -47,6 +47,12 @@ C_TYPES = {
 }
 
 
+def check_output_directory(out_dir: str) -> None:
+    """KilnError if `out_dir` (``kiln build -o``) exists and is not a directory."""
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise KilnError(f"-o {out_dir} is a file, not a directory to write the library into")
+
+
 def build_library(
     compiled,
     specs,
@@ -72,6 +78,7 @@ def build_library(
     compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if compiler is None:
         raise KilnError("kiln build needs a C compiler to link the library (set CC, or install gcc)")
+    check_output_directory(out_dir)
     os.makedirs(out_dir, exist_ok=True)
     bar = tqdm(
         total=len(entries) + 1,

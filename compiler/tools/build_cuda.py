@@ -24,7 +24,7 @@ from kiln.codegen.cuda_prelude import CUDA_ERROR_BASE, STORED
 from kiln.codegen.status import STATUS
 from kiln.errors import KilnError
 from kiln.runtime.cuda import CudaUnavailable
-from kiln.tools.build import build_entries, c_header, c_name, c_parameters, signature_of
+from kiln.tools.build import build_entries, c_header, c_name, c_parameters, check_output_directory, signature_of
 
 
 def build_cuda_library(
@@ -55,7 +55,7 @@ def build_cuda_library(
             "(no GPU is needed to build; --target cuda-emulate builds the same source for the CPU with g++)"
         ) from None
     entries = build_entries(compiled, name, grad_argnums)
-    os.makedirs(out_dir, exist_ok=True)
+    check_output_directory(out_dir)
     sources, shims, signatures = [], [], []
     bar = tqdm(
         total=len(entries) + 1,
@@ -86,6 +86,7 @@ def build_cuda_library(
         bar.set_description_str(f"{'g++' if emulate else 'nvcc'}: lib{name}.so")
         built = nvcc.build(source, emulate)  # cached on disk by the source's hash
         bar.update()
+    os.makedirs(out_dir, exist_ok=True)  # only once nvcc has built it: a failed build leaves no folder
     paths = {
         "library": os.path.join(out_dir, f"lib{name}.so"),
         "source": os.path.join(out_dir, f"{name}.cu"),
