@@ -39,12 +39,13 @@ class Executable:
 
     def __init__(self, pipeline, traced):
         started = time.perf_counter()
-        code, self.from_cache = pipeline.object_code()
+        code = pipeline.object_code()
+        self.from_cache = code.from_cache
         function = traced.function
         self.input_specs = [(a.type.shape, a.type.dtype) for a in function.arguments]
         self.output_specs = [(t.shape, t.dtype) for t in function.function_type.results]
         with timings.timed(pipeline.name, "load"):
-            self._object = LoadedObject(code)
+            self._object = LoadedObject(code.object, code.symbols)
             self.native = self._object.function(
                 symbol_name(function.sym_name), len(self.input_specs) + len(self.output_specs)
             )

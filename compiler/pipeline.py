@@ -15,10 +15,13 @@ import os
 import threading
 import time
 import warnings
+from dataclasses import dataclass
 
 from kiln import timings
 from kiln.codegen import llvm_codegen, llvm_target
+from kiln.codegen.constant_pool import ConstantPool, pool_symbol
 from kiln.codegen.cuda_codegen import emit_cuda
+from kiln.codegen.llvm_emitter import symbol_name
 from kiln.dialects import print_ir, verify
 from kiln.dialects.affine import BIND, loop_name
 from kiln.passes import canonicalize, cse, dce, emulate_floats, fusion, memory_plan, remat  # noqa: F401  (register the passes)
@@ -35,6 +38,19 @@ from kiln.runtime.cache import DiskCache
 from kiln.runtime.native import LLVM_LOCK
 from kiln.tools.tuning_db import TuningDB, host_fingerprint, records_key
 from kiln.version import __version__, source_roots
+
+POOL_SUFFIX = ".const"  # the cache entry of an object's constant pool, beside its object code (.o)
+
+
+@dataclass(frozen=True)
+class NativeCode:
+    """Object code and the data it links against: `symbols` maps each external data symbol
+    (the constant pool) to its bytes, a uint8 array aligned to 64 bytes."""
+
+    object: bytes
+    symbols: dict
+    from_cache: bool
+
 
 STAGES = ("tensor", "optimized", "affine", "scheduled", "llvm")
 # Legalization every function needs, optimized or not: no code generator computes in f16.
@@ -110,6 +126,7 @@ class Pipeline:
         self.tuned_kernels = []
         self._modules = {"tensor": tensor_module}
         self._llvm_ir = None
+        self._pool = None  # the scheduled module's large constants, laid out with the LLVM IR
         self._optimized_llvm = None
         self._lock = threading.RLock()
 
@@ -155,6 +172,7 @@ class Pipeline:
 
     def _scheduled(self, affine):
         module = affine.clone({})
+        self.tuned_kernels = []
         function = module.body.ops[-1]
         gpu = self.target.startswith("cuda")
         if gpu and self.requested_schedule is None:
@@ -264,9 +282,16 @@ class Pipeline:
                     tm = llvm_target.host_target_machine()
                     triple, layout = tm.triple, str(tm.target_data)
                 scheduled = self.module("scheduled")
+                self._pool = ConstantPool.of(scheduled, self.pool_symbol)
                 with timings.timed(self.name, "emit llvm ir"):
-                    self._llvm_ir = str(llvm_codegen.emit_module(scheduled, triple, layout, bounds_checks=self.debug))
+                    module = llvm_codegen.emit_module(scheduled, triple, layout, self.debug, self._pool)
+                    self._llvm_ir = str(module)
             return self._llvm_ir
+
+    @property
+    def pool_symbol(self) -> str:
+        """The symbol the object code reads its large constants through (see constant_pool)."""
+        return pool_symbol(symbol_name(self.module("tensor").body.ops[0].sym_name))
 
     def optimized_llvm(self) -> str:
         """The ``llvm`` stage: LLVM IR after LLVM's optimization pipeline for the host CPU (O2)."""
@@ -308,23 +333,59 @@ class Pipeline:
         traced = print_ir(self.module("tensor"), locations=False, digest_constants=True)
         return hashlib.sha256(f"{kiln_digest()}\n{host}\n{options}\n{traced}".encode()).hexdigest()
 
-    def object_code(self, cache: DiskCache | None = None) -> tuple:
-        """(object code, whether it came from the disk cache)."""
+    def object_code(self, cache: DiskCache | None = None) -> NativeCode:
+        """The object code and its constant pool, from the disk cache or built (and stored there).
+
+        The cache entry ``<key>.o`` holds the pool's size and the object code; ``<key>.const``
+        the pool, mapped from the file rather than read (a model's weights: its pages are
+        the file's, shared by every process that maps it). The pool is a second copy of the
+        weights on disk, and what makes a warm start fast: without it a second process would
+        run the graph passes and lowering again to make the constants they fold (transposed
+        and packed weights). The pool is written before the object code, and an object whose
+        pool is missing or damaged is built again."""
         cache = cache or DiskCache()
         with self._lock, timings.timed(self.name, "cache key"):
             key = self.cache_key()
         with self._lock, cache.writing(key):  # threads building one key: the first builds, the rest read it
             started = time.perf_counter()
-            cached = cache.load(key)
-            timings.record(
-                self.name, "disk cache", time.perf_counter() - started, "hit" if cached is not None else "miss"
-            )
-            if cached is not None:
-                return cached, True
+            found = self._cached(cache, key)
+            timings.record(self.name, "disk cache", time.perf_counter() - started, "hit" if found else "miss")
+            if found is not None:
+                return found
             _, code = self._run_llvm(emit_object=True)
+            pool = self._pool
             with timings.timed(self.name, "cache store"):
-                cache.store(key, code)
-            return code, False
+                data = None
+                if pool:
+                    cache.store_mapped(key, pool.chunks(), POOL_SUFFIX)
+                    data = cache.map(key, POOL_SUFFIX)
+                    if data is None or len(data) != pool.nbytes:  # the cache cannot be written: keep it in memory
+                        data = pool.buffer()
+                cache.store(key, pool.nbytes.to_bytes(8, "little") + code)
+            if pool:
+                self._release_lowered()
+            return NativeCode(code, {pool.symbol: data} if pool else {}, False)
+
+    def _release_lowered(self) -> None:
+        """Drop the stages after ``tensor``, made again if asked for: they hold the constants the
+        graph passes fold (a model's transposed and packed weights), whose bytes are in the pool
+        now, so keeping them would keep a second copy of the weights in memory."""
+        for stage in ("optimized", "affine", "scheduled"):
+            self._modules.pop(stage, None)
+        self._llvm_ir = self._pool = None
+
+    def _cached(self, cache: DiskCache, key: str):
+        """The NativeCode stored under `key`, or None where it or its pool is missing or damaged."""
+        entry = cache.load(key)
+        if entry is None or len(entry) < 8:
+            return None
+        size, code = int.from_bytes(entry[:8], "little"), entry[8:]
+        if not size:
+            return NativeCode(code, {}, True)
+        data = cache.map(key, POOL_SUFFIX)
+        if data is None or len(data) != size:
+            return None
+        return NativeCode(code, {self.pool_symbol: data}, True)
 
     def dump(self, directory: str, digest: str, stages=STAGES) -> None:
         """Write each stage to `directory` (KILN_DUMP_DIR)."""

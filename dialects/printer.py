@@ -63,10 +63,13 @@ def format_dense(array: np.ndarray) -> str:
         body = _nested(array)
     else:
         if array.dtype == np.bool_:  # MLIR packs i1 elements eight to a byte, the first in the lowest bit
-            data = np.packbits(flat, bitorder="little").tobytes()
+            data = np.packbits(flat, bitorder="little")
+        else:  # the bytes themselves where they are little-endian and contiguous: no copy of 100 MB of weights
+            data = np.ascontiguousarray(flat, flat.dtype.newbyteorder("<")).view(np.uint8)
+        if _DIGESTS.get():
+            body = f'"sha256:{hashlib.sha256(data).hexdigest()}"'
         else:
-            data = array.astype(array.dtype.newbyteorder("<")).tobytes()
-        body = f'"sha256:{hashlib.sha256(data).hexdigest()}"' if _DIGESTS.get() else '"0x' + data.hex().upper() + '"'
+            body = '"0x' + data.tobytes().hex().upper() + '"'
     return f"dense<{body}> : {type_text}"
 
 

@@ -121,3 +121,66 @@ class DiskCache:
                 RuntimeWarning,
                 stacklevel=2,
             )
+
+    # -- large data (a model's weights), mapped instead of read --------------------------
+
+    def store_mapped(self, key: str, chunks, suffix: str) -> None:
+        """Write the bytes of `chunks` (buffers, in order) under `key` as an entry ``map``
+        reads; whole or not at all, and an unwritable directory is a RuntimeWarning, as in
+        ``store``. The payload starts at a page boundary so that a map of it is aligned."""
+        path = self.path(key, suffix)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+            with os.fdopen(fd, "wb") as f:
+                f.write(bytes(_MAPPED_HEADER))
+                digest, size = hashlib.sha256(), 0
+                for chunk in chunks:
+                    f.write(chunk)
+                    digest.update(chunk)
+                    size += memoryview(chunk).nbytes
+                f.seek(0)
+                f.write(MAPPED_MAGIC + digest.digest() + size.to_bytes(8, "little"))
+            os.replace(temporary, path)
+        except OSError as exc:
+            warnings.warn(
+                f"kiln: cannot write the compile cache at {self.directory} ({exc}); "
+                "set KILN_CACHE_DIR to a writable directory",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+    def map(self, key: str, suffix: str):
+        """The payload ``store_mapped`` wrote under `key`, as a read-only uint8 array mapped
+        from the file (page-aligned; its pages are the file's, shared with every process that
+        maps it), or None if there is none or it is damaged (then removed, with a
+        RuntimeWarning). Reading it through once checks it against its SHA-256."""
+        import numpy as np  # only for entries that hold data: object code needs none
+
+        path = self.path(key, suffix)
+        try:
+            with open(path, "rb") as f:
+                header = f.read(len(MAPPED_MAGIC) + 40)
+                size = int.from_bytes(header[-8:], "little")
+                whole = len(header) == len(MAPPED_MAGIC) + 40 and os.fstat(f.fileno()).st_size == _MAPPED_HEADER + size
+                data = None
+                if header[: len(MAPPED_MAGIC)] == MAPPED_MAGIC and whole:
+                    data = (
+                        np.memmap(f, np.uint8, "r", offset=_MAPPED_HEADER, shape=(size,))
+                        if size
+                        else np.empty(0, np.uint8)
+                    )
+        except OSError:
+            return None  # none there (or no directory to look in)
+        if data is not None and hashlib.sha256(data).digest() == header[len(MAPPED_MAGIC) : len(MAPPED_MAGIC) + 32]:
+            return data
+        warnings.warn(f"kiln: cache entry {path} is damaged; rebuilding it", RuntimeWarning, stacklevel=2)
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+        return None
+
+
+MAPPED_MAGIC = b"KILNMAP1"
+_MAPPED_HEADER = 4096  # bytes before a mapped entry's payload: a page, so the payload is page-aligned

@@ -67,12 +67,20 @@ def host_target_machine():
 
 
 class LoadedObject:
-    """Object code linked into the process; keep it alive while its functions are used."""
+    """Object code linked into the process; keep it alive while its functions are used.
 
-    def __init__(self, object_code: bytes):
+    `symbols` binds data the code declares external (a model's weights, outside the object
+    code) to numpy arrays: each name resolves to its array's address while this object is
+    linked, and the arrays live as long as this object. The names are bound again before
+    every link, under ``LLVM_LOCK``, so two objects may use one name for different arrays."""
+
+    def __init__(self, object_code: bytes, symbols: dict | None = None):
+        self._data = dict(symbols or {})  # what the linked code points into
         with LLVM_LOCK:
             make_c_libraries_visible()
             threads.available()  # loads libgomp for code with parallel loops
+            for name, array in self._data.items():
+                llvm.add_symbol(name, array.ctypes.data)
             # Each engine takes ownership of its target machine, so each gets a new one.
             self._engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), host_target_machine())
             self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))

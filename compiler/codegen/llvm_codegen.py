@@ -17,6 +17,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from kiln.codegen import llvm_ops, llvm_parallel  # noqa: F401  (they register the arith, math, vector and parallel handlers)
+from kiln.codegen.constant_pool import ConstantPool
 from kiln.codegen.llvm_emitter import I1, I8, I32, I64, FunctionEmitter, access_sites, handles, scalar, stored
 from kiln.codegen.llvm_kernels import is_kernel, outline_kernel
 from kiln.codegen.status import STATUS
@@ -26,21 +27,29 @@ from kiln.dialects import memref as MR
 from kiln.dialects.collection import collection_paused
 
 
-def emit_module(module, triple: str = "", data_layout: str = "", bounds_checks: bool = False) -> ir.Module:
+def emit_module(
+    module, triple: str = "", data_layout: str = "", bounds_checks: bool = False, pool: ConstantPool | None = None
+) -> ir.Module:
     """LLVM IR for an affine-level module; `bounds_checks` guards every load and store
-    (an access outside its buffer is skipped and reported through the status)."""
+    (an access outside its buffer is skipped and reported through the status). The globals
+    `pool` lays out are read from its symbol, declared external (see constant_pool); the
+    others are initializers in the module."""
     with collection_paused():  # llvmlite's instructions are cycles too
-        return _emit_module(module, triple, data_layout, bounds_checks)
+        return _emit_module(module, triple, data_layout, bounds_checks, pool)
 
 
-def _emit_module(module, triple: str, data_layout: str, bounds_checks: bool) -> ir.Module:
+def _emit_module(module, triple: str, data_layout: str, bounds_checks: bool, pool) -> ir.Module:
     llvm_module = ir.Module(name="kiln")
     llvm_module.triple = triple
     llvm_module.data_layout = data_layout
     globals_ = {}
+    base = _declare_pool(llvm_module, pool) if pool else None
     for op in module.body.ops:
         if isinstance(op, MR.GlobalOp):
-            globals_[op.sym_name] = _emit_global(llvm_module, op)
+            if base is not None and op.sym_name in pool.offsets:
+                globals_[op.sym_name] = base.gep([ir.Constant(I64, 0), ir.Constant(I64, pool.offsets[op.sym_name])])
+            else:
+                globals_[op.sym_name] = _emit_global(llvm_module, op)
     for op in module.body.ops:
         if isinstance(op, F.FuncOp):
             emitter = FunctionEmitter(llvm_module, globals_, op)
@@ -48,6 +57,14 @@ def _emit_module(module, triple: str, data_layout: str, bounds_checks: bool) -> 
                 emitter.sites = {id(site): k for k, site in enumerate(access_sites(op))}
             emitter.emit()
     return llvm_module
+
+
+def _declare_pool(llvm_module, pool: ConstantPool):
+    """``@"<symbol>" = external constant [N x i8], align 64``: defined where the code is linked."""
+    base = ir.GlobalVariable(llvm_module, ir.ArrayType(I8, pool.nbytes), name=pool.symbol)
+    base.global_constant = True
+    base.align = MR.ALIGNMENT
+    return base
 
 
 def _emit_global(llvm_module, op):

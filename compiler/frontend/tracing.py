@@ -65,6 +65,17 @@ def _column(frame) -> int:
         return 0
 
 
+def immutable(array: np.ndarray) -> bool:
+    """Whether no one can change `array`'s elements: a read-only view, through read-only views
+    only, of a ``bytes`` object (what ``np.frombuffer`` gives, and ONNX's initializers are).
+    A read-only array that owns its memory does not count: its owner may make it writable."""
+    while isinstance(array, np.ndarray):
+        if array.flags.writeable:
+            return False
+        array = array.base
+    return isinstance(array, bytes)
+
+
 class _TraceStack(threading.local):
     """The traces this thread is recording, innermost last (grad traces nest inside compile
     traces). Each thread has its own, as in JAX: threads trace their functions independently."""
@@ -141,8 +152,11 @@ class TraceContext:
             return self._broadcast_constant(array, weak)
         key = (array.dtype.str, array.shape, array.tobytes()) if array.size <= 16 else id(array)
         if key not in self._constants:
-            # A copy: the trace must not change if the caller mutates the array later.
-            value = self.emit(T.ConstantOp, [], {"value": np.array(array, copy=True)}).value
+            # A copy: the trace must not change if the caller mutates the array later; an array
+            # that nobody can change (a model's weights) is kept as it is, not copied.
+            value = self.emit(
+                T.ConstantOp, [], {"value": array if immutable(array) else np.array(array, copy=True)}
+            ).value
             self._constants[key] = (value, array)  # keeping `array` alive keeps id() unique
         return Tracer(self._constants[key][0], self, weak)
 

@@ -109,9 +109,13 @@ class GraphFunction:
     """
 
     def __init__(self, model, source: str = "model.onnx"):
-        self.model = model
+        import onnx  # noqa: PLC0415
+
         self.source = source
         graph = model.graph
+        # The nodes alone, copied out of the model: keeping the model would keep a second copy
+        # of every weight (the initializers' bytes) for as long as the compiled function lives.
+        self.nodes = onnx.GraphProto(node=graph.node).node
         self.opsets = {entry.domain: entry.version for entry in model.opset_import}
         self.weights = {t.name: to_numpy(t) for t in graph.initializer}
         self.inputs = [v for v in graph.input if v.name not in self.weights]
@@ -205,7 +209,7 @@ class GraphFunction:
             values.update(weights)
         self.check_arguments(arguments)
         values.update((v.name, a) for v, a in zip(self.inputs, arguments))
-        self.run_nodes(self.model.graph.node, values, self.opsets, top_level=True)
+        self.run_nodes(self.nodes, values, self.opsets, top_level=True)
         missing = [name for name in self.outputs if name not in values]
         if missing:
             raise KilnError(f"the ONNX graph never computes its outputs {missing}")

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from kiln.codegen.llvm_emitter import symbol_name
 from kiln.codegen.status import STATUS
+from kiln.dialects import memref as MR
 from kiln.errors import KilnError
 from kiln.frontend.grad import GradFunction
 from kiln.jit import CompiledFunction
@@ -94,11 +95,14 @@ def build_library(
             bar.set_description_str(f"compiling {entry}")
             lowered = function.lower(*specs)
             pipeline = lowered.pipeline
-            code, _ = pipeline.object_code()
+            code = pipeline.object_code()
             path = os.path.join(work, f"{entry}.o")
             with open(path, "wb") as f:
-                f.write(code)
+                f.write(code.object)
             objects.append(path)
+            objects += [
+                _data_object(work, entry, k, symbol, data) for k, (symbol, data) in enumerate(code.symbols.items())
+            ]
             symbol = symbol_name(pipeline.module("tensor").body.ops[0].sym_name)
             outputs = output_names if entry == name else None  # the gradient's outputs are (value, gradients)
             signature = signature_of(entry, pipeline, symbol, input_names, outputs)
@@ -124,6 +128,23 @@ def build_library(
     with open(readme, "w") as f:
         f.write(_readme(name, signatures))
     return {"library": library, "header": header, "readme": readme}
+
+
+def _data_object(work: str, entry: str, k: int, symbol: str, data) -> str:
+    """An assembly file defining `symbol` as `data`'s bytes (a constant pool: the weights the
+    object code reads through the symbol), read-only and hidden in the library; the C compiler
+    assembles it beside the objects. ``.incbin`` takes the bytes from a file, so the weights
+    are never written out as text."""
+    binary = os.path.join(work, f"{entry}.{k}.bin")
+    with open(binary, "wb") as f:
+        f.write(data)
+    source = os.path.join(work, f"{entry}.{k}.s")
+    with open(source, "w") as f:
+        f.write(
+            f'\t.section .rodata\n\t.balign {MR.ALIGNMENT}\n\t.hidden "{symbol}"\n\t.globl "{symbol}"\n'
+            f'"{symbol}":\n\t.incbin "{binary}"\n\t.section .note.GNU-stack,"",@progbits\n'
+        )
+    return source
 
 
 def c_name(name: str) -> str:
