@@ -18,7 +18,6 @@ from kiln import debug as debug_mode
 from kiln import timings
 from kiln.codegen.llvm_emitter import symbol_name
 from kiln.codegen.status import FAILED_CHECK, OUT_OF_BOUNDS, STATUS, check_sites
-from kiln.dialects.location import Location
 from kiln.errors import ArgumentError, KilnError, OutOfBoundsError
 from kiln.frontend import pytree
 from kiln.interpreters.tensor_interpreter import run_function
@@ -157,20 +156,6 @@ def failed_check_error(pipeline, status: int) -> OutOfBoundsError:
     at the user's line of the indexing it guards."""
     site = check_sites(pipeline.module("scheduled").body.ops[-1])[FAILED_CHECK - status]
     return OutOfBoundsError(site.msg, site.loc)
-
-
-def library_status_error(status: int, checks) -> Exception:
-    """The error a kiln-built library's `status` stands for, the one a compiled function raises
-    in process: a failed index check is found in the library's `checks` (its table from
-    ``kiln.codegen.status.check_table``), any other status means what it means here."""
-    for check in checks:
-        if check["status"] == status:
-            loc = Location(check["file"], check["line"]) if "file" in check else None
-            return OutOfBoundsError(check["message"], loc)
-    error = status_error(status)
-    if isinstance(error, OutOfBoundsStatus):
-        return KilnError(f"the library failed with status {status}, which its table of index checks does not list")
-    return error
 
 
 def status_error(status: int) -> Exception:

@@ -4,8 +4,11 @@ naming the axis, its size and the user's line), decoded from the table the libra
 
 from __future__ import annotations
 
-from kiln.errors import user_facing
-from kiln.executable import library_status_error
+from kiln.codegen.cuda_prelude import CUDA_ERROR_BASE
+from kiln.cuda_executable import cuda_status_error
+from kiln.dialects.location import Location
+from kiln.errors import KilnError, OutOfBoundsError, user_facing
+from kiln.executable import OutOfBoundsStatus, status_error
 from kiln.runtime import library
 
 
@@ -23,9 +26,24 @@ def load(path: str, name: str | None = None) -> library.LibraryFunction:
     Traceback (most recent call last):
     kiln.errors.LoadError: no such library: no/such/libmlp.so
     """
-    return library.load(path, name, status_error=_status_error)
+    return library.load(path, name, status_error=library_status_error)
 
 
-def _status_error(status: int, signature: dict) -> Exception:
-    # a library built before it carried its checks has none: its index statuses stay unnamed
-    return library_status_error(status, signature.get("checks", ()))
+def library_status_error(status: int, signature: dict) -> Exception:
+    """The error a nonzero `status` of the library entry described by `signature` stands for,
+    the one the compiled function raises in process: a failed index check is looked up in the
+    library's table of checks (``kiln.codegen.status.check_table``; a library built before it
+    carried one has none), a CUDA error of an emulated CUDA library is named, and any other
+    status means what it means in process (``kiln.executable.status_error``)."""
+    if signature.get("target") == "cuda-emulate" and status >= CUDA_ERROR_BASE:
+        return cuda_status_error(status)
+    for check in signature.get("checks", ()):
+        if check["status"] == status:
+            loc = Location(check["file"], check["line"]) if "file" in check else None
+            return OutOfBoundsError(check["message"], loc)
+    error = status_error(status)
+    if isinstance(error, OutOfBoundsStatus):
+        return KilnError(
+            f"{signature['entry']} failed with status {status}, which its table of index checks does not list"
+        )
+    return error

@@ -219,3 +219,14 @@ def test_an_emulated_cuda_library_raises_the_in_process_index_error_through_kiln
         errors.append(caught.value)
     assert type(errors[0]) is type(errors[1]) and str(errors[0]) == str(errors[1])
     assert "index is out of bounds for axis 0 with size 5" in str(errors[1])
+
+
+def test_statuses_a_library_does_not_list_are_named_not_guessed():
+    from kiln.library import library_status_error
+
+    signature = {"entry": "f", "checks": [{"status": -1, "message": "index is out of bounds for axis 0 with size 3"}]}
+    assert str(library_status_error(-1, signature)) == "index is out of bounds for axis 0 with size 3"
+    assert "status -2, which its table of index checks does not list" in str(library_status_error(-2, signature))
+    assert isinstance(library_status_error(1, signature), MemoryError)
+    emulated = {"entry": "f", "target": "cuda-emulate"}
+    assert "the CUDA kernels failed: CUDA error 9" in str(library_status_error(1009, emulated))
