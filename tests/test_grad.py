@@ -357,6 +357,16 @@ def test_the_mixed_second_derivative_of_pow_at_exponent_0_is_1_over_x():
     np.testing.assert_allclose(mixed, 1 / x, rtol=1e-15)
 
 
+def test_where_routes_the_cotangent_by_selecting_it_not_by_multiplying_with_a_mask():
+    """d/dx sum(where(m, x, y) * w) is w where m and exactly 0 elsewhere, an infinite or NaN
+    w there included (a mask multiplied in would give 0 * inf = NaN), as JAX's select."""
+    m = np.array([True, False, False, True])
+    w = np.array([2.0, np.inf, np.nan, -3.0])
+    gx, gy = kiln.grad(lambda x, y: np.sum(np.where(m, x, y) * w), argnums=(0, 1))(np.ones(4), np.ones(4))
+    np.testing.assert_array_equal(gx, [2.0, 0.0, 0.0, -3.0])
+    np.testing.assert_array_equal(gy, [0.0, np.inf, np.nan, 0.0])
+
+
 def test_pow_gradients_away_from_zero_match_finite_differences():
     x = rng.random((3, 5)) + 0.25
     y = np.array([0.0, 0.5, 1.0, 2.0, -1.5])
