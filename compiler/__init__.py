@@ -32,9 +32,9 @@ from kiln.errors import (
 from kiln.frontend.nn import conv2d, logsumexp, relu, sigmoid, softmax, top_k
 from kiln.frontend.specs import TensorSpec, bool_, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64
 from kiln.jit import CompiledFunction, compile
+from kiln.library import load
 from kiln.passes.schedule import Schedule
 from kiln.runtime.cuda import DeviceArray
-from kiln.runtime.library import load
 from kiln.tools.bisect import BisectReport, bisect
 from kiln.tools.gradcheck import GradcheckReport, gradcheck
 from kiln.tools.profiler import Profile, profile

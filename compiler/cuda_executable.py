@@ -57,14 +57,20 @@ class CudaExecutable:
             outputs = addresses = [np.empty(shape, dtype) for shape, dtype in self.output_specs]
         # Results with no elements need no kernels run, nor buffers handed to them.
         status = self._native(inputs, addresses) if any(int(np.prod(s)) for s, _ in self.output_specs) else 0
-        if status >= CUDA_ERROR_BASE:
-            raise KilnError(f"the CUDA kernels failed: {cuda.error_string(status - CUDA_ERROR_BASE)}")
         if status:
-            raise status_error(status)
+            raise cuda_status_error(status)
         if out_leaves is not None:
             for target, result in zip(out_leaves, outputs):
                 np.copyto(target, np.asarray(result))
         return outputs
+
+
+def cuda_status_error(status: int) -> Exception:
+    """What a nonzero status of CUDA host code means: a CUDA runtime error above
+    CUDA_ERROR_BASE, else one of kiln's own statuses (``status_error``)."""
+    if status >= CUDA_ERROR_BASE:
+        return KilnError(f"the CUDA kernels failed: {cuda.error_string(status - CUDA_ERROR_BASE)}")
+    return status_error(status)
 
 
 def to_device(array, target: str = "cuda") -> cuda.DeviceArray:

@@ -42,6 +42,7 @@ from kiln.dialects import tensor as T
 from kiln.dialects.diagnostics import DTypeError, ShapeError, VerificationError
 from kiln.dialects.types import FunctionType, TensorType
 
+from .canonicalize import splat_value
 from .registry import register_pass
 from .tensor_builder import TensorBuilder
 
@@ -218,7 +219,18 @@ def _pow(b, op, g, needs):
     x, y, t = op.lhs, op.rhs, op.result.type
 
     def d_base():
-        return b.mul(g, b.mul(y, b.op(T.PowOp, x, b.sub(y, b.full(1, t)))))
+        # y * x ** (y - 1); but x ** 0 is 1 for every x, so where y == 0 its slope is 0, and the
+        # formula says 0 * 0 ** -1 = 0 * inf at x = 0 and 0 * NaN at x = NaN (JAX's rule for
+        # integer exponents, lax._pow_jvp_lhs, also gives 0). There the base is taken as 1 (so
+        # 0 * 1 ** -1 = 0), not the result masked afterwards: a masked-off NaN would come back
+        # as 0 * inf in the gradient of this gradient (the "double where" of JAX's FAQ).
+        exponent = splat_value(y)
+        if exponent is not None and exponent != 0:  # a constant exponent (x ** 2): no y == 0 to guard
+            return b.mul(g, b.mul(y, b.op(T.PowOp, x, b.sub(y, b.full(1, t)))))
+        zero, one = b.zeros(t), b.full(1, t)
+        singular = b.select(b.cmp(x, zero, "eq"), one, b.select(b.cmp(x, x, "ne"), one, x))
+        base = b.select(b.cmp(y, zero, "eq"), singular, x)
+        return b.mul(g, b.mul(y, b.op(T.PowOp, base, b.sub(y, one))))
 
     def d_exponent():  # x ** y * log(x), taken as 0 where x == 0 (where it would be 0 * -inf)
         zero = b.zeros(t)

@@ -198,6 +198,8 @@ def _row_of(group, op, places):
         return None
     rest, loops = next(iter(outside))
     for index, place_loops in places:
+        if not place_loops:  # a row of one read at a constant index, outside every loop: no row loop
+            return None
         d = place_loops[-1]
         if index[axis] != Dim(d) or group.extents[d] != shape[axis] or d in dims_of(*rest):
             return None

@@ -19,6 +19,7 @@ another library, for memory numpy cannot hold (GPU memory).
 from __future__ import annotations
 
 import ctypes
+import sys
 import threading
 
 import numpy as np
@@ -100,9 +101,21 @@ _exported: dict = {}
 _exported_lock = threading.Lock()
 
 
+# A consumer may free its tensor while the interpreter shuts down (a view kept in a module global
+# or sys is freed after this module's globals are set to None). The C callbacks below must then
+# still be there, and still find what they use: each is kept alive for good, because a freed
+# callback's code is unmapped (a crash, not an exception), and reads only what its defaults hold.
+def _kept_for_good(callback):
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(callback))
+    return callback
+
+
+@_kept_for_good
 @_Deleter
-def _delete_exported(address) -> None:
-    with _exported_lock:
+def _delete_exported(address, _exported=_exported, _lock=_exported_lock, _finalizing=sys.is_finalizing) -> None:
+    if _finalizing():
+        return  # the owner stays: freeing it now could run code whose modules are gone; the process frees all
+    with _lock:
         _exported.pop(address, None)
 
 
@@ -116,8 +129,18 @@ _restore = ctypes.PYFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_vo
 _error_slots: dict = {}
 
 
+@_kept_for_good
 @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _destroy_capsule(capsule) -> None:
+def _destroy_capsule(
+    capsule,
+    _error_slots=_error_slots,
+    _fetch=_fetch,
+    _layouts=_LAYOUTS,
+    _is_valid=_is_valid,
+    _get_pointer=_get_pointer,
+    _addressof=ctypes.addressof,
+    _restore=_restore,
+) -> None:
     # Subscripts and the call that clears the error only: unpacking a tuple or calling any other
     # function would find the pending exception and raise it.
     entry = _error_slots[capsule]
@@ -125,10 +148,10 @@ def _destroy_capsule(capsule) -> None:
     slots = entry[0]
     del _error_slots[capsule]
     # Still under its first name: no consumer took the tensor, so nobody else will call its deleter.
-    for name, layout in _LAYOUTS.items():
+    for name, layout in _layouts.items():
         if _is_valid(capsule, name):
             managed = layout.from_address(_get_pointer(capsule, name))
-            managed.deleter(ctypes.addressof(managed))
+            managed.deleter(_addressof(managed))
     if slots[0].value:
         # ctypes raises the restored exception here, and reports it as unraisable as the callback
         # returns: the consumer's message is shown, but its caller sees a SystemError instead.
@@ -221,12 +244,13 @@ class Imported:
             expected *= n
         return True
 
-    def release(self) -> None:
+    def release(self, _addressof=ctypes.addressof) -> None:
         with self._lock:
             managed, self._managed = self._managed, None
         if managed is not None and managed.deleter:
-            managed.deleter(ctypes.addressof(managed))
+            managed.deleter(_addressof(managed))
 
-    def __del__(self):
-        if getattr(self, "_managed", None) is not None:
+    def __del__(self, _finalizing=sys.is_finalizing):
+        # At shutdown the producer's deleter may belong to a library already torn down: leave it.
+        if getattr(self, "_managed", None) is not None and not _finalizing():
             self.release()

@@ -20,17 +20,13 @@ class LoadError(Exception):
     """A file that is not a kiln-built library, or has no such function."""
 
 
-def load(path: str, name: str | None = None) -> "LibraryFunction":
+def load(path: str, name: str | None = None, status_error=None) -> "LibraryFunction":
     """The function `name` of a kiln-built library (by default the one it is named after:
-    ``libmlp.so`` holds ``mlp``; its gradient, if built, is ``mlp_grad``), callable with numpy
-    arrays of the shapes and dtypes it was built for (others raise ``TypeError`` or
-    ``ValueError`` naming the argument). A missing file, a library kiln did not build or a
-    missing function raise ``kiln.LoadError``.
-
-    >>> kiln.load("no/such/libmlp.so")
-    Traceback (most recent call last):
-    kiln.errors.LoadError: no such library: no/such/libmlp.so
-    """
+    ``libmlp.so`` holds ``mlp``), callable with numpy arrays of the shapes and dtypes it was
+    built for. `status_error(status, signature)` is the exception a nonzero status raises
+    (the compiler's ``kiln.load`` passes the one that decodes kiln's statuses; by default a
+    ``RuntimeError`` naming the status). A missing file, a library kiln did not build or a
+    missing function raise ``LoadError``."""
     if not os.path.exists(path):
         raise LoadError(f"no such library: {path}")
     base = os.path.basename(path)
@@ -52,13 +48,18 @@ def load(path: str, name: str | None = None) -> "LibraryFunction":
         )
     count = len(signature["inputs"]) + len(signature["outputs"])
     ffi.cdef(f"int32_t {name}({', '.join(['void *'] * count) or 'void'});")
-    return LibraryFunction(ffi, lib, signature)
+    return LibraryFunction(ffi, lib, signature, status_error or _unknown_status)
+
+
+def _unknown_status(status: int, signature: dict) -> Exception:
+    return RuntimeError(f"{signature['entry']} failed with status {status}")
 
 
 class LibraryFunction:
-    def __init__(self, ffi, lib, signature: dict):
+    def __init__(self, ffi, lib, signature: dict, status_error):
         self._ffi, self._lib = ffi, lib  # the library stays loaded while this object lives
         self.signature = signature
+        self._status_error = status_error
         self.__name__ = signature["entry"]
         self._fn = getattr(lib, signature["entry"])
 
@@ -89,6 +90,6 @@ class LibraryFunction:
             threads.use_in_this_thread()
             status = self._fn(*[self._ffi.from_buffer(a, require_writable=False) for a in arrays + outputs])
         if status:
-            raise RuntimeError(f"{self.__name__} failed with status {status}")
+            raise self._status_error(status, self.signature)
         results = [o[()] if o.ndim == 0 else o for o in outputs]
         return results[0] if len(results) == 1 else tuple(results)

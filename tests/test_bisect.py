@@ -14,6 +14,7 @@ from kiln.dialects import parse_ir
 from kiln.dialects import tensor as T
 from kiln.interpreters.affine_interpreter import run_affine
 from kiln.passes import registry
+from kiln.tools.bisect import computed_tolerance
 
 
 @pytest.mark.parametrize("case", CASES, ids=repr)
@@ -224,3 +225,67 @@ def test_a_long_bisection_says_so_before_it_starts(monkeypatch):
     with pytest.warns(RuntimeWarning, match=r"kiln.bisect of scaled_sum will take about .* pass smaller arrays"):
         report = kiln.bisect(scaled_sum, *args())
     assert report.first_bad is None
+
+
+def matmul_up(a, b):
+    return (a @ b).astype(np.float64)
+
+
+def half_sum_up(a, b):
+    return np.tanh(a * b).sum(axis=0).astype(np.float32)
+
+
+def exp_up(a, b):
+    return np.exp(np.sum(a, axis=1, dtype=np.float32)).astype(np.float64) + b.astype(np.float64)[:1]
+
+
+RNG = np.random.default_rng(23)
+CAST_UP = {  # computed in float32 or float16, returned in a wider type
+    "float32_matmul_to_float64": (matmul_up, RNG.standard_normal((6, 97)), RNG.standard_normal((97, 5)), np.float32),
+    "float16_sum_to_float32": (half_sum_up, RNG.standard_normal((257, 3)), RNG.standard_normal((257, 3)), np.float16),
+    "float32_row_sum_to_float64": (exp_up, RNG.standard_normal((4, 1031)) * 0.05, RNG.standard_normal(3), np.float32),
+}
+
+
+@pytest.mark.parametrize("name", CAST_UP)
+def test_a_result_cast_up_is_judged_at_the_precision_it_was_computed_in(name):
+    fn, a, b, dtype = CAST_UP[name]
+    report = kiln.bisect(fn, a.astype(dtype), b.astype(dtype))
+    assert report.first_bad is None, str(report)
+
+
+def test_the_tolerance_is_that_of_the_least_precise_type_computed_in():
+    def tolerance(fn, *specs):
+        return computed_tolerance(kiln.compile(fn).lower(*specs).module("tensor").body.ops[0])
+
+    assert tolerance(matmul_up, kiln.f32[3, 4], kiln.f32[4, 2]) == 1e-4
+    assert tolerance(half_sum_up, kiln.f16[5, 3], kiln.f16[5, 3]) == 1e-2
+    # float32 arguments cast up first and float32 constants are not float32 arithmetic
+    assert tolerance(lambda a, b: a.astype(np.float64) @ b.astype(np.float64), kiln.f32[3, 4], kiln.f32[4, 2]) == 1e-9
+    assert tolerance(lambda a: a * np.float32(3.0), kiln.f64[3]) == 1e-9
+    assert tolerance(lambda a: a.astype(np.float32).astype(np.float64) * 2, kiln.f64[3]) == 1e-4  # rounded to float32
+
+
+def test_a_planted_fault_in_a_result_cast_up_is_still_found(monkeypatch):
+    plant_split_without_partial_tiles(monkeypatch)
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((7, 9)).astype(np.float32), rng.standard_normal((9, 3)).astype(np.float32)
+    f = kiln.compile(lambda a, b: (a @ b * 2.0).astype(np.float64), schedule=kiln.Schedule().split("k0.i", 4))
+    report = kiln.bisect(f, a, b)
+    assert report.first_bad is not None and report.first_bad.name == "schedule: split(k0.i, 4)"
+
+
+def test_a_planted_constant_fault_in_a_result_cast_up_is_found_at_the_lowering(monkeypatch):
+    lower = registry.PASSES["lower-tensor-to-affine"]
+
+    def broken_lowering(module):
+        module = lower(module)
+        for op in module.body.ops[-1].walk():
+            if isinstance(op, AR.ConstantOp) and op.value == 2.0:
+                op.attributes["value"] = 2.0 + 2.0**-10  # 1e-3 off: above float32's tolerance, within float16's
+        return module
+
+    monkeypatch.setitem(registry.PASSES, "lower-tensor-to-affine", broken_lowering)
+    x, y = args()
+    report = kiln.bisect(lambda x, y: scaled_sum(x, y).astype(np.float64), x, y)
+    assert report.first_bad is not None and report.first_bad.name == "lower-tensor-to-affine"

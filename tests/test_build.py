@@ -154,3 +154,79 @@ def test_build_uses_the_annotations_and_a_c_name(tmp_path):
     compiled, specs = load_function(f"{ROOT}/examples/mlp.py:predict")
     with pytest.raises(kiln.KilnError, match="must be a C identifier"):
         build_library(compiled, specs, str(tmp_path), "not-a-name")
+
+
+def in_process_and_library_errors(tmp_path, fn, specs, name, *args):
+    compiled, library = make_library(tmp_path, fn, specs, name)
+    errors = []
+    for call in (compiled, library):
+        with pytest.raises(Exception) as caught:
+            call(*args)
+        errors.append(caught.value)
+    return errors
+
+
+def gather_rows(table, index):
+    return table[index] * 2
+
+
+def take_columns(table, index):
+    return np.take(table, index, axis=1)
+
+
+@pytest.mark.parametrize(
+    "fn, index",
+    [
+        (gather_rows, np.array([0, 5], np.int64)),  # one past the end
+        (gather_rows, np.array([-6, 1], np.int64)),  # one before the start, counted from the end
+        (take_columns, np.array([2, 3], np.int32)),  # a prime axis size, int32 indices
+        (take_columns, np.array([2**31 - 1], np.int32)),
+    ],
+    ids=["past_end", "before_start", "axis_1", "int32_max"],
+)
+def test_an_index_out_of_range_raises_the_same_error_through_kiln_load_as_in_process(tmp_path, fn, index):
+    table = rng.standard_normal((5, 3)).astype(np.float32)
+    specs = (kiln.f32[5, 3], kiln.TensorSpec(index.shape, index.dtype))
+    in_process, loaded = in_process_and_library_errors(tmp_path, fn, specs, fn.__name__, table, index)
+    assert isinstance(in_process, IndexError) and type(loaded) is type(in_process)
+    assert str(loaded) == str(in_process)
+    assert re.search(r"index is out of bounds for axis \d with size \d", str(loaded))
+    assert f"test_build.py:{fn.__code__.co_firstlineno + 1}" in str(loaded)  # the user's line
+
+
+def test_a_negative_integer_power_raises_the_same_error_through_kiln_load_as_in_process(tmp_path):
+    def power(x, y):
+        return x**y
+
+    specs = (kiln.i32[3], kiln.i32[3])
+    x, y = np.array([2, 3, 4], np.int32), np.array([1, -1, 2], np.int32)
+    in_process, loaded = in_process_and_library_errors(tmp_path, power, specs, "power", x, y)
+    assert type(loaded) is type(in_process) is ValueError and str(loaded) == str(in_process)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no C++ compiler (g++) for the CUDA host emulation")
+def test_an_emulated_cuda_library_raises_the_in_process_index_error_through_kiln_load(tmp_path):
+    from kiln.tools.build_cuda import build_cuda_library
+
+    compiled = kiln.compile(gather_rows, target="cuda-emulate")
+    build_cuda_library(compiled, (kiln.f32[5, 3], kiln.i64[2]), str(tmp_path), "gather_rows")
+    library = kiln.load(str(tmp_path / "libgather_rows.so"))
+    table, index = np.ones((5, 3), np.float32), np.array([0, 5])
+    errors = []
+    for call in (compiled, library):
+        with pytest.raises(IndexError) as caught:
+            call(table, index)
+        errors.append(caught.value)
+    assert type(errors[0]) is type(errors[1]) and str(errors[0]) == str(errors[1])
+    assert "index is out of bounds for axis 0 with size 5" in str(errors[1])
+
+
+def test_statuses_a_library_does_not_list_are_named_not_guessed():
+    from kiln.library import library_status_error
+
+    signature = {"entry": "f", "checks": [{"status": -1, "message": "index is out of bounds for axis 0 with size 3"}]}
+    assert str(library_status_error(-1, signature)) == "index is out of bounds for axis 0 with size 3"
+    assert "status -2, which its table of index checks does not list" in str(library_status_error(-2, signature))
+    assert isinstance(library_status_error(1, signature), MemoryError)
+    emulated = {"entry": "f", "target": "cuda-emulate"}
+    assert "the CUDA kernels failed: CUDA error 9" in str(library_status_error(1009, emulated))

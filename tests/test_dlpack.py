@@ -3,6 +3,8 @@
 without copying them when they are already C-contiguous of the compiled dtype."""
 
 import gc
+import subprocess
+import sys
 import weakref
 
 import numpy as np
@@ -206,3 +208,36 @@ def test_torch_tensors_kiln_cannot_take_are_refused_by_argument(torch):
     compiled = f.lower(kiln.f32[3], kiln.f32[3]).compile()
     with pytest.raises(kiln.ArgumentError, match=r"argument 'x' is kiln.f64\[3\]; .* kiln.f32\[3\]"):
         compiled(torch.ones(3, dtype=torch.float64), y)
+
+
+# Programs that leave DLPack views and capsules alive until the interpreter exits: their
+# deleters then run while modules are being torn down, and must neither crash nor complain.
+SHUTDOWN_PROGRAMS = {
+    "view_in_sys": "d = kiln.to_device(np.arange(4, dtype=np.float32), target='cuda-emulate'); sys.keep = np.from_dlpack(d)",
+    "views_in_a_global_list": (
+        "views = [np.from_dlpack(kiln.to_device(np.arange(n, dtype=np.float64), target='cuda-emulate')) for n in (0, 1, 7)]"
+    ),
+    "unconsumed_capsules": (
+        "d = kiln.to_device(np.ones((2, 3), np.int32), target='cuda-emulate')\n"
+        "capsules = [d.__dlpack__(), d.__dlpack__(max_version=(1, 0)), d.__dlpack__(copy=True)]"
+    ),
+    "view_of_a_view_and_the_array_gone": (
+        "d = kiln.to_device(np.arange(6.0).reshape(2, 3), target='cuda-emulate')\n"
+        "keep = kiln.from_dlpack(np.from_dlpack(d)[::-1])\n"
+        "del d"
+    ),
+    "imported_numpy_capsule": "from kiln.runtime import dlpack\nheld = dlpack.Imported(np.arange(3).__dlpack__())",
+    "cycle_collected_at_exit": (
+        "class Node: pass\n"
+        "n = Node(); n.self = n; n.view = np.from_dlpack(kiln.to_device(np.zeros(5), target='cuda-emulate'))"
+    ),
+}
+
+
+@pytest.mark.parametrize("program", SHUTDOWN_PROGRAMS, ids=list(SHUTDOWN_PROGRAMS))
+def test_dlpack_views_alive_at_interpreter_exit_let_it_exit_cleanly(program):
+    source = "import sys\nimport numpy as np\nimport kiln\n" + SHUTDOWN_PROGRAMS[program] + "\nprint('done')\n"
+    run = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", source], capture_output=True, text=True, timeout=120
+    )
+    assert (run.returncode, run.stdout, run.stderr) == (0, "done\n", "")

@@ -308,6 +308,72 @@ def test_max_and_maximum_share_gradients_between_ties():
     np.testing.assert_allclose(gb, [0.5, 1.0])
 
 
+# x ** 0 is 1 for every x (numpy: 0 ** 0, inf ** 0 and nan ** 0 are all 1), so its slope is 0
+# everywhere; y * x ** (y - 1) alone says 0 * 0 ** -1 = NaN at x = 0. JAX's value there is 0.
+SINGULAR_BASES = [0.0, -0.0, 1.0, -2.5, 1e-300, 1e300, np.inf, -np.inf, np.nan]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("exponent", [0, 0.0, "array"], ids=["int", "float", "array"])
+def test_the_slope_of_x_to_the_power_0_is_0_everywhere(exponent, dtype):
+    with np.errstate(over="ignore"):  # 1e300 is inf in float32
+        x = np.array(SINGULAR_BASES, dtype)
+    y = np.zeros(len(x), dtype) if exponent == "array" else exponent
+    grad = kiln.compile(kiln.grad(lambda v: np.sum(np.tanh(v**y))))(x)
+    assert grad.dtype == dtype
+    np.testing.assert_array_equal(grad, np.zeros_like(x))  # 0 * (-2.5) ** -1 is -0.0, equal to 0
+
+
+def test_the_issues_gradient_of_tanh_of_a_difference_to_the_power_0_is_0():
+    np.testing.assert_array_equal(kiln.grad(lambda a: np.sum(np.tanh((a - a) ** 0)))(np.arange(5.0)), np.zeros(5))
+
+
+def test_pow_gradients_at_a_zero_base_are_the_one_sided_limits():
+    """At x = 0: d/dx x ** y is 0 for y = 0 and y >= 1, inf for 0 < y < 1 (as for sqrt);
+    d/dy x ** y is 0 for y > 0 (0 ** y is 0 there: finite differences agree)."""
+    x = np.zeros(6)
+    y = np.array([0.0, 0.5, 1.0, 2.0, 3.0, 1.5])
+    gx, gy = kiln.grad(lambda a, b: np.sum(a**b), argnums=(0, 1))(x, y)
+    np.testing.assert_array_equal(gx, [0.0, np.inf, 1.0, 0.0, 0.0, 0.0])
+    np.testing.assert_array_equal(gy[1:], np.zeros(5))
+    eps = 1e-6
+    with np.errstate(divide="ignore"):  # 0 ** (0 - eps) is inf; that element is not compared
+        numeric = (x ** (y + eps) - x ** (y - eps)) / (2 * eps)
+    np.testing.assert_allclose(gy[1:], numeric[1:], atol=0)
+
+
+@pytest.mark.parametrize("power, second", [(0, 0.0), (1, 0.0), (2, 2.0), (3, 0.0)])
+def test_second_derivatives_of_integer_powers_at_zero(power, second):
+    """d2/dx2 x ** n at 0: the first derivative n * x ** (n - 1) reaches x ** 0 for n = 1."""
+    slope = kiln.grad(lambda v: np.sum(kiln.grad(lambda w: np.sum(w**power))(v)))
+    np.testing.assert_array_equal(slope(np.zeros(3)), np.full(3, second))
+
+
+def test_the_mixed_second_derivative_of_pow_at_exponent_0_is_1_over_x():
+    """d/dy (y * x ** (y - 1)) at y = 0 is x ** -1: the fix at x = 0 leaves other bases alone
+    (positive ones: x ** y has no derivative in y for x < 0, NaN as in JAX)."""
+    x = np.array([2.0, 3.0, 0.5])
+    mixed = kiln.grad(lambda b, a: np.sum(kiln.grad(lambda u: np.sum(u**b))(a)))(np.zeros(3), x)
+    np.testing.assert_allclose(mixed, 1 / x, rtol=1e-15)
+
+
+def test_where_routes_the_cotangent_by_selecting_it_not_by_multiplying_with_a_mask():
+    """d/dx sum(where(m, x, y) * w) is w where m and exactly 0 elsewhere, an infinite or NaN
+    w there included (a mask multiplied in would give 0 * inf = NaN), as JAX's select."""
+    m = np.array([True, False, False, True])
+    w = np.array([2.0, np.inf, np.nan, -3.0])
+    gx, gy = kiln.grad(lambda x, y: np.sum(np.where(m, x, y) * w), argnums=(0, 1))(np.ones(4), np.ones(4))
+    np.testing.assert_array_equal(gx, [2.0, 0.0, 0.0, -3.0])
+    np.testing.assert_array_equal(gy, [0.0, np.inf, np.nan, 0.0])
+
+
+def test_pow_gradients_away_from_zero_match_finite_differences():
+    x = rng.random((3, 5)) + 0.25
+    y = np.array([0.0, 0.5, 1.0, 2.0, -1.5])
+    assert kiln.gradcheck(lambda a, b: np.sum(np.tanh(a**b)), x, y, argnums=(0, 1)).ok
+    assert kiln.gradcheck(lambda a: np.sum(a**0 * a + (a - a) ** 0), x).ok
+
+
 def test_losses_built_from_many_ops():
     rng_local = np.random.default_rng(5)
     params = {

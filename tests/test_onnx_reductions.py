@@ -14,11 +14,12 @@ import kiln.onnx
 RNG = np.random.default_rng(0)
 
 
-def run_both(op_type, inputs, constants=None, opset=18, n_outputs=1, **attributes):
+def run_both(op_type, inputs, constants=None, opset=18, n_outputs=1, order=None, **attributes):
     """The one-node model `op_type` run by kiln and by onnx's reference: `inputs` are graph
-    inputs (name -> array), `constants` initializers; returns the two lists of outputs."""
+    inputs (name -> array), `constants` initializers, the node's inputs in that order unless
+    `order` (their names) says otherwise; returns the two lists of outputs."""
     constants = constants or {}
-    names = list(inputs) + list(constants)
+    names = order or list(inputs) + list(constants)
     outputs = [f"y{k}" for k in range(n_outputs)]
     node = helper.make_node(op_type, names, outputs, **attributes)
 
@@ -279,3 +280,44 @@ def test_log_reductions_of_integers_before_opset_28(op_type):
     wide = x.astype(np.float64)
     want = np.log(np.sum(wide if op_type == "ReduceLogSum" else np.exp(wide), axis=1)).astype(np.int32)
     assert_same([got], [want])
+
+
+def onnxruntime_outputs(op_type, inputs, constants, opset, n_outputs, order, **attributes):
+    """The same one-node model run by onnxruntime (a second oracle beside onnx.reference)."""
+    ort = pytest.importorskip("onnxruntime")
+    node = helper.make_node(op_type, order, [f"y{k}" for k in range(n_outputs)], **attributes)
+    graph = helper.make_graph(
+        [node],
+        "g",
+        [value_info(n, a) for n, a in inputs.items()],
+        [helper.make_empty_tensor_value_info(f"y{k}") for k in range(n_outputs)],
+        [numpy_helper.from_array(np.asarray(a), n) for n, a in constants.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, inputs)
+
+
+@pytest.mark.parametrize("ignore_index", [None, 2, -1])
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+@pytest.mark.parametrize("op_type", ["NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"])
+def test_losses_with_class_weights_as_an_initializer_and_the_target_a_graph_input(op_type, reduction, ignore_index):
+    """The handler reads weight[target]: a constant table at a traced index."""
+    n, c, d = 4, 5, 3
+    x = RNG.normal(size=(n, c, d)).astype(np.float32)
+    target = RNG.integers(0, c, (n, d)).astype(np.int64)
+    if ignore_index is not None:
+        target[0, :2] = ignore_index
+    weight = RNG.uniform(0.5, 2.0, c).astype(np.float32)
+    attributes = {"reduction": reduction, **({} if ignore_index is None else {"ignore_index": ignore_index})}
+    n_outputs = 2 if op_type == "SoftmaxCrossEntropyLoss" else 1
+    for inputs, constants in (
+        ({"x": x, "target": target}, {"weight": weight}),
+        ({"target": target}, {"x": x, "weight": weight}),
+    ):
+        got, want = run_both(op_type, inputs, constants, 13, n_outputs, ["x", "target", "weight"], **attributes)
+        assert_same(got, want, rtol=1e-5)
+        by_onnxruntime = onnxruntime_outputs(
+            op_type, inputs, constants, 13, n_outputs, ["x", "target", "weight"], **attributes
+        )
+        assert_same(got, by_onnxruntime, rtol=1e-5)

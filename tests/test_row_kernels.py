@@ -224,3 +224,69 @@ def test_whole_sums_of_special_values_match_numpy():
             got, want = kiln.compile(lambda v: v.sum())(x), x.sum()
         np.testing.assert_array_equal(got, want)
         assert np.signbit(got) == np.signbit(want)
+
+
+def numpy_logsumexp(x, axis=-1):
+    top = np.max(x, axis=axis, keepdims=True)
+    return top + np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True))
+
+
+def numpy_layernorm(x, axis=-1):
+    centered = x - np.mean(x, axis=axis, keepdims=True)
+    return centered / np.sqrt(np.mean(centered * centered, axis=axis, keepdims=True) + 1e-5)
+
+
+# Each row pattern written as user code would write it; the same code run by numpy is the oracle.
+ROW_PATTERNS = {
+    "softmax": numpy_softmax,
+    "kiln_softmax": lambda v: kiln.softmax(v, axis=-1),
+    "logsumexp": numpy_logsumexp,
+    "kiln_logsumexp": lambda v: kiln.logsumexp(v, axis=-1, keepdims=True),
+    "log_softmax": lambda v: v - numpy_logsumexp(v),
+    "shifted_logsumexp": lambda v: np.log(np.sum(np.exp(v - v.max(-1, keepdims=True)), -1, keepdims=True)),
+    "layernorm": numpy_layernorm,
+}
+ORACLES = {"kiln_softmax": numpy_softmax, "kiln_logsumexp": numpy_logsumexp}
+# Rows of one element, reached every way: a 0-d array seen as a vector, a vector of one, columns.
+SHORT_ROWS = [
+    ("0-d as (1,)", ()),
+    ("(1,)", (1,)),
+    ("(1, 1)", (1, 1)),
+    ("(3, 1)", (3, 1)),
+    ("(1, 7)", (1, 7)),
+    ("(5,)", (5,)),
+]
+
+
+def as_rows(x):
+    return x.reshape(-1) if x.ndim == 0 else x
+
+
+@pytest.mark.parametrize("shape", [s for _, s in SHORT_ROWS], ids=[n for n, _ in SHORT_ROWS])
+@pytest.mark.parametrize("pattern", ROW_PATTERNS)
+def test_row_patterns_on_rows_of_one_and_rank_0_inputs_match_numpy_forward_and_finite_differences(pattern, shape):
+    body = ROW_PATTERNS[pattern]
+    x = np.array(rows(shape, np.float64, seed=5))
+    got = kiln.compile(lambda v: body(as_rows(v)))(x)
+    np.testing.assert_allclose(got, ORACLES.get(pattern, body)(as_rows(x)), rtol=1e-12, atol=1e-12)
+    weights = rows(
+        as_rows(x).shape, np.float64, seed=6
+    )  # so that a sum that is constant (softmax's) is not all that is checked
+
+    def loss(v):  # each as_rows is a view of its own, as in user code (one of the issue's faults needed two)
+        return np.sum(weights * body(as_rows(v))) + np.sum(as_rows(v) - body(as_rows(v)))
+
+    # kiln.grad alone (no forward value kept) fuses differently from value_and_grad: check both
+    np.testing.assert_allclose(kiln.compile(kiln.grad(loss))(x), central_differences(loss, x), rtol=1e-6, atol=1e-7)
+    assert kiln.gradcheck(loss, x).ok
+
+
+def central_differences(fn, x, eps=1e-6):
+    """d fn / d x in float64, by numpy alone."""
+    grad = np.zeros_like(x)
+    for k in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[k] += eps
+        down[k] -= eps
+        grad[k] = (fn(up) - fn(down)) / (2 * eps)
+    return grad

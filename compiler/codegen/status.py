@@ -17,3 +17,17 @@ def check_sites(function) -> list:
 def check_status(function, site) -> int:
     """The status that says `site`, a cf.assert of `function`, failed."""
     return FAILED_CHECK - next(k for k, op in enumerate(check_sites(function)) if op is site)
+
+
+def check_table(function) -> list:
+    """Each cf.assert of a scheduled `function` as a library carries it (``kiln build``), so that
+    ``kiln.load`` raises the error a compiled function raises in process: its status, message,
+    and the user's file and line (or none)."""
+    return [
+        {
+            "status": FAILED_CHECK - k,
+            "message": site.msg,
+            **({"file": site.loc.file, "line": site.loc.line} if getattr(site.loc, "file", None) else {}),
+        }
+        for k, site in enumerate(check_sites(function))
+    ]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kiln.errors import ArgumentError, KilnError, UnsupportedError
+from kiln.frontend.traced_ops import context_of, lift
 from kiln.frontend.tracing import Tracer
 
 _REQUIRED = object()
@@ -144,6 +145,17 @@ def numpy_dtype(elem_type: int, node: Node | None = None, what: str = "") -> np.
 
 def is_traced(value) -> bool:
     return isinstance(value, Tracer)
+
+
+def traced_if(data, *others):
+    """`data` as a Tracer where any of `others` is one, else `data` itself. A handler that
+    indexes `data` by an index computed from `others` with ``np.take``, ``data[index]`` or
+    ``data[index] = ...`` must: where `data` is an initializer and the index depends on a
+    graph input, numpy would read the traced index as an array (a ``TracerConversionError``),
+    because these dispatch on `data` alone (``np.take_along_axis`` dispatches on both)."""
+    if not is_traced(data) and any(is_traced(x) for x in others):
+        return lift(context_of(others), data, data.dtype)
+    return data
 
 
 def constant(node: Node, value, what: str) -> np.ndarray:

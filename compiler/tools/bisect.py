@@ -32,6 +32,7 @@ from tqdm import tqdm
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
 from kiln.dialects import parse_ir, print_ir
+from kiln.dialects import tensor as T
 from kiln.errors import ArgumentError, KilnError
 from kiln.frontend import pytree
 from kiln.frontend.specs import TensorSpec
@@ -199,6 +200,31 @@ def shrink_specs(compiled, specs, seconds: float) -> tuple:
     return best
 
 
+# How far a step may move a result computed in each float type (relative to 1 + |value|): a few
+# hundred units in the last place, the room reassociated sums and fused multiply-adds take.
+TOLERANCES = {np.dtype(np.float16): 1e-2, np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-9}
+
+
+def computed_tolerance(function) -> float:
+    """The tolerance for `function`'s results: that of the least precise float type any op
+    on the way to them computes in, not that of the results' own types.
+    ``(a @ b).astype(np.float64)`` of float32 matrices is a float32 matmul: its float64 result
+    carries float32's rounding, which lowering and schedules may change (summation order,
+    fused multiply-adds). Arguments and constants are given, not computed: float32 arguments
+    cast to float64 first are a float64 computation."""
+    precise = TOLERANCES[np.dtype(np.float64)]
+    work, seen, tolerance = list(function.body.ops[-1].operands), set(), precise
+    while work:  # from the returned values back through every operand that reaches them
+        value = work.pop()
+        producer = getattr(value, "op", None)
+        if id(value) in seen or producer is None or isinstance(producer, T.ConstantOp):
+            continue
+        seen.add(id(value))
+        tolerance = max(tolerance, TOLERANCES.get(np.dtype(value.type.dtype), precise))
+        work.extend(producer.operands)
+    return tolerance
+
+
 def bisect(fn, *args, rtol: float | None = None, progress=None) -> BisectReport:
     """Check every pass and schedule step of `fn` (compiled or plain) on these arguments.
 
@@ -207,7 +233,9 @@ def bisect(fn, *args, rtol: float | None = None, progress=None) -> BisectReport:
     first step whose output differs, with the IR before and after it (``first_bad`` is None
     when every step agrees). `progress`, a callable taking a line of text, hears the estimated
     cost before the first step and then every step as it finishes: which, n of m, time
-    elapsed and left. Arguments kiln cannot trace raise ``kiln.ArgumentError``.
+    elapsed and left. `rtol`, the largest error allowed relative to 1 + |value|, defaults to
+    that of the least precise float type the results are computed in (``computed_tolerance``).
+    Arguments kiln cannot trace raise ``kiln.ArgumentError``.
 
     >>> report = kiln.bisect(lambda x: np.tanh(x) * 2, np.linspace(-1, 1, 8, dtype=np.float32))
     >>> report.first_bad is None
@@ -228,7 +256,7 @@ def bisect(fn, *args, rtol: float | None = None, progress=None) -> BisectReport:
     result_dtypes = [t.dtype for t in function.function_type.results]
     reference = run_function(function, inputs)
     if rtol is None:
-        rtol = 1e-4 if any(r.dtype == np.float32 for r in reference) else 1e-9
+        rtol = computed_tolerance(function)
     report = BisectReport(function.sym_name)
     cost = estimate(pipeline)  # decides the schedule (default, tuned or given)
     total = len(pipeline.graph_passes) + 1 + len(pipeline.schedule.steps) + 1

@@ -23,7 +23,7 @@ import numpy as np
 from tqdm import tqdm
 
 from kiln.codegen.llvm_emitter import symbol_name
-from kiln.codegen.status import STATUS
+from kiln.codegen.status import STATUS, check_table
 from kiln.dialects import memref as MR
 from kiln.errors import KilnError
 from kiln.frontend.grad import GradFunction
@@ -170,7 +170,8 @@ def build_entries(compiled, name: str, grad_argnums=None) -> list:
 
 def signature_of(entry, pipeline, symbol, input_names=None, output_names=None) -> dict:
     """What the header and ``kiln.load`` know of an entry: its C name, the symbol it calls,
-    and each input's and output's C name, dtype and shape."""
+    each input's and output's C name, dtype and shape, and the index checks whose failure
+    statuses ``kiln.load`` turns into their errors."""
     function = pipeline.module("tensor").body.ops[0]
     arguments, results = function.arguments, function.function_type.results
     for kind, given, count in (("input", input_names, len(arguments)), ("output", output_names, len(results))):
@@ -183,7 +184,13 @@ def signature_of(entry, pipeline, symbol, input_names=None, output_names=None) -
         {"name": n, "dtype": str(t.dtype), "shape": list(t.shape), **({"source": s} if s != n else {})}
         for n, s, t in zip(names, sources, [a.type for a in arguments] + list(results))
     ]
-    return {"entry": entry, "symbol": symbol, "inputs": arrays[: len(arguments)], "outputs": arrays[len(arguments) :]}
+    return {
+        "entry": entry,
+        "symbol": symbol,
+        "inputs": arrays[: len(arguments)],
+        "outputs": arrays[len(arguments) :],
+        "checks": check_table(pipeline.module("scheduled").body.ops[-1]),
+    }
 
 
 # C's keywords (C23's included), which a parameter may not be named.

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.frontend.traced_ops import context_of, lift
-from kiln.onnx.registry import constant, is_traced, op
+from kiln.onnx.registry import constant, op, traced_if
 
 
 def _axis(node, axis: int, rank: int) -> int:
@@ -42,17 +41,9 @@ def _tuple_index(indices, batch_dims: int = 0) -> tuple:
     return tuple(batch) + tuple(indices[..., k] for k in range(indices.shape[-1]))
 
 
-def _traced_if(data, *others):
-    """`data` as a Tracer where any of `others` is one: a numpy array indexed by a traced
-    index (an embedding table) would otherwise try to read the index as numpy."""
-    if not is_traced(data) and any(is_traced(x) for x in others):
-        return lift(context_of(others), data, data.dtype)
-    return data
-
-
 def _copy_for_writes(data, *writes):
     """A copy of `data` that the scatter can write into: traced if anything written is."""
-    traced = _traced_if(data, *writes)
+    traced = traced_if(data, *writes)
     return traced if traced is not data else data.copy()
 
 
@@ -75,7 +66,7 @@ def _scatter(node, out, index, updates):
 @op("Gather", attributes=("axis",))
 def gather(node, data, indices):
     axis = _axis(node, node.attr("axis", 0), data.ndim)
-    return np.take(_traced_if(data, indices), indices, axis=axis)
+    return np.take(traced_if(data, indices), indices, axis=axis)
 
 
 @op("GatherElements", attributes=("axis",), since=11)
@@ -83,14 +74,14 @@ def gather_elements(node, data, indices):
     axis = _axis(node, node.attr("axis", 0), data.ndim)
     if indices.ndim != data.ndim:
         raise node.error(f"indices of rank {indices.ndim} for data of rank {data.ndim}")
-    return _traced_if(data, indices)[_element_index(indices, axis)]
+    return traced_if(data, indices)[_element_index(indices, axis)]
 
 
 @op("GatherND", attributes=("batch_dims",), since=11)
 def gather_nd(node, data, indices):
     batch_dims = node.attr("batch_dims", 0)
     _check_nd(node, data, indices, batch_dims)
-    return _traced_if(data, indices)[_tuple_index(indices, batch_dims)]
+    return traced_if(data, indices)[_tuple_index(indices, batch_dims)]
 
 
 def _check_nd(node, data, indices, batch_dims: int):

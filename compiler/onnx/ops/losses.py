@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.onnx.registry import op
+from kiln.onnx.registry import op, traced_if
 
 _REDUCTIONS = ("none", "sum", "mean")
 
@@ -34,7 +34,7 @@ def _negative_log_likelihood(node, log_prob, target, weight):
     loss = -np.squeeze(picked, axis=1)
     weights = np.where(kept, np.ones_like(loss), np.zeros_like(loss))
     if weight is not None:
-        weights = weights * np.take(weight, safe_target)
+        weights = weights * np.take(traced_if(weight, safe_target), safe_target)
     loss = loss * weights
     if reduction == "none":
         return loss.astype(dtype)

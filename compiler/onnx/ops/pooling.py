@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from kiln.onnx.ops.windows import Window, pad_spatial, same_dtype, sliding_window, window_tap
-from kiln.onnx.registry import constant, op
+from kiln.onnx.registry import constant, op, traced_if
 
 
 def _pool_window(node, x):
@@ -62,7 +62,7 @@ def max_unpool(node, x, indices, output_shape=None):
     shape = tuple(x.shape[:2]) + tuple(spatial)
     # Indices are flat positions in the pooled tensor's input (as MaxPool gives them); every
     # other element is zero.
-    flat = np.zeros_like(x, shape=(math.prod(shape),))
+    flat = traced_if(np.zeros_like(x, shape=(math.prod(shape),)), indices)
     flat[indices.reshape(-1)] = x.reshape(-1)
     y = flat.reshape(shape)
     if output_shape is None:

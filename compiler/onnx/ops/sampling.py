@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from kiln.onnx.registry import constant, op
+from kiln.onnx.registry import constant, op, traced_if
 
 # Opset 16 names the modes after 2-D images; opset 20 generalizes them to N-D.
 _MODES_16 = {"bilinear": "linear", "bicubic": "cubic", "nearest": "nearest"}
@@ -178,7 +178,9 @@ def roi_align(node, x, rois, batch_indices):
     (y_low, y_high, ly, y_valid, y_used), (x_low, x_high, lx, x_valid, x_used) = ys, xs
     valid = (y_valid & x_valid).astype(dtype)
     used = y_used & x_used
-    image = np.take(np.reshape(x, x.shape[:2] + (-1,)), batch_indices.astype(np.int64), axis=0)
+    image = np.take(
+        traced_if(np.reshape(x, x.shape[:2] + (-1,)), batch_indices), batch_indices.astype(np.int64), axis=0
+    )
     terms = [
         (y_low, x_low, (1 - ly) * (1 - lx)),
         (y_low, x_high, (1 - ly) * lx),
