@@ -29,11 +29,11 @@ import operator
 import numpy as np
 
 from kiln.errors import ArgumentError, DTypeError, ShapeError
-from kiln.frontend.threefry import random_bits
+from kiln.frontend.threefry import random_bits, threefry2x32
 from kiln.frontend.traced_ops import context_of, lift
 from kiln.frontend.tracing import Tracer, user_location
 
-__all__ = ["key", "split", "uniform", "normal", "bernoulli", "randint", "permutation"]
+__all__ = ["key", "split", "fold_in", "uniform", "normal", "bernoulli", "randint", "permutation"]
 
 _FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 _U64 = 2**64
@@ -76,6 +76,30 @@ def split(key, n: int = 2):
     if n < 0:
         raise ValueError(f"kiln.random.split: n must be >= 0, got {n}")
     return random_bits(key, 2 * n).reshape(n, 2)
+
+
+def fold_in(key, data):
+    """A new key from `key` and the integer `data` (0 <= data < 2**32, or a traced 0-d
+    uint32): Threefry of the counter (0, data) under `key`, as JAX's ``fold_in``. Different
+    data give independent keys: a step number or a layer index folded into one key.
+
+    >>> a, b = kiln.random.fold_in(kiln.random.key(0), 1), kiln.random.fold_in(kiln.random.key(0), 2)
+    >>> a.dtype, a.shape, bool(np.array_equal(a, b))
+    (dtype('uint32'), (2,), False)
+    """
+    _check_key(key, "fold_in")
+    if isinstance(data, Tracer):
+        if data.shape != () or data.dtype != np.uint32:
+            raise ArgumentError(
+                f"kiln.random.fold_in takes a 0-d uint32 datum, got a traced {data.type}", user_location()
+            )
+        word = data.reshape(1)
+    else:
+        if isinstance(data, (bool, np.bool_)) or not isinstance(data, (int, np.integer)) or not 0 <= data < 2**32:
+            raise ValueError(f"kiln.random.fold_in: data must be an integer in [0, 2**32), got {data!r}")
+        word = np.array([data], np.uint32)
+    high, low = threefry2x32(key[0], key[1], np.zeros(1, np.uint32), word)
+    return np.concatenate([high, low])
 
 
 def uniform(key, shape=(), dtype=np.float32, minval=0.0, maxval=1.0):

@@ -39,6 +39,7 @@ def test_threefry_gives_random123s_known_answers_on_every_target(target):
 
 DRAWS = {
     "split": lambda key: R.split(key, 3),
+    "fold_in": lambda key: R.fold_in(key, 2**32 - 1),
     "uniform_f16": lambda key: R.uniform(key, (5, 7), np.float16),
     "uniform_f32_bounds": lambda key: R.uniform(key, (13,), np.float32, -2.0, 3.0),
     "uniform_f64": lambda key: R.uniform(key, (11,), np.float64),
@@ -83,6 +84,12 @@ def test_key_and_split_follow_jaxs_layout():
     y0, y1 = threefry2x32(np.uint32(0), np.uint32(0), np.arange(2, dtype=np.uint32), np.arange(2, 4, dtype=np.uint32))
     assert R.split(R.key(0)).ravel().tolist() == [*y0.tolist(), *y1.tolist()]
     assert R.split(R.key(0), 0).shape == (0, 2)
+    # fold_in(key, d) is Threefry of the counter (0, d), as JAX's
+    assert R.fold_in(R.key(5), 9).tolist() == [
+        int(w[0]) for w in threefry2x32(np.uint32(0), np.uint32(5), np.zeros(1, np.uint32), np.full(1, 9, np.uint32))
+    ]
+    folded = kiln.compile(lambda key, d: R.fold_in(key, d))
+    assert folded(R.key(5), np.uint32(9)).tolist() == R.fold_in(R.key(5), 9).tolist()
     traced = kiln.compile(lambda seed: R.key(seed))
     for seed in (0, 1, 2**31 - 1, 2**33 + 9):
         assert traced(np.int64(seed)).tolist() == R.key(seed).tolist()
@@ -279,6 +286,8 @@ def test_dropout_gradient_is_the_mask_by_finite_differences():
         (lambda: R.permutation(R.key(0), -2), ValueError, "negative count"),
         (lambda: R.permutation(R.key(0), np.float64(3.0)), kiln.ShapeError, "at least 1-dimensional"),
         (lambda: R.split(R.key(0), -1), ValueError, "n must be >= 0"),
+        (lambda: R.fold_in(R.key(0), 2**32), ValueError, r"\[0, 2\*\*32\)"),
+        (lambda: R.fold_in(R.key(0), -1), ValueError, r"\[0, 2\*\*32\)"),
     ],
 )
 def test_bad_arguments_are_named(call, error, message):
