@@ -110,7 +110,8 @@ def uniform(key, shape=(), dtype=np.float32, minval=0.0, maxval=1.0):
     result that rounding would put on `maxval` is the float just below it.
 
     Raises DTypeError for another dtype, ShapeError for a negative size or bounds that do
-    not broadcast to `shape`.
+    not broadcast to `shape`, OverflowError (as numpy) when maxval - minval is not finite in
+    `dtype` (infinite or NaN bounds, or a range wider than the largest float).
 
     >>> u = kiln.random.uniform(kiln.random.key(1), (2, 3), np.float64, -1.0, 1.0)
     >>> u.shape, u.dtype, bool(np.all((-1 <= u) & (u < 1)))
@@ -120,6 +121,11 @@ def uniform(key, shape=(), dtype=np.float32, minval=0.0, maxval=1.0):
     shape, dtype = _shape(shape, "uniform"), _float_dtype(dtype, "uniform")
     _check_broadcast("uniform", shape, minval=minval, maxval=maxval)
     lo, hi = _as_dtype(minval, dtype), _as_dtype(maxval, dtype)
+    if not isinstance(lo, Tracer) and not isinstance(hi, Tracer):
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite = np.all(np.isfinite(hi - lo))
+        if not finite:  # inf * u would be NaN at u = 0: numpy refuses the range instead
+            raise OverflowError(f"kiln.random.uniform: maxval - minval exceeds the range of {dtype}")
     result = lo + (hi - lo) * _unit(key, shape, dtype)
     # lo + (hi - lo) * u can round up onto hi; numpy's half-open interval says it may not.
     return np.where(result == hi, np.nextafter(hi, lo), result)
@@ -132,7 +138,8 @@ def normal(key, shape=(), dtype=np.float32, loc=0.0, scale=1.0):
     stop at about 5.8 (float16, float32) or 8.6 (float64) standard deviations, where the unit
     draw's resolution ends. float16 and float32 results agree across targets unless a target's
     float64 log, sqrt or cos differs in its last bit right at a rounding boundary (about one
-    value in 2**29); float64 results may differ in the last bit.
+    value in 2**29); float64 results may differ in the last bit. A concrete negative `scale`
+    is a ValueError, as numpy's.
 
     >>> z = kiln.random.normal(kiln.random.key(0), (10000,))
     >>> bool(abs(z.mean()) < 0.05), bool(abs(z.std() - 1) < 0.05)
@@ -141,6 +148,8 @@ def normal(key, shape=(), dtype=np.float32, loc=0.0, scale=1.0):
     _check_key(key, "normal")
     shape, dtype = _shape(shape, "normal"), _float_dtype(dtype, "normal")
     _check_broadcast("normal", shape, loc=loc, scale=scale)
+    if not isinstance(scale, Tracer) and np.any(np.asarray(scale) < 0):
+        raise ValueError("kiln.random.normal: scale < 0")  # numpy's check
     # The unit draws keep the dtype's resolution; log, sqrt and cos run in float64 for every
     # dtype and are rounded once, so the targets' math libraries, which may differ in the last
     # float64 bit, agree on the float32 and float16 result (all but ~2**-29 of the time).
