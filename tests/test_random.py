@@ -6,6 +6,8 @@ dropout by finite differences. Seeds are fixed, so each statistic is one number,
 with its critical value at a significance of 0.001."""
 
 import math
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -65,6 +67,20 @@ def test_every_draw_gives_the_same_bits_on_every_target(target):
         want = draw(key)
         assert got[name].dtype == want.dtype and got[name].shape == want.shape, name
         assert got[name].tobytes() == want.tobytes(), name
+
+
+@pytest.mark.skipif(
+    shutil.which("nvcc") is None, reason="nvcc not found (install the CUDA toolkit to check the CUDA C)"
+)
+def test_nvcc_accepts_the_cuda_c_of_every_draw(tmp_path):
+    # cuda-emulate runs this same CUDA C as C++; here nvcc compiles it for a GPU.
+    draws = kiln.compile(lambda key: {name: draw(key) for name, draw in DRAWS.items()}, target="cuda-emulate")
+    source = tmp_path / "draws.cu"
+    source.write_text(draws.lower(kiln.u32[2]).text("cuda"))
+    result = subprocess.run(
+        ["nvcc", "-c", "-diag-suppress", "177", str(source), "-o", "/dev/null"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
 
 
 def test_the_key_is_an_argument_so_each_call_draws_for_its_key():
