@@ -8,6 +8,7 @@ predict(x, w, b)                              # numpy in, numpy out
 print(predict.lower(kiln.f32[64, 784], kiln.f32[784, 10], kiln.f32[10]).text("tensor"))
 """
 
+from kiln import random
 from kiln.aot import Compiled, Lowered
 from kiln.cuda_executable import to_device
 from kiln.dlpack import from_dlpack
@@ -71,6 +72,7 @@ __all__ = [
     "top_k",
     "logsumexp",
     "conv2d",
+    "random",
     "KilnError",
     "ShapeError",
     "DTypeError",

@@ -34,6 +34,16 @@ os.environ.setdefault("ONNX_HOME", tempfile.mkdtemp(prefix="kiln-onnx-home-"))
 backend_test = onnx.backend.test.BackendTest(kiln.onnx.Backend, __name__)
 for name in EXPECTED_FAILURES:
     backend_test.xfail(f"^{re.escape(name)}_(cpu|cuda)$")
+# Cases whose expected outputs are the reference's own random draws: kiln draws its own
+# (kiln.random), which equal them only by chance (a 10-element Bernoulli case about one run
+# in fifty), so they can neither pass nor fail reliably. They are left out, not counted as
+# passing; tests/test_onnx_random.py checks these ops by their distributions.
+RANDOM_DRAWS = [
+    f"test_bernoulli{s}" for s in ("", "_double", "_double_expanded", "_expanded", "_seed", "_seed_expanded")
+]
+RANDOM_DRAWS += [f"test_training_dropout{s}" for s in ("", "_default", "_default_mask", "_mask")]
+for name in RANDOM_DRAWS:
+    backend_test.exclude(f"^{re.escape(name)}_(cpu|cuda)$")
 
 globals().update(backend_test.test_cases)
 

@@ -187,12 +187,6 @@ def test_dropout_training_mode_with_zero_ratio_is_the_identity():
     np.testing.assert_array_equal(y, x)
 
 
-def test_dropout_training_mode_is_refused():
-    node = helper.make_node("Dropout", ["x", "r", "t"], ["y"])
-    with pytest.raises(kiln.UnsupportedError, match="training-mode dropout"):
-        run(node, {"x": floats(2, 3)}, {"r": np.float32(0.5), "t": np.bool_(True)})
-
-
 # -- PRelu ---------------------------------------------------------------------------------
 def test_prelu_per_channel_slope_of_an_opset_6_model():
     x = floats(2, 3, 4, 5)

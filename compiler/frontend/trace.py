@@ -18,6 +18,7 @@ from kiln.dialects import func as F
 from kiln.dialects.types import SUPPORTED_DTYPES, FunctionType, tensor_type
 from kiln.errors import ArgumentError, DTypeError, KilnError, TracerConversionError
 from kiln.frontend import pytree
+from kiln.frontend.numpy_random_guard import refusing_numpy_random
 from kiln.frontend.specs import TensorSpec
 from kiln.frontend.tracing import TraceContext, Tracer
 
@@ -163,7 +164,7 @@ def trace_flat(name: str, build, specs: list, names: list) -> TracedFunction:
     ctx = TraceContext(function)
     tracers = [Tracer(arg, ctx, s.weak) for arg, s in zip(function.arguments, specs)]
     ctx.wide_ints.update(arg for arg, s in zip(function.arguments, specs) if s.wide)
-    with ctx.active():
+    with ctx.active(), refusing_numpy_random():
         outputs, out_treedef = pytree.flatten(_run(ctx, build, tracers))
         values = [_output_value(ctx, leaf, i) for i, leaf in enumerate(outputs)]
     function.body.append(F.ReturnOp(values, {}, []))

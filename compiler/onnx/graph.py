@@ -21,6 +21,7 @@ import numpy as np
 from kiln.dialects import Location
 from kiln.errors import ArgumentError, DTypeError, KilnError, UnsupportedError
 from kiln.frontend.tracing import Tracer, source_location
+from kiln.onnx.random_state import draws_random
 from kiln.onnx.registry import OPS, Node, numpy_dtype, to_numpy
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -202,20 +203,20 @@ class GraphFunction:
             if tuple(value.shape) != want.shape:
                 raise ArgumentError(f"weight {name!r} has shape {list(want.shape)}, got {list(value.shape)}")
 
-    def __call__(self, arguments: list, weights: dict | None = None) -> tuple:
+    def __call__(self, arguments: list, weights: dict | None = None, random_state=None) -> tuple:
         values = dict(self.weights)
         if weights is not None:
             self.check_weights(weights)
             values.update(weights)
         self.check_arguments(arguments)
         values.update((v.name, a) for v, a in zip(self.inputs, arguments))
-        self.run_nodes(self.nodes, values, self.opsets, top_level=True)
+        self.run_nodes(self.nodes, values, self.opsets, top_level=True, random_state=random_state)
         missing = [name for name in self.outputs if name not in values]
         if missing:
             raise KilnError(f"the ONNX graph never computes its outputs {missing}")
         return tuple(values[name] for name in self.outputs)
 
-    def run_nodes(self, nodes, values: dict, opsets: dict, top_level: bool = False) -> None:
+    def run_nodes(self, nodes, values: dict, opsets: dict, top_level: bool = False, random_state=None) -> None:
         for index, proto in enumerate(nodes):
             domain = proto.domain or ""
             if domain not in _DEFAULT_DOMAINS:
@@ -224,7 +225,7 @@ class GraphFunction:
                     "kiln imports the default ONNX domain only"
                 )
             opset = opsets.get("", opsets.get("ai.onnx", 1))
-            node = Node(proto, opset, index, self._subgraph_runner(values, opsets))
+            node = Node(proto, opset, index, self._subgraph_runner(values, opsets), random_state)
             inputs = []
             for name in proto.input:
                 if name and name not in values:
@@ -390,20 +391,26 @@ class StaticValue:
 
 
 def make_python_function(graph: GraphFunction, weights_as_argument: bool, name: str):
-    """A Python function with one parameter per graph input (and ``weights`` last when
-    weights are an argument) returning the tuple of graph outputs, for ``kiln.compile``."""
+    """A Python function with one parameter per graph input (then ``weights`` when weights
+    are an argument, and ``random_state`` when the graph draws random numbers, see
+    onnx/random_state.py) returning the tuple of graph outputs, for ``kiln.compile``."""
     names = parameter_names([v.name for v in graph.inputs])
+    random = draws_random(graph.model.graph)
 
     def model(*args):
         args = [a.array if isinstance(a, StaticValue) else a for a in args]
+        state = weights = None
+        if random:
+            *args, state = args
         if weights_as_argument:
             *args, weights = args
-            return graph(list(args), weights)
-        return graph(list(args))
+        return graph(list(args), weights, state)
 
     parameters = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD) for n in names]
     if weights_as_argument:
         parameters.append(inspect.Parameter("weights", inspect.Parameter.POSITIONAL_OR_KEYWORD))
+    if random:
+        parameters.append(inspect.Parameter("random_state", inspect.Parameter.POSITIONAL_OR_KEYWORD))
     model.__signature__ = inspect.Signature(parameters)
     model.__name__ = model.__qualname__ = name
     return model, dict(zip([v.name for v in graph.inputs], names))

@@ -11,6 +11,7 @@ from kiln.frontend.trace import ssa_name
 from kiln.jit import CompiledFunction
 from kiln.onnx import ops  # noqa: F401  (fills the op table)
 from kiln.onnx.graph import GraphFunction, StaticValue, make_python_function, read_model
+from kiln.onnx.random_state import CallCounter, draws_random
 from kiln.onnx.registry import OPS
 
 
@@ -21,7 +22,8 @@ class OnnxFunction(CompiledFunction):
 
     ``input_names``/``output_names`` are the graph's; with ``weights="arguments"`` the last
     parameter, ``weights``, is a dict of the float initializers and ``.weights`` holds the
-    model's own values for it.
+    model's own values for it. A model with random ops takes ``random_state`` last
+    (``uint32[4]``), filled on each call with a fresh state unless given (onnx/random_state.py).
     """
 
     def __init__(self, graph, fn, parameters: dict, weights_as_argument: bool, static_inputs=(), **options):
@@ -36,17 +38,21 @@ class OnnxFunction(CompiledFunction):
         self.output_names = list(graph.outputs)
         self._parameter_of = parameters
         self.weights = graph.argument_weights() if weights_as_argument else None
+        self._random_calls = CallCounter() if draws_random(graph.model.graph) else None
 
     def _renamed(self, kwargs: dict) -> dict:
-        known = set(self._parameter_of) | set(self._parameter_of.values()) | {"weights"}
+        known = set(self._parameter_of) | set(self._parameter_of.values()) | {"weights", "random_state"}
         unknown = sorted(set(kwargs) - known)
         if unknown:
             raise ArgumentError(f"the model has no input {unknown[0]!r}; its inputs are {self.input_names}")
         return {self._parameter_of.get(k, k): v for k, v in kwargs.items()}
 
-    def _bound(self, args, kwargs):
-        """`args` and `kwargs` by parameter name, the static inputs' arrays made hashable."""
+    def _bound(self, args, kwargs, call=True):
+        """`args` and `kwargs` by parameter name, the static inputs' arrays made hashable, and
+        the random state of this call (a placeholder of its type when only lowering)."""
         kwargs = self._renamed(kwargs)
+        if self._random_calls is not None and "random_state" not in kwargs:
+            kwargs["random_state"] = self._random_calls.next_state() if call else np.zeros(4, np.uint32)
         if not self._static:
             return args, kwargs
         names = list(self._signature.parameters)
@@ -62,11 +68,11 @@ class OnnxFunction(CompiledFunction):
         return tuple(np.asarray(r) if isinstance(r, np.generic) else r for r in result)
 
     def lower(self, *args, **kwargs):
-        args, kwargs = self._bound(args, kwargs)
+        args, kwargs = self._bound(args, kwargs, call=False)
         return super().lower(*args, **kwargs)
 
     def profile(self, *args, seconds: float = 2.0, **kwargs):
-        args, kwargs = self._bound(args, kwargs)
+        args, kwargs = self._bound(args, kwargs, call=False)
         return super().profile(*args, seconds=seconds, **kwargs)
 
 

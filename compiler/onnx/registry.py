@@ -50,11 +50,12 @@ class Node:
     """One ``NodeProto`` being imported: its attributes as Python values and the opset
     of its domain. ``error()`` builds the exception that names the node."""
 
-    def __init__(self, proto, opset: int, index: int, graph_runner=None):
+    def __init__(self, proto, opset: int, index: int, graph_runner=None, random_state=None):
         import onnx  # noqa: PLC0415 (the optional extra, imported only when a model is)
 
         self.proto = proto
         self._graph_runner = graph_runner
+        self._random_state = random_state  # uint32[4] per call, for the random ops (onnx/random_state.py)
         self.opset = opset
         self.index = index
         self.op_type = proto.op_type
@@ -100,6 +101,14 @@ class Node:
         if self._graph_runner is None:
             raise self.error("cannot run a subgraph outside of a model being imported")
         return self._graph_runner(graph, inputs)
+
+    def random_key(self):
+        """This node's kiln.random key for the current call (see onnx/random_state.py)."""
+        from kiln.onnx.random_state import node_key  # noqa: PLC0415 (random_state imports this module)
+
+        if self._random_state is None:
+            raise self.error("random ops inside a control-flow subgraph (If, Loop, Scan) are not supported")
+        return node_key(self, self._random_state)
 
     def error(self, message: str, cls=UnsupportedError) -> KilnError:
         return cls(f"ONNX node {self.name!r} ({self.op_type}, opset {self.opset}): {message}")

@@ -13,6 +13,7 @@ from kiln.onnx.ops import (  # noqa: F401
     normalization,
     pooling,
     quantization,
+    randomness,
     recurrent,
     reductions,
     resampling,

@@ -1,4 +1,4 @@
-"""ONNX activations: the elementwise ones, Softmax/LogSoftmax/Hardmax and Dropout (inference).
+"""ONNX activations: the elementwise ones, Softmax/LogSoftmax/Hardmax and Dropout.
 
 Float attributes (alpha, beta, gamma...) are applied in the input's dtype so that float16
 and float64 stay what they are, as the spec's T -> T requires.
@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.onnx.ops.elementwise import erf
+from kiln.onnx.ops.randomness import dropout_mask
 from kiln.onnx.registry import constant, is_traced, op
 
 
@@ -186,16 +187,25 @@ op("Hardmax", attributes=("axis",))(_per_axis(_hardmax))
 
 @op("Dropout", attributes=("ratio", "seed"), since=7)
 def dropout(node, x, ratio=None, training_mode=None):
-    """Dropout at inference: the identity, and an all-true mask. Training mode with a
-    nonzero ratio draws random numbers, which kiln's compiled functions do not."""
+    """Dropout: at inference the identity and an all-true mask; in training mode (opset 12 on,
+    a true training_mode input) a mask drawn on every call, keeping each element with
+    probability 1 - ratio, and the kept elements scaled by 1 / (1 - ratio), as ONNX's
+    reference does."""
     training = False
     if node.opset >= 12 and training_mode is not None:
         # Opset 12 on, training_mode is an input (before, Dropout is always inference).
         training = bool(constant(node, training_mode, "training_mode"))
-    if training:
-        ratio = 0.5 if ratio is None else float(constant(node, ratio, "ratio"))
-        if ratio > 0:
-            raise node.error("training-mode dropout (random) is not supported by kiln; export the model for inference")
+    if training and ratio is not None and is_traced(ratio):  # a graph input: the mask's p is traced too
+        keep = _scalar(x, 1) - ratio.astype(x.dtype)
+        mask = dropout_mask(node, x, keep)
+        return np.where(mask, x / keep, _scalar(x, 0)), mask
+    # At inference the ratio is not needed (and may be a graph input).
+    ratio = 0.5 if ratio is None or not training else float(constant(node, ratio, "ratio"))
+    if training and ratio > 0:
+        if not 0 <= ratio < 1:
+            raise node.error(f"ratio must be in [0, 1), got {ratio}")
+        mask = dropout_mask(node, x, _scalar(x, 1 - ratio))
+        return np.where(mask, x * _scalar(x, 1 / (1 - ratio)), _scalar(x, 0)), mask
     # The mask is bool from opset 10 on, of the input's type before.
     mask_dtype = bool if node.opset >= 10 else x.dtype
     mask = np.full_like(x, True, dtype=mask_dtype) if is_traced(x) else np.ones(x.shape, mask_dtype)
