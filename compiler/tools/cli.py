@@ -23,7 +23,7 @@ import os
 import sys
 
 from kiln import timings
-from kiln.errors import KilnError
+from kiln.errors import KilnError, as_user_error, filtering_off
 from kiln.jit import TARGETS, target_stages
 from kiln.tools.targets import load_function, load_target, random_arguments
 from kiln.version import __version__
@@ -152,9 +152,7 @@ def cmd_build(args) -> int:
     compiled, specs = target.compiled, target.specs
     if args.db:
         compiled.tuning_db = args.db
-    grad = None
-    if args.grad is not None:
-        grad = tuple(int(a) for a in args.grad.split(",")) if "," in args.grad else int(args.grad)
+    grad = None if args.grad is None else parse_argnums(args.grad, target.compiled.fn)
     if compiled.target in ("cuda", "cuda-emulate"):
         from kiln.tools.build_cuda import build_cuda_library as build_library
     elif compiled.target != "cpu":
@@ -172,6 +170,30 @@ def cmd_build(args) -> int:
     for path in paths.values():
         print(path)
     return 0
+
+
+def parse_argnums(text: str, fn):
+    """``--grad``'s value: argument numbers or parameter names of `fn`, separated by commas
+    (``1``, ``w``, ``0,w``), as ``kiln.grad``'s `argnums` (an int for one, a tuple for several).
+    Anything else, a repeat included, raises KilnError naming it."""
+    parameters = list(inspect.signature(fn).parameters)
+    argnums = []
+    for item in (part.strip() for part in text.split(",")):
+        if item in parameters:
+            argnum = parameters.index(item)
+        elif item.lstrip("-").isdigit() and -len(parameters) <= int(item) < len(parameters):
+            argnum = int(item) % len(parameters)
+        else:
+            raise KilnError(
+                f"--grad {text}: {item or 'an empty item'} is neither a parameter of {fn.__name__} "
+                f"({', '.join(parameters) or 'it has none'}) nor an argument number 0..{len(parameters) - 1}; "
+                "give numbers or names separated by commas, e.g. --grad 1 or --grad "
+                f"{parameters[-1] if parameters else 'w'}"
+            )
+        if argnum in argnums:
+            raise KilnError(f"--grad {text}: {parameters[argnum]} (argument {argnum}) is named twice")
+        argnums.append(argnum)
+    return argnums[0] if len(argnums) == 1 else tuple(argnums)
 
 
 def add_target(parser, optional: bool = False) -> None:
@@ -304,7 +326,8 @@ def main(argv=None) -> int:
         "--grad",
         default=None,
         metavar="ARGNUMS",
-        help="also export <name>_grad: value and gradient for these arguments (e.g. 1 or 1,2)",
+        help="also export <name>_grad: value and gradient for these arguments, by number or parameter name "
+        "(e.g. 1, w or 1,2)",
     )
     add_timings(build)
     build.set_defaults(run=cmd_build)
@@ -312,8 +335,14 @@ def main(argv=None) -> int:
     try:
         with timings.collect() as stages:
             status = args.run(args)
-    except KilnError as exc:
-        print(f"kiln: error: {exc}", file=sys.stderr)
+    except Exception as exc:
+        # A user's mistake (kiln's errors, and whatever the user's own code raised while kiln
+        # traced it) is one error line, with the user's line quoted; kiln's own faults keep
+        # their traceback, as does everything with KILN_TRACEBACK_FILTERING=off.
+        error = as_user_error(exc)
+        if error is None or (filtering_off() and not isinstance(exc, KilnError)):
+            raise
+        print(f"kiln: error: {error}", file=sys.stderr)
         return 1
     if getattr(args, "timings", False):
         print(timings.table(stages), file=sys.stderr)
