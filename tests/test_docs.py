@@ -87,3 +87,28 @@ def test_every_pass_module_shows_its_ir_before_and_after():
         source = open(os.path.join(os.path.dirname(kiln.passes.__file__), name.rsplit(".", 1)[1] + ".py")).read()
         docstring = ast.get_docstring(ast.parse(source))
         assert "Before" in docstring and "After" in docstring, f"{name}'s docstring shows no before/after IR"
+
+
+def project_text_files():
+    """The files a user reads or meets in messages: README, docs, examples, bench and kiln's code."""
+    for top in ("README.md", "docs", "examples", "bench", "compiler", "dialects", "passes", "runtime"):
+        path = os.path.join(ROOT, top)
+        walked = [(path, [], [""])] if os.path.isfile(path) else os.walk(path)
+        for folder, _, names in walked:
+            for name in names:
+                full = os.path.join(folder, name) if name else folder
+                if full.endswith((".md", ".py")):
+                    yield full
+
+
+def test_no_text_installs_kiln_from_the_package_index():
+    # "kiln" on the package index is another project: `pip install kiln[onnx]` would install
+    # that. kiln installs from its checkout (`pip install -e '.[onnx]'`).
+    wrong = re.compile(r"pip install\s+['\"]?kiln\b")
+    found = [
+        f"{os.path.relpath(path, ROOT)}:{n}"
+        for path in project_text_files()
+        for n, line in enumerate(open(path, encoding="utf-8"), 1)
+        if wrong.search(line)
+    ]
+    assert list(project_text_files()) and not found, found

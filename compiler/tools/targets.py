@@ -234,7 +234,9 @@ def load_onnx(path: str, input_shapes: dict, weights: str = "constants", compile
     except ModuleNotFoundError as exc:
         if exc.name != "onnx":
             raise
-        raise KilnError("ONNX models need the onnx package: pip install 'kiln[onnx]'") from None
+        from kiln.onnx.graph import ONNX_MISSING  # noqa: PLC0415
+
+        raise KilnError(ONNX_MISSING) from None
     inputs = compiled.graph.inputs
     unknown = sorted(set(input_shapes) - {v.name for v in inputs})
     if unknown:
