@@ -20,6 +20,7 @@ import types
 
 from kiln.dialects import Location
 from kiln.dialects.diagnostics import DTypeError, KilnError, OutOfBoundsError, ParseError, ShapeError, VerificationError
+from kiln.dialects.elided import ElidedConstantError
 from kiln.passes.loop_transforms import ScheduleError
 from kiln.runtime.cuda import CudaUnavailable
 from kiln.runtime.library import LoadError
@@ -33,6 +34,7 @@ for _cls in (
     DTypeError,
     VerificationError,
     ParseError,
+    ElidedConstantError,
     OutOfBoundsError,
     ScheduleError,
     LoadError,
@@ -90,6 +92,7 @@ __all__ = [
     "DTypeError",
     "VerificationError",
     "ParseError",
+    "ElidedConstantError",
     "TracerBoolError",
     "TracerConversionError",
     "UnsupportedError",

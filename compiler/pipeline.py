@@ -226,12 +226,16 @@ class Pipeline:
         with self._lock:  # the emitter reads the scheduled module, which another thread may be building
             return emit_cuda(self.module("scheduled"))
 
-    def text(self, stage: str, locations: bool = True, generic: bool = False) -> str:
+    def text(
+        self, stage: str, locations: bool = True, generic: bool = False, elide_constants: int | None = None
+    ) -> str:
+        """`stage`'s text; every constant in full unless `elide_constants` (print_ir's) says otherwise,
+        since the cache key and KILN_DUMP_DIR's files are made from it."""
         if stage == "llvm":
             return self.optimized_llvm()
         if stage == "cuda":
             return self.cuda_source()
-        text = print_ir(self.module(stage), locations=locations, generic=generic)
+        text = print_ir(self.module(stage), locations=locations, generic=generic, elide_constants=elide_constants)
         if stage == "optimized":
             summary = f"// {self.kernel_count()} kernels"
             memory = self.memory_plan()

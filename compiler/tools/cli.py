@@ -23,6 +23,7 @@ import os
 import sys
 
 from kiln import timings
+from kiln.dialects.printer import ELIDE_CONSTANTS_OVER
 from kiln.errors import KilnError, as_user_error, filtering_off
 from kiln.jit import TARGETS, target_stages
 from kiln.tools.targets import load_function, load_target, random_arguments
@@ -59,7 +60,8 @@ def cmd_dump(args) -> int:
     for stage in stages:
         if args.stage == "all":
             print(f"// ----- stage: {stage} -----")
-        print(lowered.text(stage, locations=not args.no_locations, generic=args.generic), end="")
+        elide = None if args.print_large_constants else args.elide_constants_over
+        print(lowered.text(stage, locations=not args.no_locations, generic=args.generic, elide_constants=elide), end="")
     return 0
 
 
@@ -196,6 +198,12 @@ def parse_argnums(text: str, fn):
     return argnums[0] if len(argnums) == 1 else tuple(argnums)
 
 
+def _element_count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"a number of elements (0 or more), not {text!r}")
+    return int(text)
+
+
 def add_target(parser, optional: bool = False) -> None:
     """The positional target and the options that set its input specs."""
     parser.add_argument("function", nargs="?" if optional else None, metavar="TARGET", help=TARGET_HELP)
@@ -256,6 +264,17 @@ def main(argv=None) -> int:
     )
     dump.add_argument("--no-locations", action="store_true", help="leave out loc(...) source locations")
     dump.add_argument("--generic", action="store_true", help="print every op in MLIR's generic form")
+    dump.add_argument(
+        "--elide-constants-over",
+        type=_element_count,
+        default=ELIDE_CONSTANTS_OVER,
+        metavar="N",
+        help="print a constant of more than N elements as dense_resource<__elided__>, as mlir-opt's "
+        f"--mlir-elide-elementsattrs-if-larger (default {ELIDE_CONSTANTS_OVER}); the text still parses",
+    )
+    dump.add_argument(
+        "--print-large-constants", action="store_true", help="print every constant in full, however large"
+    )
     add_timings(dump)
     dump.set_defaults(run=cmd_dump)
     tune = commands.add_parser("tune", help="search faster schedules for a function's kernels")
