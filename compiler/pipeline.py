@@ -33,7 +33,7 @@ from kiln.passes.schedule import GPU_PRIMITIVES, Schedule, apply_schedule, apply
 from kiln.runtime import threads
 from kiln.runtime.cache import DiskCache
 from kiln.runtime.native import LLVM_LOCK
-from kiln.tools.tuning_db import TuningDB, host_fingerprint, records_key
+from kiln.tools.tuning_db import DEFAULT_KEPT, TuningDB, host_fingerprint, records_key
 from kiln.version import __version__, source_roots
 
 STAGES = ("tensor", "optimized", "affine", "scheduled", "llvm")
@@ -201,7 +201,7 @@ class Pipeline:
         host = host or host_fingerprint()
         found = {k: db.lookup(structural_hash(extract(function, k)), host) for k in kernel_names(function)}
         for kernel, record in found.items():
-            if record is None:
+            if record is None or record.get("schedule") == DEFAULT_KEPT:  # searched; the default was kept
                 continue
             trial = function.clone({})
             steps = absolute_steps(record["steps"], kernel, trial)

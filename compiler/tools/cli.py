@@ -96,8 +96,15 @@ def cmd_tune(args) -> int:
     if target is None:
         raise KilnError("kiln tune needs path.py:function or model.onnx (or --report / --verify)")
     compiled, specs = target.compiled, target.specs
-    tune_function(compiled, specs, db, args.trials, args.seed, args.time_budget, args.strategy, tuning=tuning)
-    print(f"tuning records are in {db.path}")
+    results = tune_function(compiled, specs, db, args.trials, args.seed, args.time_budget, args.strategy, tuning=tuning)
+    tuned = sum(result.steps is not None for _, result in results)
+    if results:
+        print(
+            f"{len(results)} kernel{'' if len(results) == 1 else 's'} searched: {tuned} with a faster schedule, "
+            f"{len(results) - tuned} kept the default; recorded in {db.path}"
+        )
+    else:
+        print(f"no kernel had a schedule to search; {db.path} is unchanged")
     return 0
 
 
