@@ -19,6 +19,7 @@ import numpy as np
 from kiln.codegen import llvm_ops, llvm_parallel  # noqa: F401  (they register the arith, math, vector and parallel handlers)
 from kiln.codegen.llvm_emitter import I1, I8, I32, I64, FunctionEmitter, access_sites, handles, scalar, stored
 from kiln.codegen.llvm_kernels import is_kernel, outline_kernel
+from kiln.codegen.llvm_probes import Probes
 from kiln.codegen.status import STATUS
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
@@ -26,14 +27,17 @@ from kiln.dialects import memref as MR
 from kiln.dialects.collection import collection_paused
 
 
-def emit_module(module, triple: str = "", data_layout: str = "", bounds_checks: bool = False) -> ir.Module:
+def emit_module(
+    module, triple: str = "", data_layout: str = "", bounds_checks: bool = False, probes: dict | None = None
+) -> ir.Module:
     """LLVM IR for an affine-level module; `bounds_checks` guards every load and store
-    (an access outside its buffer is skipped and reported through the status)."""
+    (an access outside its buffer is skipped and reported through the status). `probes`
+    times regions of top-level ops with the CPU's cycle counter (see kiln.codegen.llvm_probes)."""
     with collection_paused():  # llvmlite's instructions are cycles too
-        return _emit_module(module, triple, data_layout, bounds_checks)
+        return _emit_module(module, triple, data_layout, bounds_checks, probes)
 
 
-def _emit_module(module, triple: str, data_layout: str, bounds_checks: bool) -> ir.Module:
+def _emit_module(module, triple: str, data_layout: str, bounds_checks: bool, probes: dict | None) -> ir.Module:
     llvm_module = ir.Module(name="kiln")
     llvm_module.triple = triple
     llvm_module.data_layout = data_layout
@@ -46,6 +50,8 @@ def _emit_module(module, triple: str, data_layout: str, bounds_checks: bool) -> 
             emitter = FunctionEmitter(llvm_module, globals_, op)
             if bounds_checks:
                 emitter.sites = {id(site): k for k, site in enumerate(access_sites(op))}
+            if probes and any(id(inner) in probes for inner in op.body.ops):
+                emitter.probes = Probes(llvm_module, probes)
             emitter.emit()
     return llvm_module
 

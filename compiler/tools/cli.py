@@ -109,8 +109,8 @@ def cmd_tune(args) -> int:
 
 
 def cmd_profile(args) -> int:
-    # An ONNX model's weights are passed as an argument: timing each kernel compiles the
-    # function once per kernel, which would copy weights built in as constants every time.
+    # An ONNX model's weights are passed as an argument: the profiler compiles a copy of the
+    # function with timers in it, which would otherwise carry every weight again.
     target = _target(args, onnx_weights="arguments")
     print(target.compiled.profile(*target.example_arguments(args.seed), seconds=args.seconds))
     return 0
