@@ -43,6 +43,9 @@ def test_a_megabyte_constant_dumps_in_a_few_kilobytes_and_the_text_parses(stage)
     assert print_ir(module) == "module {" + body  # the elided form prints back as it was
     (elided,) = [c for c in constants(module) if c.size == W.size]
     assert isinstance(elided, ElidedElements) and elided.shape == (512, 512) and elided.dtype == np.float32
+    generic = lowered().text(stage, generic=True)  # MLIR's generic form elides the same way
+    body = generic[generic.index('"builtin.module"') :]  # after the summary comment of some stages
+    assert generic.count(ELIDED) == 1 and print_ir(parse_ir(body), generic=True) == body
 
 
 @pytest.mark.parametrize("stage", ["tensor", "affine"])
