@@ -58,7 +58,9 @@ def main() -> int:
     schedule = names + names[:1]  # the first again at the end: a later load beside all the others
     prepared = {}
     failures = 0
-    print(f"{'network':<14} {'load':>4} {'weights MiB':>11} {'load+run s':>10} {'anon MiB':>9} {'mapped MiB':>10}  vs ORT")
+    print(
+        f"{'network':<14} {'load':>4} {'weights MiB':>11} {'load+run s':>10} {'anon MiB':>9} {'mapped MiB':>10}  vs ORT"
+    )
     for index, name in enumerate(schedule):
         if name not in prepared:
             model = onnx.load(os.path.join(LIGHT, f"light_{name}.onnx"))

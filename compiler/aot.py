@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from kiln import plain_call
+from kiln.dialects.printer import ELIDE_CONSTANTS_OVER
 from kiln.dlpack import dlpack_leaves
 from kiln.errors import ArgumentError, StageError, user_facing
 from kiln.executable import call_signature
@@ -90,11 +91,22 @@ class Lowered:
             raise StageError(f"the {stage} stage is text: use .text({stage!r})")
         return self.pipeline.module(stage)
 
-    def text(self, stage: str = "tensor", locations: bool = True, generic: bool = False) -> str:
+    def text(
+        self,
+        stage: str = "tensor",
+        locations: bool = True,
+        generic: bool = False,
+        elide_constants: int | None = ELIDE_CONSTANTS_OVER,
+    ) -> str:
         """The IR of `stage`: MLIR syntax, LLVM IR for ``llvm``, CUDA C for ``cuda``;
-        `locations` adds the source lines, `generic` MLIR's generic op form."""
+        `locations` adds the source lines, `generic` MLIR's generic op form. A constant of more
+        than `elide_constants` elements (1024 by default; a splat excepted) prints as MLIR's
+        ``dense_resource<__elided__> : tensor<...>``, as ``mlir-opt
+        --mlir-elide-elementsattrs-if-larger`` does, so weights do not flood the text; the text
+        still parses, to IR that cannot run. None prints every element (the MLIR stages only:
+        ``llvm`` and ``cuda`` text is never elided)."""
         self._check(stage)
-        return self.pipeline.text(stage, locations, generic)
+        return self.pipeline.text(stage, locations, generic, elide_constants)
 
     def as_text(self) -> str:
         """The last stage's text, as JAX's ``Lowered.as_text()``."""
@@ -207,9 +219,16 @@ class Compiled:
                     f"argument '{path}' is {_describe(got)}; this function was compiled for {_describe(spec)}"
                 )
 
-    def text(self, stage: str | None = None, locations: bool = True, generic: bool = False) -> str:
-        """The text of `stage` (by default the last: ``llvm`` on the CPU, ``cuda`` for CUDA)."""
-        return self._lowered.text(stage or self.stages[-1], locations, generic)
+    def text(
+        self,
+        stage: str | None = None,
+        locations: bool = True,
+        generic: bool = False,
+        elide_constants: int | None = ELIDE_CONSTANTS_OVER,
+    ) -> str:
+        """The text of `stage` (by default the last: ``llvm`` on the CPU, ``cuda`` for CUDA), as
+        ``Lowered.text`` prints it."""
+        return self._lowered.text(stage or self.stages[-1], locations, generic, elide_constants)
 
     def as_text(self) -> str:
         """The last stage's text, as JAX's ``Compiled.as_text()``."""

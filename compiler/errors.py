@@ -7,15 +7,20 @@ would expect (ValueError, TypeError, ...).
 
 A KilnError leaving a compiled function carries a traceback without kiln's own
 frames (as JAX filters its tracebacks): the user sees their call and the line of
-their function that caused the error. ``KILN_TRACEBACK_FILTERING=off`` keeps
-every frame, for debugging kiln itself.
+their function that caused the error. So does any other exception the user's own
+code raised while kiln ran it (a NameError in a traced function): see
+`raised_by_user`. ``KILN_TRACEBACK_FILTERING=off`` keeps every frame, for
+debugging kiln itself.
 """
 
 import functools
 import os
+import sysconfig
 import types
 
+from kiln.dialects import Location
 from kiln.dialects.diagnostics import DTypeError, KilnError, OutOfBoundsError, ParseError, ShapeError, VerificationError
+from kiln.dialects.elided import ElidedConstantError
 from kiln.passes.loop_transforms import ScheduleError
 from kiln.runtime.cuda import CudaUnavailable
 from kiln.runtime.library import LoadError
@@ -29,6 +34,7 @@ for _cls in (
     DTypeError,
     VerificationError,
     ParseError,
+    ElidedConstantError,
     OutOfBoundsError,
     ScheduleError,
     LoadError,
@@ -67,6 +73,11 @@ class StageError(KilnError, KeyError):
         return self.args[0]
 
 
+class SpecError(ShapeError, TypeError):
+    """An input spec whose dimensions are not non-negative ints (``kiln.f32["n", 3]``,
+    ``kiln.f32[-1, 3]``). Also a TypeError, as a non-integer index is in Python."""
+
+
 class NonFiniteError(KilnError, FloatingPointError):
     """Debug mode: an op produced NaN or infinity from finite inputs."""
 
@@ -81,6 +92,7 @@ __all__ = [
     "DTypeError",
     "VerificationError",
     "ParseError",
+    "ElidedConstantError",
     "TracerBoolError",
     "TracerConversionError",
     "UnsupportedError",
@@ -88,12 +100,77 @@ __all__ = [
     "OutOfBoundsError",
     "ArgumentError",
     "StageError",
+    "SpecError",
     "NonFiniteError",
     "GradientMismatchError",
     "ScheduleError",
     "LoadError",
     "CudaUnavailable",
 ]
+
+
+def filtering_off() -> bool:
+    """``KILN_TRACEBACK_FILTERING=off`` (or 0, false, no): keep every frame."""
+    return os.environ.get("KILN_TRACEBACK_FILTERING", "on").lower() in ("off", "0", "false", "no")
+
+
+@functools.lru_cache(maxsize=None)
+def _library_dirs() -> tuple:
+    """Directories whose frames are neither kiln's nor the user's: Python's own library
+    (site-packages included, so numpy) and its frozen modules."""
+    paths = sysconfig.get_paths()
+    dirs = {os.path.join(paths[key], "") for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return tuple(sorted(dirs)) + ("<frozen",)
+
+
+def raised_by_user(tb) -> bool:
+    """Whether the exception whose traceback is `tb` was raised by the user's code rather
+    than by kiln: some frame after kiln's innermost one is the user's (not kiln's, not
+    Python's library). A NameError in a traced function qualifies (kiln called the function,
+    the function raised); an exception raised inside kiln does not, even when the user's
+    frames are above it, since that is kiln's fault and its frames are the ones to read."""
+    kiln_dirs, library = source_roots(), _library_dirs()
+    user_after_kiln = False
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if filename.startswith(kiln_dirs):
+            user_after_kiln = False
+        elif not filename.startswith(library):
+            user_after_kiln = True
+        tb = tb.tb_next
+    return user_after_kiln
+
+
+def user_frame(tb):
+    """The innermost frame of `tb` that is the user's (neither kiln's nor Python's library),
+    as (file, line), or None."""
+    kiln_dirs, library = source_roots(), _library_dirs()
+    found = None
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not filename.startswith(kiln_dirs) and not filename.startswith(library):
+            found = (filename, tb.tb_lineno)
+        tb = tb.tb_next
+    return found
+
+
+def as_user_error(exc: BaseException) -> KilnError | None:
+    """`exc`, raised by the user's own code (`raised_by_user`; a SyntaxError in their file is
+    too), as a KilnError located at the user's innermost line, so that a command line can print
+    it as one ``file:line: NameError: ...`` line; None for an exception that is kiln's."""
+    if isinstance(exc, KilnError):
+        return exc
+    if isinstance(exc, SyntaxError) and exc.filename and not exc.filename.startswith(source_roots()):
+        return KilnError(f"{type(exc).__name__}: {exc.msg}", Location(display_path(exc.filename), exc.lineno or 0))
+    if not isinstance(exc, Exception) or not raised_by_user(exc.__traceback__):
+        return None
+    filename, line = user_frame(exc.__traceback__)
+    return KilnError(f"{type(exc).__name__}: {exc}", Location(display_path(filename), line))
+
+
+def display_path(filename: str) -> str:
+    relative = os.path.relpath(filename) if os.path.isabs(filename) else filename
+    return filename if relative.startswith("..") else relative
 
 
 def filter_traceback(tb):
@@ -111,15 +188,16 @@ def filter_traceback(tb):
 
 
 def user_facing(fn):
-    """Decorate a public entry point: a KilnError leaves it with kiln's frames filtered out."""
+    """Decorate a public entry point: a KilnError, or any exception the user's own code
+    raised while kiln ran it (`raised_by_user`), leaves it with kiln's frames filtered out."""
 
     @functools.wraps(fn)
     def entry(*args, **kwargs):
         __tracebackhide__ = True  # noqa: F841 (pytest hides this frame too)
         try:
             return fn(*args, **kwargs)
-        except KilnError as exc:
-            if os.environ.get("KILN_TRACEBACK_FILTERING", "on").lower() in ("off", "0", "false", "no"):
+        except Exception as exc:
+            if filtering_off() or not (isinstance(exc, KilnError) or raised_by_user(exc.__traceback__)):
                 raise
             raise exc.with_traceback(filter_traceback(exc.__traceback__))
 

@@ -36,7 +36,7 @@ from kiln.passes.schedule import GPU_PRIMITIVES, Schedule, apply_schedule, apply
 from kiln.runtime import threads
 from kiln.runtime.cache import DiskCache
 from kiln.runtime.native import LLVM_LOCK
-from kiln.tools.tuning_db import TuningDB, host_fingerprint, records_key
+from kiln.tools.tuning_db import DEFAULT_KEPT, TuningDB, host_fingerprint, records_key
 from kiln.version import __version__, source_roots
 
 POOL_SUFFIX = ".const"  # the cache entry of an object's constant pool, beside its object code (.o)
@@ -219,7 +219,7 @@ class Pipeline:
         host = host or host_fingerprint()
         found = {k: db.lookup(structural_hash(extract(function, k)), host) for k in kernel_names(function)}
         for kernel, record in found.items():
-            if record is None:
+            if record is None or record.get("schedule") == DEFAULT_KEPT:  # searched; the default was kept
                 continue
             trial = function.clone({})
             steps = absolute_steps(record["steps"], kernel, trial)
@@ -244,12 +244,16 @@ class Pipeline:
         with self._lock:  # the emitter reads the scheduled module, which another thread may be building
             return emit_cuda(self.module("scheduled"))
 
-    def text(self, stage: str, locations: bool = True, generic: bool = False) -> str:
+    def text(
+        self, stage: str, locations: bool = True, generic: bool = False, elide_constants: int | None = None
+    ) -> str:
+        """`stage`'s text; every constant in full unless `elide_constants` (print_ir's) says otherwise,
+        since the cache key and KILN_DUMP_DIR's files are made from it."""
         if stage == "llvm":
             return self.optimized_llvm()
         if stage == "cuda":
             return self.cuda_source()
-        text = print_ir(self.module(stage), locations=locations, generic=generic)
+        text = print_ir(self.module(stage), locations=locations, generic=generic, elide_constants=elide_constants)
         if stage == "optimized":
             summary = f"// {self.kernel_count()} kernels"
             memory = self.memory_plan()

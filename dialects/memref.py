@@ -13,8 +13,7 @@ attribute, not its SSA name (MLIR treats those as cosmetic; mlir-opt renumbers t
 
 from __future__ import annotations
 
-import numpy as np
-
+from .elided import is_elements
 from .ir import Operation
 from .printer import format_attr_dict, format_attribute, format_dense, format_symbol
 from .types import MemRefType, scalar_type_of
@@ -120,7 +119,7 @@ class GlobalOp(Operation):
         value, t = self.initial_value, self.type
         if (
             not isinstance(t, MemRefType)
-            or not isinstance(value, np.ndarray)
+            or not is_elements(value)
             or value.shape != t.shape
             or scalar_type_of(value.dtype) != t.element
         ):
@@ -138,8 +137,11 @@ class GlobalOp(Operation):
         parser.expect(":")
         t = parser.parse_type()
         parser.expect("=")
-        parser.expect("dense<")
-        value = parser.parse_dense_body(t)
+        if parser.peek("dense_resource<"):  # printed elided
+            value = parser.parse_elided_body(t)
+        else:
+            parser.expect("dense<")
+            value = parser.parse_dense_body(t)
         return cls([], {"sym_name": name, "type": t, "initial_value": value})
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from . import affine_expr as ax
 from .builtin import ModuleOp
 from .diagnostics import ParseError
+from .elided import ElidedElements
 from .ir import OP_REGISTRY, Block, Operation, Region, Value
 from .location import Location
 from .types import MEMORY_SPACES, SCALAR_TYPES, FunctionType, MemRefType, TensorType, VectorType
@@ -241,6 +242,8 @@ class Parser:
             return tuple(values)
         if self.accept("dense<"):
             return self.parse_dense()
+        if self.peek("dense_resource<"):
+            return self.parse_elided()
         if self.peek("affine_map<"):
             return self.parse_affine_map()
         m = self.match(_HEX)
@@ -279,6 +282,31 @@ class Parser:
             self.pos = start
             self.fail("a dense attribute needs a tensor type")
         return self._dense_array(body, type_)
+
+    def parse_elided(self) -> ElidedElements:
+        """MLIR's elided elements, ``dense_resource<__elided__> : tensor<...>``: the type, no value.
+        Other resources (data in a file's ``{-# dialect_resources #-}`` section) are not read."""
+        self._elided_marker()
+        self.expect(":")
+        start = self.pos
+        type_ = self.parse_type()
+        if not isinstance(type_, TensorType):
+            self.pos = start
+            self.fail("an elided constant needs a tensor type")
+        return ElidedElements(type_.shape, type_.element.dtype)
+
+    def parse_elided_body(self, type_) -> ElidedElements:
+        """``dense_resource<__elided__>`` whose type `type_` is given elsewhere (memref.global)."""
+        self._elided_marker()
+        return ElidedElements(type_.shape, type_.element.dtype)
+
+    def _elided_marker(self) -> None:
+        start = self.pos
+        self.expect("dense_resource<")
+        if not self.accept("__elided__"):
+            self.pos = start
+            self.fail("dense_resource<...> is read only as dense_resource<__elided__> (a constant printed elided)")
+        self.expect(">")
 
     def parse_dense_body(self, type_) -> np.ndarray:
         """The part of ``dense<...>`` after ``dense<``, its shape and type given by `type_`."""

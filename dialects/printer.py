@@ -20,6 +20,7 @@ import re
 import numpy as np
 
 from .affine_expr import AffineMap
+from .elided import ELIDED, ElidedElements
 from .ir import Block, Operation, Region, Value
 from .types import TensorType, Type, scalar_type_of
 
@@ -28,6 +29,10 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*$")
 HEX_THRESHOLD = 16
 # Whether hex blobs print as a digest of their bytes instead (print_ir's digest_constants).
 _DIGESTS = contextvars.ContextVar("kiln_printer_digests", default=False)
+# Constants of more elements than this print elided (print_ir's elide_constants); None: none do.
+_ELIDE_OVER = contextvars.ContextVar("kiln_printer_elide_over", default=None)
+# What Lowered.text and kiln dump elide by default: a 32x32 block still prints, weights do not.
+ELIDE_CONSTANTS_OVER = 1024
 
 
 def format_float(value, dtype) -> str:
@@ -50,14 +55,20 @@ def _format_element(value, dtype: np.dtype) -> str:
 
 
 def format_dense(array: np.ndarray) -> str:
-    """``dense<...> : tensor<...>``: a splat, nested literals, or a hex blob."""
+    """``dense<...> : tensor<...>``: a splat, nested literals, or a hex blob; or, for an array of
+    more elements than print_ir's `elide_constants`, MLIR's ``dense_resource<__elided__> : tensor<...>``."""
+    if isinstance(array, ElidedElements):
+        return f"{ELIDED} : {TensorType(array.shape, scalar_type_of(array.dtype))}"
     array = np.asarray(array)
     type_text = str(TensorType(array.shape, scalar_type_of(array.dtype)))
+    limit = _ELIDE_OVER.get()
+    if limit is not None and array.size > limit and not _is_splat(array.reshape(-1)):
+        return f"{ELIDED} : {type_text}"
     flat = array.reshape(-1)
     finite = array.dtype.kind != "f" or bool(np.isfinite(flat).all())
     if flat.size == 0:
         body = ""  # MLIR's empty literal, whatever the rank ([] is a literal of shape (0,) only)
-    elif finite and flat.size > 1 and (flat == flat[0]).all() and not _has_signed_zeros(flat):
+    elif _is_splat(flat):
         body = _format_element(flat[0], array.dtype)
     elif finite and flat.size <= HEX_THRESHOLD:
         body = _nested(array)
@@ -71,6 +82,12 @@ def format_dense(array: np.ndarray) -> str:
         else:
             body = '"0x' + data.tobytes().hex().upper() + '"'
     return f"dense<{body}> : {type_text}"
+
+
+def _is_splat(flat: np.ndarray) -> bool:
+    """Whether `flat` prints as one element (a splat, which is short whatever its size)."""
+    finite = flat.dtype.kind != "f" or bool(np.isfinite(flat).all())
+    return finite and flat.size > 1 and bool((flat == flat[0]).all()) and not _has_signed_zeros(flat)
 
 
 def _has_signed_zeros(flat: np.ndarray) -> bool:
@@ -99,7 +116,7 @@ def format_attribute(value) -> str:
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, Type):
         return str(value)
-    if isinstance(value, np.ndarray):
+    if isinstance(value, (np.ndarray, ElidedElements)):
         return format_dense(value)
     if isinstance(value, tuple) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
         return "array<i64" + "".join(f"{': ' if i == 0 else ', '}{int(v)}" for i, v in enumerate(value)) + ">"
@@ -251,14 +268,29 @@ def _function_text(ins, outs) -> str:
     return f"({ins_text}) -> {outs_text}"
 
 
-def print_ir(op: Operation, locations: bool = True, generic: bool = False, digest_constants: bool = False) -> str:
+def print_ir(
+    op: Operation,
+    locations: bool = True,
+    generic: bool = False,
+    digest_constants: bool = False,
+    elide_constants: int | None = None,
+) -> str:
     """The text of `op` (usually a module) in MLIR syntax. With `digest_constants`, a constant that
     would print as a hex blob prints as the SHA-256 of its bytes instead: text that identifies the
-    IR (a cache key) without spelling out 100 MB of weights, and that no parser reads back."""
-    token = _DIGESTS.set(digest_constants)
+    IR (a cache key) without spelling out 100 MB of weights, and that no parser reads back.
+
+    `elide_constants=N` prints a constant of more than N elements (a splat excepted, which is
+    short) as ``dense_resource<__elided__> : tensor<...>``, as MLIR's
+    ``--mlir-elide-elementsattrs-if-larger=N`` does: text for reading, which parses back to IR
+    whose elided constants have no value (see kiln.dialects.elided). None, the default, prints
+    every element, as anything that hashes or re-parses the text needs."""
+    if elide_constants is not None and (isinstance(elide_constants, bool) or elide_constants < 0):
+        raise ValueError(f"elide_constants is a number of elements (>= 0) or None, not {elide_constants!r}")
+    tokens = _DIGESTS.set(digest_constants), _ELIDE_OVER.set(elide_constants)
     try:
         printer = Printer(locations=locations, generic=generic)
         printer.print_op(op)
         return printer.text()
     finally:
-        _DIGESTS.reset(token)
+        _DIGESTS.reset(tokens[0])
+        _ELIDE_OVER.reset(tokens[1])

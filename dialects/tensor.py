@@ -29,6 +29,7 @@ import numpy as np
 
 from .arith import float_to_int
 from .diagnostics import DTypeError, OutOfBoundsError, ShapeError
+from .elided import is_elements
 from .ir import Operation
 from .math import FLOAT_FUNCTIONS
 from .printer import format_attr_dict, format_dense
@@ -303,7 +304,7 @@ class ConstantOp(TensorOp):
 
     def infer_result_types(self):
         value = self.attributes.get("value")
-        if not isinstance(value, np.ndarray):
+        if not is_elements(value):
             raise self.error("kiln.constant value must be a numpy array")
         try:
             return [tensor_type(value.shape, value.dtype)]
@@ -318,6 +319,8 @@ class ConstantOp(TensorOp):
 
     @classmethod
     def parse_custom(cls, parser, num_results):
+        if parser.peek("dense_resource<"):  # printed elided
+            return cls([], {"value": parser.parse_elided()})
         parser.expect("dense<")
         return cls([], {"value": parser.parse_dense()})
 

@@ -92,6 +92,7 @@ class FunctionLowering:
         self.arena = None
         self.buffer_count = 0
         self.view_offsets = {}  # arena view -> its byte offset
+        self.nest_origins = []  # the tensor op (None: an output copy) that made each top-level nest, in order
         arena_bytes = function.attributes.get("arena_bytes", 0)
         if arena_bytes:  # the memory plan: one buffer for every intermediate
             self.arena = self.b.op(MR.AllocOp, result_type=MemRefType((arena_bytes,), i8))
@@ -113,13 +114,19 @@ class FunctionLowering:
             if lowering is None:
                 raise op.error(f"no lowering from {op.name} to the affine dialect")
             lowering(self, op)
+            self._note_nests(op)
         for k in copies:
             value = ret.operands[k]
             self.copy(self.views[value], self.outputs[k], value.type.shape)
+            self._note_nests(None)
         for buffer in self.allocated:
             self.b.emit(MR.DeallocOp, [buffer], {})
         self.b.emit(F.ReturnOp, [], {})
         name_loops(self.function)
+
+    def _note_nests(self, origin) -> None:
+        nests = sum(isinstance(op, (A.ForOp, A.ParallelOp)) for op in self.function.body.ops)
+        self.nest_origins += [origin] * (nests - len(self.nest_origins))
 
     # -- helpers ----------------------------------------------------------------------
     def destination(self, value):
@@ -173,6 +180,17 @@ class FunctionLowering:
 
     def global_constant(self, array) -> View:
         return View.identity(self.b.block.append(self.declare_global(array)).result)
+
+
+def nest_origins(function: F.FuncOp, grid_sums: bool = False) -> list:
+    """The tensor op that makes each loop nest of `function` (an optimized ``tensor``-level
+    function) once lowered, in order: entry k is kernel ``k<k>``'s. A convolution lowers to
+    several nests (packing, the matmul, the epilogue), all of them its; None marks a nest
+    that copies a result to its output. Found by lowering `function` again, so that which
+    op made which nest need not be kept in the IR, where it would print in every loop."""
+    lowering = FunctionLowering(function, builtin.ModuleOp.empty(), grid_sums)
+    lowering.run()
+    return lowering.nest_origins
 
 
 def name_loops(function) -> None:

@@ -93,6 +93,15 @@ class LoadedObject:
             raise KeyError(f"the object code has no function {name!r}")
         return NativeFunction(self, address, num_args)
 
+    def global_address(self, name: str) -> int:
+        """The address of the global `name` (a variable or a function) of the object code
+        (KeyError if none)."""
+        with LLVM_LOCK:
+            address = self._engine.get_global_value_address(name)
+        if not address:
+            raise KeyError(f"the object code has no global {name!r}")
+        return address
+
 
 # A C-contiguous numpy array's data as a `void *` argument; read-only arrays too (from_buffer
 # requires a writable buffer only when asked). The C function itself: a wrapper would cost

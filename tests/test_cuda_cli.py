@@ -606,7 +606,7 @@ class Terminal(io.StringIO):
 
 
 def test_a_long_gpu_search_shows_progress_on_a_terminal(tmp_path, monkeypatch):
-    def fake_tune_kernel(module, trials, seed, strategy, budget, progress, initial_steps=None, space=None, bench=None):
+    def fake_tune_kernel(module, trials, seed, strategy, budget, progress, space=None, bench=None, **_):
         assert isinstance(space, GpuSearchSpace) and isinstance(bench, GpuKernelBench)
         for trial in range(1, trials + 1):
             progress(trial, trials, 2e-3, 3e-3, 0.1 * trial, budget)

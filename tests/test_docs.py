@@ -87,3 +87,78 @@ def test_every_pass_module_shows_its_ir_before_and_after():
         source = open(os.path.join(os.path.dirname(kiln.passes.__file__), name.rsplit(".", 1)[1] + ".py")).read()
         docstring = ast.get_docstring(ast.parse(source))
         assert "Before" in docstring and "After" in docstring, f"{name}'s docstring shows no before/after IR"
+
+
+def project_text_files():
+    """The files a user reads or meets in messages: README, docs, examples, bench and kiln's code."""
+    for top in ("README.md", "docs", "examples", "bench", "compiler", "dialects", "passes", "runtime"):
+        path = os.path.join(ROOT, top)
+        walked = [(path, [], [""])] if os.path.isfile(path) else os.walk(path)
+        for folder, _, names in walked:
+            for name in names:
+                full = os.path.join(folder, name) if name else folder
+                if full.endswith((".md", ".py")):
+                    yield full
+
+
+def test_no_text_installs_kiln_from_the_package_index():
+    # "kiln" on the package index is another project: `pip install kiln[onnx]` would install
+    # that. kiln installs from its checkout (`pip install -e '.[onnx]'`).
+    wrong = re.compile(r"pip install\s+['\"]?kiln\b")
+    found = [
+        f"{os.path.relpath(path, ROOT)}:{n}"
+        for path in project_text_files()
+        for n, line in enumerate(open(path, encoding="utf-8"), 1)
+        if wrong.search(line)
+    ]
+    assert list(project_text_files()) and not found, found
+
+
+# What each fence language means to the test suite (conftest.py): run, or an illustration.
+RUN_BLOCKS = {"python", "console"}
+ILLUSTRATIONS = {"text", "sh", "c"}
+
+
+def fenced_blocks(path):
+    """(line, language, the line before it) of every fenced block of the Markdown file `path`."""
+    lines = open(path, encoding="utf-8").read().split("\n")
+    blocks, inside = [], False
+    for n, line in enumerate(lines):
+        if line.startswith("```"):
+            if not inside:
+                blocks.append((n + 1, line[3:].strip(), lines[n - 1] if n else ""))
+            inside = not inside
+    assert not inside, f"{path}: a fenced block is never closed"
+    return blocks
+
+
+def test_every_doc_block_is_run_or_marked_as_an_illustration():
+    # README.md promises exactly this: python and console blocks run (or say why not), and the
+    # blocks that are not run say so by their language. An unmarked ``` block would be neither.
+    docs = [os.path.join(ROOT, "README.md")] + sorted(
+        os.path.join(ROOT, "docs", name) for name in os.listdir(os.path.join(ROOT, "docs")) if name.endswith(".md")
+    )
+    unmarked, run = [], 0
+    for path in docs:
+        for line, language, before in fenced_blocks(path):
+            where = f"{os.path.relpath(path, ROOT)}:{line}"
+            if language in RUN_BLOCKS:
+                skip = re.match(r'<!-- skip: next "(.+)" -->$', before.strip())
+                assert skip or "skip" not in before, f"{where}: a skip without its reason in quotes"
+                run += not skip
+            elif language not in ILLUSTRATIONS:
+                unmarked.append(f"{where}: ```{language}")
+    assert not unmarked, f"blocks neither run nor marked as illustrations ({', '.join(ILLUSTRATIONS)}): {unmarked}"
+    assert run > 40  # the suite runs most of them
+
+
+def test_onnx_md_quotes_the_resnet_figures_benchmarks_md_records():
+    # Two documents giving one measurement must give the same numbers.
+    onnx_md = " ".join(open(os.path.join(ROOT, "docs", "onnx.md"), encoding="utf-8").read().split())
+    benchmarks = open(os.path.join(ROOT, "docs", "benchmarks.md"), encoding="utf-8").read()
+    row = re.search(
+        r"\| ResNet-50 from ONNX, batch 1 / 8 \| (\d+) ms / (\d+) ms .*?ONNX Runtime ([\d.]+) / (\d+) ms", benchmarks
+    )
+    assert row, "benchmarks.md has no ResNet-50 from ONNX row"
+    kiln1, kiln8, ort1, ort8 = row.groups()
+    assert f"{kiln1} ms a call at batch 1 against onnxruntime's {ort1} ms, {kiln8} ms against {ort8} ms" in onnx_md

@@ -134,3 +134,15 @@ def test_bool_constants_of_every_size_pass_mlir_opt_and_come_back(size):
     module = parse_ir(renumbered(lowered.text("tensor", generic=True), "--allow-unregistered-dialect"))
     (got,) = run_function(module.body.ops[-1], [x])
     np.testing.assert_array_equal(got, np.where(mask, x, 0.0))
+
+
+def test_elided_constants_are_mlir_opts_own_form():
+    """kiln's elided text is what mlir-opt prints with --mlir-elide-elementsattrs-if-larger, and it parses."""
+    w = np.random.default_rng(0).standard_normal((40, 50)).astype(np.float32)
+    lowered = kiln.compile(lambda x: np.tanh(x @ w)).lower(kiln.f32[3, 40])
+    for stage, (generic, flags) in STAGE_FORMS.items():
+        text = lowered.text(stage, generic=generic, elide_constants=100)
+        assert "dense_resource<__elided__>" in text
+        mlir_opt(text, *flags)
+    full = lowered.text("affine", elide_constants=None)
+    assert "dense_resource<__elided__>" in mlir_opt(full, "--mlir-elide-elementsattrs-if-larger=100")

@@ -264,5 +264,9 @@ def test_a_missing_onnx_package_names_the_extra(monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "onnx", None)  # as if it were not installed
-    with pytest.raises(kiln.KilnError, match=r"need the onnx package: pip install 'kiln\[onnx\]'"):
+    with pytest.raises(
+        kiln.KilnError,
+        match=r"need the onnx package: pip install onnx \(or, in kiln's checkout, "
+        r"pip install -e '\.\[onnx\]'\)",
+    ):
         kiln.onnx.load("model.onnx")

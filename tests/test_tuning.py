@@ -173,10 +173,11 @@ def test_tuning_end_to_end_through_the_command_line(tmp_path):
     assert report.returncode == 0 and "default ms" in report.stdout
     verify = subprocess.run(run + ["--verify", "--db", str(db)], capture_output=True, text=True, cwd=tmp_path)
     assert "stale record(s)" in verify.stdout
-    assert db.exists() != ("nothing recorded" in result.stderr)  # a run that records nothing says so
-    if db.exists():  # a faster schedule was found and recorded: it is valid YAML with the promised fields
-        records = yaml.safe_load(db.read_text())
-        assert {"kernel", "host", "steps", "default_ms", "tuned_ms", "seed", "trials"} <= set(records[0])
+    # Whether or not a faster schedule was found, the search is recorded: valid YAML with the promised fields.
+    records = yaml.safe_load(db.read_text())
+    fields = {"kernel", "host", "schedule", "steps", "default_ms", "tuned_ms", "seed", "trials", "tried"}
+    assert len(records) == 1 and fields <= set(records[0]) and records[0]["trials"] == 6
+    assert f"recorded in {db}" in result.stdout
 
 
 @pytest.mark.parametrize(
@@ -482,8 +483,9 @@ def test_tuning_again_removes_a_record_that_no_longer_wins(tmp_path, monkeypatch
     monkeypatch.setattr(tuner, "tune_kernel", lambda *args, **kwargs: tuner.TuneResult(None, 1e-3, 1e-3, 2, 0))
     out = io.StringIO()
     tuner.tune_function(kiln.compile(fn), specs, db, trials=2, out=out)
-    assert "no longer wins: removed" in out.getvalue()
-    assert TuningDB(str(path)).records == []
+    assert "no longer beats the default: replaced" in out.getvalue()
+    (record,) = TuningDB(str(path)).records  # the search is recorded: the default, kept
+    assert record["schedule"] == "default" and record["steps"] == [] and record["trials"] == 3 + 2
 
 
 def test_verify_says_when_the_thread_count_differs_from_the_tuning_run(tmp_path, monkeypatch):
@@ -518,7 +520,7 @@ class Terminal(io.StringIO):
         return True
 
 
-def _fake_tune_kernel(module, trials, seed, strategy, budget, progress, initial_steps=None, space=None, bench=None):
+def _fake_tune_kernel(module, trials, seed, strategy, budget, progress, **_):
     for trial in range(1, trials + 1):
         progress(trial, trials, 2e-3, 3e-3, 0.1 * trial, budget)
     return tuner.TuneResult(None, 3e-3, 3e-3, trials, 0)
@@ -590,3 +592,128 @@ def test_save_merges_with_what_another_process_wrote_meanwhile(tmp_path):
     second.save()
     assert [r["kernel"] for r in yaml.safe_load(open(path))] == ["b", "c"]
     assert [r["kernel"] for r in second.records] == ["b", "c"]
+
+
+# ----- a search that keeps the default is recorded, says why it stopped, and resumes -----
+
+
+class TinySpace:
+    """A search space of `size` schedules (split k0.i by 2, 4, ...), or none at all."""
+
+    def __init__(self, size):
+        self.configs = [{"split": 2 ** (k + 1)} for k in range(size)]
+
+    def random(self, rng):
+        return rng.choice(self.configs) if self.configs else None
+
+    mutate = lambda self, config, rng: self.random(rng)  # noqa: E731
+
+    def steps(self, config):
+        return [["split", "k0.i", config["split"]]]
+
+
+@pytest.mark.parametrize(
+    "trials, budget, space, stopped",
+    [
+        (0, None, 5, "the trial count is 0"),
+        (5, 0.0, 5, "the time budget (0 s for this kernel) ran out"),
+        (5, None, 0, "the search space holds no schedule to try"),
+        (7, None, 2, "every schedule drawn was tried already (2 so far, earlier runs' included)"),
+        (2, None, 5, ""),  # it ran its trials
+    ],
+)
+def test_a_search_says_why_it_stopped(trials, budget, space, stopped):
+    module = _elementwise_kernel()
+    bench, _ = _fake_bench(module, lambda done: 1e-3)  # never faster
+    result = tune_kernel(module, trials, seed=0, time_budget=budget, bench=bench, space=TinySpace(space))
+    assert result.stopped == stopped and result.steps is None
+    assert result.trials == (min(trials, space) if budget is None else 0) == len(result.tried)
+    text = tuner._trials_text(result, trials)
+    assert (f"; no trial: {stopped}" in text) == (result.trials == 0 and bool(stopped)), text
+
+
+def test_a_resumed_search_skips_what_the_first_run_tried():
+    module = _elementwise_kernel()
+    bench, _ = _fake_bench(module, lambda done: 1e-3)
+    first = tune_kernel(module, 3, seed=0, bench=bench, space=TinySpace(8))
+    second = tune_kernel(module, 3, seed=0, bench=bench, space=TinySpace(8), tried=first.tried)
+    assert len(first.tried) == 3 and second.trials == 3
+    assert set(first.tried) < set(second.tried) and len(second.tried) == 6  # three new candidates
+    third = tune_kernel(module, 5, seed=0, bench=bench, space=TinySpace(8), tried=second.tried)
+    assert third.trials == 2 and "tried already (8 so far" in third.stopped
+
+
+def test_kiln_tune_records_the_default_kept_and_a_second_run_resumes(tmp_path, monkeypatch, capsys):
+    from kiln.tools import cli
+
+    calls = []
+
+    def no_win(module, trials, seed, strategy, budget, progress, initial_steps=None, tried=(), **_):
+        calls.append((initial_steps, list(tried)))
+        return tuner.TuneResult(
+            None, 2e-3, 2e-3, trials, 0, tried=[*tried, *(f"c{len(tried) + k}" for k in range(trials))]
+        )
+
+    monkeypatch.setattr(tuner, "tune_kernel", no_win)
+    source = tmp_path / "model.py"
+    source.write_text("import numpy as np\nimport kiln\n\ndef f(x: kiln.f32[16, 64]):\n    return np.tanh(x) * 2\n")
+    db = tmp_path / "db.yaml"
+    for _ in range(2):
+        assert cli.main(["tune", f"{source}:f", "--trials", "3", "--db", str(db)]) == 0
+    out, err = capsys.readouterr()
+    assert "kept the default schedule (2.000 ms): no schedule beat it in two interleaved comparisons; " in err
+    assert "3 trials tried in all" in err and "6 trials tried in all" in err and "resuming from the database" in err
+    assert (
+        out.splitlines() == [f"1 kernel searched: 0 with a faster schedule, 1 kept the default; recorded in {db}"] * 2
+    )
+    (record,) = yaml.safe_load(db.read_text())
+    assert (record["schedule"], record["steps"], record["trials"]) == ("default", [], 6)
+    assert record["default_ms"] == record["tuned_ms"] == 2.0 and len(record["tried"]) == 6
+    assert calls == [(None, []), (None, ["c0", "c1", "c2"])]  # the second run starts where the first stopped
+
+
+def test_kiln_tune_with_no_trials_says_so(tmp_path, capsys):
+    from kiln.tools import cli
+
+    source = tmp_path / "model.py"
+    source.write_text("import numpy as np\nimport kiln\n\ndef f(x: kiln.f32[16, 64]):\n    return np.tanh(x) * 2\n")
+    db = tmp_path / "db.yaml"
+    assert cli.main(["tune", f"{source}:f", "--trials", "0", "--db", str(db)]) == 0
+    err = capsys.readouterr().err
+    assert "0 trials, 0 rejected; no trial: the trial count is 0" in err
+    assert "kept the default schedule (" in err and "): nothing was tried; 0 trials tried in all" in err
+    assert db.exists()
+
+
+def test_compile_applies_the_default_for_a_record_that_kept_it(tmp_path):
+    fn = lambda x, y: np.tanh(x) * y + 2  # noqa: E731
+    specs = (kiln.f32[16, 64], kiln.f32[64])
+    path = tmp_path / "tuning.yaml"
+    db = TuningDB(str(path))
+    db.put({**_record(fn, specs, []), "schedule": "default", "tuned_ms": 1.0})
+    db.save()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tuned = kiln.compile(fn, tuning_db=str(path))
+        header = tuned.lower(*specs).text("scheduled").splitlines()[0]
+        x, y = np.random.default_rng(0).standard_normal((16, 64), np.float32), np.linspace(-2, 2, 64, dtype=np.float32)
+        got = tuned(x, y)
+    plain = kiln.compile(fn, tuning_db=False).lower(*specs).text("scheduled").splitlines()[0]
+    assert header == plain and "tuning database" not in header  # the default schedule, as without a record
+    np.testing.assert_allclose(got, np.tanh(x.astype(np.float64)) * y + 2, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "fields, problem",
+    [
+        ({"schedule": "best"}, "'schedule' is neither tuned nor default"),
+        ({"schedule": "default", "steps": [["split", "k0.i", 2]]}, "kept the default schedule has steps"),
+        ({"tried": "abc"}, "'tried' is not a list"),
+    ],
+)
+def test_a_malformed_default_record_is_ignored_with_a_warning(tmp_path, fields, problem):
+    path = tmp_path / "tuning.yaml"
+    record = {"kernel": "k", "host": "h", "steps": [], "default_ms": 1.0, "tuned_ms": 1.0, **fields}
+    path.write_text(yaml.safe_dump([record]))
+    with pytest.warns(RuntimeWarning, match=re.escape(problem)):
+        assert TuningDB(str(path)).records == []

@@ -20,6 +20,7 @@ from kiln.codegen import llvm_ops, llvm_parallel  # noqa: F401  (they register t
 from kiln.codegen.constant_pool import ConstantPool
 from kiln.codegen.llvm_emitter import I1, I8, I32, I64, FunctionEmitter, access_sites, handles, scalar, stored
 from kiln.codegen.llvm_kernels import is_kernel, outline_kernel
+from kiln.codegen.llvm_probes import Probes
 from kiln.codegen.status import STATUS
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
@@ -28,17 +29,23 @@ from kiln.dialects.collection import collection_paused
 
 
 def emit_module(
-    module, triple: str = "", data_layout: str = "", bounds_checks: bool = False, pool: ConstantPool | None = None
+    module,
+    triple: str = "",
+    data_layout: str = "",
+    bounds_checks: bool = False,
+    pool: ConstantPool | None = None,
+    probes: dict | None = None,
 ) -> ir.Module:
     """LLVM IR for an affine-level module; `bounds_checks` guards every load and store
     (an access outside its buffer is skipped and reported through the status). The globals
     `pool` lays out are read from its symbol, declared external (see constant_pool); the
-    others are initializers in the module."""
+    others are initializers in the module. `probes` times regions of top-level ops with the
+    CPU's cycle counter (see kiln.codegen.llvm_probes)."""
     with collection_paused():  # llvmlite's instructions are cycles too
-        return _emit_module(module, triple, data_layout, bounds_checks, pool)
+        return _emit_module(module, triple, data_layout, bounds_checks, pool, probes)
 
 
-def _emit_module(module, triple: str, data_layout: str, bounds_checks: bool, pool) -> ir.Module:
+def _emit_module(module, triple: str, data_layout: str, bounds_checks: bool, pool, probes: dict | None) -> ir.Module:
     llvm_module = ir.Module(name="kiln")
     llvm_module.triple = triple
     llvm_module.data_layout = data_layout
@@ -55,6 +62,8 @@ def _emit_module(module, triple: str, data_layout: str, bounds_checks: bool, poo
             emitter = FunctionEmitter(llvm_module, globals_, op)
             if bounds_checks:
                 emitter.sites = {id(site): k for k, site in enumerate(access_sites(op))}
+            if probes and any(id(inner) in probes for inner in op.body.ops):
+                emitter.probes = Probes(llvm_module, probes)
             emitter.emit()
     return llvm_module
 

@@ -88,6 +88,7 @@ class FunctionEmitter:
         self.values = {}
         self.allocations = []
         self.sites = None  # {id(access op): number} in debug builds
+        self.probes = None  # a llvm_probes.Probes when kiln profile times this function's kernels
 
     def emit(self) -> None:
         # The entry block holds only stack slots, so that one made inside a loop is made once.
@@ -109,11 +110,16 @@ class FunctionEmitter:
         return self.values[value]
 
     def emit_ops(self, ops) -> None:
+        probes = getattr(self, "probes", None)  # a kernel's emitter has none: its ops are not top level
         for op in ops:
             handler = HANDLERS.get(type(op))
             if handler is None:
                 raise NotImplementedError(f"no LLVM code generation for {op.name}")
+            if probes is not None:
+                probes.before(self, op)
             handler(self, op)
+            if probes is not None:
+                probes.after(self, op)
 
     # -- functions this module calls -------------------------------------------------
     def declare(self, name: str, result: ir.Type, args) -> ir.Function:

@@ -2,7 +2,8 @@
 later stage (graph passes, autodiff, schedules, tuning, ``kiln build``, CUDA C) serves it
 as it serves a traced numpy function. ``kiln.onnx.Backend`` runs ONNX's own backend tests.
 
-Needs the optional ``onnx`` package (``pip install kiln[onnx]``); ``import kiln`` does not.
+Needs the optional ``onnx`` package (``pip install onnx``, or ``pip install -e '.[onnx]'`` in
+kiln's checkout); ``import kiln`` does not.
 """
 
 from kiln.onnx.model import OnnxFunction, load, supported_ops

@@ -27,13 +27,18 @@ from kiln.onnx.registry import OPS, Node, numpy_dtype, to_numpy
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
+# kiln's name on the package index belongs to another project, so installing the extra by
+# that name would install theirs: kiln installs from its checkout.
+ONNX_MISSING = "ONNX models need the onnx package: pip install onnx (or, in kiln's checkout, pip install -e '.[onnx]')"
+
+
 def read_model(model):
     """`model` (a path, bytes or ``onnx.ModelProto``) parsed, its local functions inlined and
     checked by the ``onnx`` package; a model that does not parse or check is a ``KilnError``."""
     try:
         import onnx  # noqa: PLC0415 (the optional extra)
     except ImportError:
-        raise KilnError("ONNX models need the onnx package: pip install 'kiln[onnx]'") from None
+        raise KilnError(ONNX_MISSING) from None
 
     try:
         if isinstance(model, onnx.ModelProto):

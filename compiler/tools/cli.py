@@ -23,7 +23,8 @@ import os
 import sys
 
 from kiln import timings
-from kiln.errors import KilnError
+from kiln.dialects.printer import ELIDE_CONSTANTS_OVER
+from kiln.errors import KilnError, as_user_error, filtering_off
 from kiln.jit import TARGETS, target_stages
 from kiln.tools.targets import load_function, load_target, random_arguments
 from kiln.version import __version__
@@ -59,7 +60,8 @@ def cmd_dump(args) -> int:
     for stage in stages:
         if args.stage == "all":
             print(f"// ----- stage: {stage} -----")
-        print(lowered.text(stage, locations=not args.no_locations, generic=args.generic), end="")
+        elide = None if args.print_large_constants else args.elide_constants_over
+        print(lowered.text(stage, locations=not args.no_locations, generic=args.generic, elide_constants=elide), end="")
     return 0
 
 
@@ -94,14 +96,21 @@ def cmd_tune(args) -> int:
     if target is None:
         raise KilnError("kiln tune needs path.py:function or model.onnx (or --report / --verify)")
     compiled, specs = target.compiled, target.specs
-    tune_function(compiled, specs, db, args.trials, args.seed, args.time_budget, args.strategy, tuning=tuning)
-    print(f"tuning records are in {db.path}")
+    results = tune_function(compiled, specs, db, args.trials, args.seed, args.time_budget, args.strategy, tuning=tuning)
+    tuned = sum(result.steps is not None for _, result in results)
+    if results:
+        print(
+            f"{len(results)} kernel{'' if len(results) == 1 else 's'} searched: {tuned} with a faster schedule, "
+            f"{len(results) - tuned} kept the default; recorded in {db.path}"
+        )
+    else:
+        print(f"no kernel had a schedule to search; {db.path} is unchanged")
     return 0
 
 
 def cmd_profile(args) -> int:
-    # An ONNX model's weights are passed as an argument: timing each kernel compiles the
-    # function once per kernel, which would copy weights built in as constants every time.
+    # An ONNX model's weights are passed as an argument: the profiler compiles a copy of the
+    # function with timers in it, which would otherwise carry every weight again.
     target = _target(args, onnx_weights="arguments")
     print(target.compiled.profile(*target.example_arguments(args.seed), seconds=args.seconds))
     return 0
@@ -152,9 +161,7 @@ def cmd_build(args) -> int:
     compiled, specs = target.compiled, target.specs
     if args.db:
         compiled.tuning_db = args.db
-    grad = None
-    if args.grad is not None:
-        grad = tuple(int(a) for a in args.grad.split(",")) if "," in args.grad else int(args.grad)
+    grad = None if args.grad is None else parse_argnums(args.grad, target.compiled.fn)
     if compiled.target in ("cuda", "cuda-emulate"):
         from kiln.tools.build_cuda import build_cuda_library as build_library
     elif compiled.target != "cpu":
@@ -172,6 +179,36 @@ def cmd_build(args) -> int:
     for path in paths.values():
         print(path)
     return 0
+
+
+def parse_argnums(text: str, fn):
+    """``--grad``'s value: argument numbers or parameter names of `fn`, separated by commas
+    (``1``, ``w``, ``0,w``), as ``kiln.grad``'s `argnums` (an int for one, a tuple for several).
+    Anything else, a repeat included, raises KilnError naming it."""
+    parameters = list(inspect.signature(fn).parameters)
+    argnums = []
+    for item in (part.strip() for part in text.split(",")):
+        if item in parameters:
+            argnum = parameters.index(item)
+        elif item.lstrip("-").isdigit() and -len(parameters) <= int(item) < len(parameters):
+            argnum = int(item) % len(parameters)
+        else:
+            raise KilnError(
+                f"--grad {text}: {item or 'an empty item'} is neither a parameter of {fn.__name__} "
+                f"({', '.join(parameters) or 'it has none'}) nor an argument number 0..{len(parameters) - 1}; "
+                "give numbers or names separated by commas, e.g. --grad 1 or --grad "
+                f"{parameters[-1] if parameters else 'w'}"
+            )
+        if argnum in argnums:
+            raise KilnError(f"--grad {text}: {parameters[argnum]} (argument {argnum}) is named twice")
+        argnums.append(argnum)
+    return argnums[0] if len(argnums) == 1 else tuple(argnums)
+
+
+def _element_count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"a number of elements (0 or more), not {text!r}")
+    return int(text)
 
 
 def add_target(parser, optional: bool = False) -> None:
@@ -234,6 +271,17 @@ def main(argv=None) -> int:
     )
     dump.add_argument("--no-locations", action="store_true", help="leave out loc(...) source locations")
     dump.add_argument("--generic", action="store_true", help="print every op in MLIR's generic form")
+    dump.add_argument(
+        "--elide-constants-over",
+        type=_element_count,
+        default=ELIDE_CONSTANTS_OVER,
+        metavar="N",
+        help="print a constant of more than N elements as dense_resource<__elided__>, as mlir-opt's "
+        f"--mlir-elide-elementsattrs-if-larger (default {ELIDE_CONSTANTS_OVER}); the text still parses",
+    )
+    dump.add_argument(
+        "--print-large-constants", action="store_true", help="print every constant in full, however large"
+    )
     add_timings(dump)
     dump.set_defaults(run=cmd_dump)
     tune = commands.add_parser("tune", help="search faster schedules for a function's kernels")
@@ -304,7 +352,8 @@ def main(argv=None) -> int:
         "--grad",
         default=None,
         metavar="ARGNUMS",
-        help="also export <name>_grad: value and gradient for these arguments (e.g. 1 or 1,2)",
+        help="also export <name>_grad: value and gradient for these arguments, by number or parameter name "
+        "(e.g. 1, w or 1,2)",
     )
     add_timings(build)
     build.set_defaults(run=cmd_build)
@@ -312,8 +361,14 @@ def main(argv=None) -> int:
     try:
         with timings.collect() as stages:
             status = args.run(args)
-    except KilnError as exc:
-        print(f"kiln: error: {exc}", file=sys.stderr)
+    except Exception as exc:
+        # A user's mistake (kiln's errors, and whatever the user's own code raised while kiln
+        # traced it) is one error line, with the user's line quoted; kiln's own faults keep
+        # their traceback, as does everything with KILN_TRACEBACK_FILTERING=off.
+        error = as_user_error(exc)
+        if error is None or (filtering_off() and not isinstance(exc, KilnError)):
+            raise
+        print(f"kiln: error: {error}", file=sys.stderr)
         return 1
     if getattr(args, "timings", False):
         print(timings.table(stages), file=sys.stderr)

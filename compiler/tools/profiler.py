@@ -1,22 +1,25 @@
 """Where a compiled function's time goes, kernel by kernel.
 
-The scheduled function is compiled again in prefixes: variant j runs the
-first j kernels (every allocation and free always runs). Each kernel's time
-is the difference between consecutive prefixes, timed in interleaved rounds
-on the caller's own arrays, so the kernels see the caches they see in a real
-call and the rows add up to the full call's native time by construction.
+The scheduled function is compiled once more with a cycle counter read around each
+kernel (each run of top-level loop nests of one kernel, ``k<n>``; see
+``kiln.codegen.llvm_probes``) and around the whole body, and run on the caller's own
+arrays in rounds interleaved with calls from Python, so the kernels see the caches they
+see in a real call. A kernel's time is the median over the calls of its counter's ticks,
+turned into seconds by the counter's rate (measured against ``time.perf_counter``);
+``outside`` is the median of what each call's body spends out of its kernels (the arena,
+allocations), and the native time the median wall time of the instrumented function
+called from Python, so the rows add up to it only on a quiet machine. One compilation
+serves every kernel: timing a model of 300 kernels costs one build, not 300.
 
-Each prefix's median carries the timer's and the machine's noise, so for a
-kernel far shorter than that noise the raw difference can come out negative.
-A kernel cannot make the call faster, so the prefix times must not decrease:
-they are fitted by the closest non-decreasing sequence (pool adjacent
-violators), and a kernel whose time vanishes in the fit is shown as below the
-noise ("~0"), never as a negative time. Rates are shown as '-' where there is
-no time or no work to divide.
+Each kernel is labelled with the tensor ops it computes, found by which op's lowering
+made its nest (``nest_origins``): a convolution lowers to several nests (packing, the
+matmul, the epilogue), each labelled ``conv2d``. Rates are shown as '-' where there is no
+time or no work to divide, and a kernel the counter saw take no time as "~0".
 """
 
 from __future__ import annotations
 
+import ctypes
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -24,9 +27,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kiln.codegen import llvm_codegen, llvm_emitter, llvm_target
+from kiln.codegen.constant_pool import ConstantPool, pool_symbol
+from kiln.codegen.llvm_probes import NOW, TICKS
 from kiln.dialects import tensor as T
 from kiln.errors import KilnError
 from kiln.passes.cost_analysis import buffer_bytes, count_flops, kernel_units
+from kiln.passes.lower_tensor_to_affine import nest_origins
 from kiln.passes.memory_plan import is_kernel
 from kiln.passes.registry import run_passes
 from kiln.runtime.native import LoadedObject
@@ -65,8 +71,8 @@ class Profile:
 
     function: str
     kernels: list = field(default_factory=list)
-    outside_seconds: float = 0.0  # the native call with no kernel run: argument passing, the arena
-    native_seconds: float = 0.0  # the whole native function (= outside + every kernel)
+    outside_seconds: float = 0.0  # the native body out of its kernels: allocations, the arena
+    native_seconds: float = 0.0  # the whole native function's median wall time, called through cffi
     call_seconds: float = 0.0  # a call from Python: argument checks, results, the native function
     arena_bytes: int | None = None
     kernels_before_fusion: int = 0
@@ -74,8 +80,8 @@ class Profile:
 
     def __str__(self) -> str:
         lines = [
-            f"kiln profile of {self.function}: {self.kernels_after_fusion} kernels "
-            f"({self.kernels_before_fusion} before fusion), "
+            f"kiln profile of {self.function}: {_count(self.kernels_after_fusion, 'kernel')} "
+            f"({self.kernels_before_fusion} before fusion) in {_count(len(self.kernels), 'timed region')}, "
             + (f"arena {_size(self.arena_bytes)}" if self.arena_bytes is not None else "no arena"),
             f"{'kernel':8s} {'time':>10s} {'share':>7s} {'bytes':>9s} {'GB/s':>7s} {'GFLOP':>8s} "
             f"{'GFLOP/s':>8s}  tensor ops",
@@ -90,15 +96,19 @@ class Profile:
         share = self.outside_seconds / self.native_seconds if self.native_seconds > 0 else 0.0
         lines.append(
             f"{'outside':8s} {_ms(self.outside_seconds):>10s} {share:7.1%}  "
-            "(the native call with no kernel: arguments, arena)"
+            "(the native body out of its kernels: allocations, the arena)"
         )
-        lines.append(f"{'native':8s} {_ms(self.native_seconds):>10s}  = the rows above")
+        lines.append(f"{'native':8s} {_ms(self.native_seconds):>10s}  the native function's median wall time")
         lines.append(f"{'call':8s} {_ms(self.call_seconds):>10s}  from Python, with argument checks and results")
         return "\n".join(lines)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3f} ms"
+    return f"{seconds * 1e3:.3f} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.2f} us"
 
 
 def _rate(value: float | None) -> str:
@@ -139,88 +149,109 @@ def profile(compiled, *args, seconds: float = 2.0, **kwargs) -> Profile:
     module = pipeline.module("scheduled")
     function = module.body.ops[-1]
     units = kernel_units(function)
-    variants = [_compile_prefix(module, units, count, len(arrays)) for count in range(len(units) + 1)]
-    medians = _interleaved([lambda v=v: v[1](arrays) for v in variants] + [lambda: compiled(*args, **kwargs)], seconds)
-    timings = non_decreasing(medians[:-1]) + medians[-1:]
+    loaded, native = _compile_probed(module, units, len(arrays))
+    ticks, rate = _ticks(loaded, len(units) + 1), _counter_rate(loaded)
+    native_seconds, call_seconds, per_call = _measure(
+        lambda: native(arrays), lambda: compiled(*args, **kwargs), ticks, seconds
+    )
+    spent = [statistics.median(row) / rate for row in zip(*per_call)][: len(units)]
+    # Outside, per call: the whole body's ticks less its kernels' (a sum of medians would not be
+    # the median of the sum on a loaded machine, whose delays come in bursts).
+    outside = statistics.median(max(int(t[-1]) - int(t[:-1].sum()), 0) for t in per_call) / rate
 
-    tensor_kernels = pipeline.kernels()
+    origins = nest_origins(pipeline.module("optimized").body.ops[0])
     result = Profile(
         compiled.fn.__name__,
-        outside_seconds=timings[0],
-        native_seconds=timings[len(units)],
-        call_seconds=timings[-1],
-        kernels_after_fusion=len(tensor_kernels),
+        outside_seconds=outside,
+        native_seconds=native_seconds,
+        call_seconds=call_seconds,
+        kernels_after_fusion=pipeline.kernel_count(),
         kernels_before_fusion=_kernels_without_fusion(pipeline),
     )
     plan = pipeline.memory_plan()
     result.arena_bytes = plan.arena_bytes if plan is not None else None
-    for j, (name, ops) in enumerate(units):
-        spent = timings[j + 1] - timings[j]
+    for (name, ops), seconds_spent in zip(units, spent):
         result.kernels.append(
             KernelProfile(
                 name,
-                spent,
-                spent / result.native_seconds if result.native_seconds > 0 else 0.0,
+                seconds_spent,
+                seconds_spent / native_seconds if native_seconds > 0 else 0.0,
                 buffer_bytes(ops)[2],
                 sum(count_flops(op) for op in ops),
-                _tensor_ops(name, tensor_kernels),
+                _tensor_ops(name, origins),
             )
         )
     return result
 
 
-def _compile_prefix(module, units, count: int, num_args: int):
-    """The function with only the first `count` units of device work; (object, callable)."""
-    copy = module.clone({})
-    function = copy.body.ops[-1]
-    drop = {id(op) for _, ops in units[count:] for op in ops}
-    original = module.body.ops[-1].body.ops
-    for op_copy, op in reversed(list(zip(function.body.ops, original))):
-        if id(op) in drop:
-            for inner in op_copy.walk():  # later dropped ops may use its results: unlink all at once
-                for index, value in enumerate(inner.operands):
-                    value.uses.remove((inner, index))
-            function.body.ops.remove(op_copy)
+def probe_regions(function, units) -> dict:
+    """The regions `kiln.codegen.llvm_probes` times: slot j from the first to the last top-level
+    op of unit j, and slot len(units) the whole body, up to its return."""
+    body = function.body.ops
+    regions = {id(body[0]): [("before", "start", len(units))]}
+    regions.setdefault(id(body[-1]), []).append(("before", "stop", len(units)))
+    for j, (_, ops) in enumerate(units):
+        regions.setdefault(id(ops[0]), []).append(("before", "start", j))
+        regions.setdefault(id(ops[-1]), []).append(("after", "stop", j))
+    return regions
+
+
+def _compile_probed(module, units, num_args: int):
+    """The scheduled function compiled with its kernels' probes; (object, callable)."""
+    function = module.body.ops[-1]
     tm = llvm_target.host_target_machine()
-    code = llvm_target.parse_and_verify(str(llvm_codegen.emit_module(copy, tm.triple, str(tm.target_data))))
+    pool = ConstantPool.of(module, pool_symbol(llvm_emitter.symbol_name(function.sym_name)))
+    regions = probe_regions(function, units)
+    llvm_ir = llvm_codegen.emit_module(module, tm.triple, str(tm.target_data), pool=pool, probes=regions)
+    code = llvm_target.parse_and_verify(str(llvm_ir))
     llvm_target.optimize(code)
-    loaded = LoadedObject(llvm_target.emit_object(code))
+    loaded = LoadedObject(llvm_target.emit_object(code), {pool.symbol: pool.buffer()} if pool else None)
     return loaded, loaded.function(llvm_emitter.symbol_name(function.sym_name), num_args)
 
 
-def _interleaved(calls, seconds: float) -> list:
-    """The median time of each call, from rounds that run every call once in turn."""
-    for c in calls:
-        c()
-    samples = [[] for _ in calls]
+def _ticks(loaded, slots: int) -> np.ndarray:
+    """The probes' counters, a view of the loaded object's kiln_profile_ticks."""
+    return np.ctypeslib.as_array((ctypes.c_int64 * slots).from_address(loaded.global_address(TICKS)))
+
+
+def _counter_rate(loaded, seconds: float = 0.02) -> float:
+    """Ticks a second of the counter the probes read, measured against time.perf_counter."""
+    now = ctypes.CFUNCTYPE(ctypes.c_int64)(loaded.global_address(NOW))
+    start, ticks = time.perf_counter(), now()
+    while time.perf_counter() - start < seconds:
+        pass
+    return (now() - ticks) / (time.perf_counter() - start)
+
+
+def _measure(run_native, run_call, ticks, seconds: float):
+    """Medians of the native call's and the Python call's wall time, and each call's ticks per
+    slot, from rounds that run both in turn for about `seconds` (5 rounds at least)."""
+    run_native(), run_call()  # warm: caches, pages, the thread pool
+    natives, calls, per_call = [], [], []
     started = time.perf_counter()
-    while len(samples[0]) < 5 or (time.perf_counter() - started < seconds and len(samples[0]) < 2000):
-        for k, c in enumerate(calls):
-            start = time.perf_counter()
-            c()
-            samples[k].append(time.perf_counter() - start)
-    return [statistics.median(s) for s in samples]
+    while len(natives) < 5 or (time.perf_counter() - started < seconds and len(natives) < 2000):
+        before = ticks.copy()
+        start = time.perf_counter()
+        run_native()
+        natives.append(time.perf_counter() - start)
+        per_call.append(ticks - before)
+        start = time.perf_counter()
+        run_call()
+        calls.append(time.perf_counter() - start)
+    return statistics.median(natives), statistics.median(calls), per_call
 
 
-def non_decreasing(values) -> list:
-    """The non-decreasing sequence closest to `values` in least squares (pool adjacent
-    violators): a run that decreases is replaced by its mean."""
-    blocks = []  # [mean, count]
-    for v in values:
-        blocks.append([float(v), 1])
-        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            (m2, n2), (m1, n1) = blocks.pop(), blocks.pop()
-            blocks.append([(m1 * n1 + m2 * n2) / (n1 + n2), n1 + n2])
-    return [mean for mean, count in blocks for _ in range(count)]
-
-
-def _tensor_ops(name: str, tensor_kernels) -> list:
-    if not (name.startswith("k") and name[1:].isdigit()) or int(name[1:]) >= len(tensor_kernels):
+def _tensor_ops(name: str, origins) -> list:
+    """The tensor ops kernel `name` (``k<n>``) computes: its fused group's members, the one op
+    that made it, or ``copy`` for a nest that copies a result to its output."""
+    if not (name.startswith("k") and name[1:].isdigit()) or int(name[1:]) >= len(origins):
         return []
-    kernel = tensor_kernels[int(name[1:])]
-    if isinstance(kernel, T.FusedOp):
-        return [op.name.removeprefix("kiln.") for op in kernel.body.ops if not isinstance(op, T.YieldOp)]
-    return [kernel.name.removeprefix("kiln.")]
+    origin = origins[int(name[1:])]
+    if origin is None:
+        return ["copy"]
+    if isinstance(origin, T.FusedOp):
+        return [op.name.removeprefix("kiln.") for op in origin.body.ops if not isinstance(op, T.YieldOp)]
+    return [origin.name.removeprefix("kiln.")]
 
 
 def _kernels_without_fusion(pipeline) -> int:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kiln.errors import KilnError
+from kiln.dialects import Location
+from kiln.errors import KilnError, as_user_error, display_path, filtering_off
 from kiln.frontend import pytree
 from kiln.frontend.specs import TensorSpec
 from kiln.frontend.trace import ssa_name
@@ -112,6 +113,11 @@ def load_function(target: str, compile_target: str | None = None):
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
         spec.loader.exec_module(module)
+    except Exception as exc:  # the user's file failed to import: say where, in one line
+        error = as_user_error(exc)
+        if error is None or filtering_off():
+            raise
+        raise error from None
     finally:
         sys.path.pop(0)
     fn = getattr(module, name, None)
@@ -141,7 +147,16 @@ def _options(compiled: CompiledFunction, with_target: bool = True) -> dict:
 
 def annotated_specs(fn) -> list:
     """The spec of each parameter of `fn`, from its annotation (a spec, or a dict or tuple of them)."""
-    annotations = inspect.get_annotations(fn, eval_str=True)
+    try:
+        annotations = inspect.get_annotations(fn, eval_str=True)
+    except Exception as exc:  # a string annotation (from __future__ import annotations) that fails
+        error = as_user_error(exc)
+        if error is None or filtering_off():
+            raise
+        if error.loc is None or error.loc.file.startswith("<"):  # evaluated from a string: no line of its own
+            code = inspect.unwrap(fn).__code__
+            error = type(error)(error.message, Location(display_path(code.co_filename), code.co_firstlineno))
+        raise error from None
     specs = []
     for param in inspect.signature(fn).parameters.values():
         if param.name not in annotations:
@@ -219,7 +234,9 @@ def load_onnx(path: str, input_shapes: dict, weights: str = "constants", compile
     except ModuleNotFoundError as exc:
         if exc.name != "onnx":
             raise
-        raise KilnError("ONNX models need the onnx package: pip install 'kiln[onnx]'") from None
+        from kiln.onnx.graph import ONNX_MISSING  # noqa: PLC0415
+
+        raise KilnError(ONNX_MISSING) from None
     inputs = compiled.graph.inputs
     unknown = sorted(set(input_shapes) - {v.name for v in inputs})
     if unknown:

@@ -18,6 +18,7 @@ candidates are GPU schedules timed with CUDA events and keyed by the GPU).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import random
 import statistics
 import sys
@@ -27,6 +28,7 @@ import numpy as np
 from tqdm import tqdm
 
 from kiln.codegen import llvm_codegen, llvm_emitter, llvm_target
+from kiln.codegen.constant_pool import ConstantPool, pool_symbol
 from kiln.dialects import affine as A
 from kiln.dialects import memref as MR
 from kiln.dialects import parse_ir, print_ir
@@ -38,7 +40,7 @@ from kiln.passes.loop_transforms import ScheduleError
 from kiln.passes.schedule import Schedule, apply_schedule
 from kiln.runtime import threads
 from kiln.runtime.native import LoadedObject
-from kiln.tools.tuning_db import host_fingerprint
+from kiln.tools.tuning_db import DEFAULT_KEPT, host_fingerprint
 from kiln.version import __version__
 
 
@@ -162,6 +164,12 @@ def config_key(config: dict):
     return tuple(sorted(config.items(), key=lambda kv: kv[0]))
 
 
+def config_digest(config: dict) -> str:
+    """A short, stable name of a parameter set: what a record's ``tried`` lists, so that a later
+    run of the search skips the candidates an earlier one measured."""
+    return hashlib.sha256(repr(config_key(config)).encode()).hexdigest()[:12]
+
+
 # -- measuring -----------------------------------------------------------------------------------
 @dataclasses.dataclass
 class Measurement:
@@ -235,10 +243,11 @@ class KernelBench:
         else:
             apply_schedule(module, Schedule(steps))
         tm = llvm_target.host_target_machine()
-        llvm_ir = str(llvm_codegen.emit_module(module, tm.triple, str(tm.target_data)))
+        pool = ConstantPool.of(module, pool_symbol(llvm_emitter.symbol_name("kernel")))
+        llvm_ir = str(llvm_codegen.emit_module(module, tm.triple, str(tm.target_data), pool=pool))
         code = llvm_target.parse_and_verify(llvm_ir)
         llvm_target.optimize(code)
-        loaded = LoadedObject(llvm_target.emit_object(code))
+        loaded = LoadedObject(llvm_target.emit_object(code), {pool.symbol: pool.buffer()} if pool else None)
         native = loaded.function(llvm_emitter.symbol_name("kernel"), len(self.initial))
         return lambda arrays: native(arrays), loaded
 
@@ -322,6 +331,8 @@ class TuneResult:
     rejected: int  # wrong results or failed compilations
     interrupted: bool = False
     failures: list = dataclasses.field(default_factory=list)  # why candidates failed to build, one line each
+    stopped: str = ""  # why the search ended before its trials were done ("" when they were)
+    tried: list = dataclasses.field(default_factory=list)  # config_digest of every candidate, earlier runs' too
 
     @property
     def speedup(self) -> float:
@@ -338,9 +349,11 @@ def tune_kernel(
     bench: KernelBench = None,
     initial_steps=None,
     space=None,
+    tried=(),
 ) -> TuneResult:
     """Search `module`'s (one extracted kernel's) schedules; `initial_steps` (a previous
-    record) is the best to beat from the start. `space` and `bench` are the CPU's
+    record) is the best to beat from the start, and `tried` (its ``tried``) the candidates an
+    earlier run measured, which this one skips: a second run resumes the search. `space` and `bench` are the CPU's
     (``SearchSpace``, ``KernelBench``) unless given (``kiln.tools.gpu_tuner``'s for the GPU).
 
     A candidate is screened alone; one that looks faster than the best so far must beat it
@@ -349,13 +362,16 @@ def tune_kernel(
     it is returned: otherwise the result is the default (steps None)."""
     space = space or SearchSpace(module, llvm_target.vector_bits(), threads.available())
     bench = bench or KernelBench(module, seed)
-    rng = random.Random(seed)
+    # A resumed search draws a stream of its own: the first run's stream would offer again the
+    # candidates it already measured, and only those, for as long as that run went.
+    rng = random.Random(f"{seed}:{len(tried)}" if tried else seed)
     run, keep_default = bench.build(None)
     reference = bench.outputs(run)
     default = bench.measure(run)
     best_steps, best, best_run, keep = None, default, run, keep_default
     speedup = 1.0  # of the best over the default, from interleaved comparisons only
-    measured, rejected, seen, failures = [], 0, set(), []
+    measured, rejected, seen, failures = [], 0, set(tried), []
+    stopped = "" if trials > 0 else "the trial count is 0"
     if initial_steps:
         try:
             candidate, keep_initial = bench.build(initial_steps)
@@ -372,11 +388,17 @@ def tune_kernel(
     try:
         for trial in range(1, trials + 1):
             if time_budget is not None and time.perf_counter() - started > time_budget:
+                stopped = f"the time budget ({time_budget:.3g} s for this kernel) ran out"
                 break
             config = _next_config(space, measured, rng, strategy, seen)
             if config is None:
+                stopped = (
+                    "the search space holds no schedule to try"
+                    if not seen
+                    else f"every schedule drawn was tried already ({len(seen)} so far, earlier runs' included)"
+                )
                 break
-            seen.add(config_key(config))
+            seen.add(config_digest(config))
             steps = space.steps(config)
             try:
                 candidate, keep_candidate = bench.build(steps)
@@ -414,7 +436,15 @@ def tune_kernel(
             best_steps, best = None, default
     del keep, keep_default
     return TuneResult(
-        best_steps, default.seconds, best.seconds, len(measured) + rejected, rejected, interrupted, failures
+        best_steps,
+        default.seconds,
+        best.seconds,
+        len(measured) + rejected,
+        rejected,
+        interrupted,
+        failures,
+        "interrupted" if interrupted else stopped,
+        sorted(seen),
     )
 
 
@@ -431,7 +461,7 @@ def _next_config(space, measured, rng, strategy, seen):
             config = space.mutate(rng.choice(ranked)[1], rng)
         if config is None:
             return None
-        if config_key(config) not in seen:
+        if config_digest(config) not in seen:
             return config
     return None
 
@@ -487,6 +517,18 @@ class CpuTuning:
         return {"threads": threads.thread_count() if threads.available() else 1}
 
 
+def _trials_text(result: TuneResult, trials: int) -> str:
+    """The search's numbers, and why it stopped early when it did (0 trials says why)."""
+    text = (
+        f"default {result.default_seconds * 1e3:.3f} ms, best {result.best_seconds * 1e3:.3f} ms "
+        f"({result.speedup:.2f}x), {result.trials} trial{'' if result.trials == 1 else 's'}, "
+        f"{result.rejected} rejected"
+    )
+    if result.stopped and result.stopped != "interrupted":
+        text += f"; no trial: {result.stopped}" if result.trials == 0 else f"; stopped early: {result.stopped}"
+    return text
+
+
 def tune_function(
     compiled,
     specs,
@@ -495,12 +537,15 @@ def tune_function(
     seed: int = 0,
     time_budget: float = None,
     strategy: str = "evolution",
-    out=sys.stderr,
+    out=None,
     tuning=None,
 ) -> list:
-    """Tune every kernel of `compiled` at `specs`, recording winners in `db` (saved after each).
+    """Tune every kernel of `compiled` at `specs`, recording each search in `db` (saved after each):
+    the schedule found, or the default kept (``schedule: default``), with the candidates tried,
+    which a later run skips.
     `tuning` is ``CpuTuning()`` unless given (``gpu_tuner.GpuTuning`` for a function compiled
     for the GPU, whose affine kernels it searches)."""
+    out = out or sys.stderr  # looked up at call time, so a redirected stderr gets the report
     tuning = tuning or CpuTuning()
     function = compiled.lower(*specs).module("affine").body.ops[-1]
     host = tuning.host()
@@ -518,6 +563,7 @@ def tune_function(
         if space is None:
             out.write("  nothing to search: no loop of this kernel can be mapped differently\n")
             continue
+        kept_default = previous is not None and previous.get("schedule") == DEFAULT_KEPT
         with TrialBar(trials, out, f"  {kernel}") as bar:
             result = tune_kernel(
                 module,
@@ -526,39 +572,44 @@ def tune_function(
                 strategy,
                 budget,
                 bar.show,
-                initial_steps=previous["steps"] if previous else None,
+                initial_steps=previous["steps"] if previous and not kept_default else None,
                 space=space,
                 bench=tuning.bench(module, seed),
+                tried=(previous or {}).get("tried", []),
             )
-        out.write(
-            f"  default {result.default_seconds * 1e3:.3f} ms, best {result.best_seconds * 1e3:.3f} ms "
-            f"({result.speedup:.2f}x), {result.trials} trials, {result.rejected} rejected\n"
-        )
+        out.write(f"  {_trials_text(result, trials)}\n")
         if result.failures:
             out.write(f"  {len(result.failures)} schedule(s) failed to build; the first: {result.failures[0]}\n")
-        if result.steps is None:
-            out.write("  no schedule beat the default in two interleaved comparisons: nothing recorded\n")
-            if previous:  # compile would go on using a schedule that no longer wins
-                db.remove(key, host)
-                db.save()
-                out.write("  the previous record for this kernel no longer wins: removed\n")
+        record = {
+            "kernel": key,
+            "host": host,
+            "function": compiled.__name__,
+            "schedule": DEFAULT_KEPT if result.steps is None else "tuned",
+            "steps": result.steps or [],
+            "default_ms": round(result.default_seconds * 1e3, 6),
+            "tuned_ms": round(result.best_seconds * 1e3, 6),
+            "seed": seed,
+            "trials": result.trials + (previous or {}).get("trials", 0),
+            "tried": result.tried,
+            "kiln": __version__,
+            **tuning.notes(),
+            "kernel_ir": print_ir(module, locations=False),
+        }
+        db.put(record)
+        db.save()
         if result.steps is not None:
-            db.put(
-                {
-                    "kernel": key,
-                    "host": host,
-                    "function": compiled.__name__,
-                    "steps": result.steps,
-                    "default_ms": round(result.default_seconds * 1e3, 6),
-                    "tuned_ms": round(result.best_seconds * 1e3, 6),
-                    "seed": seed,
-                    "trials": result.trials + (previous or {}).get("trials", 0),
-                    "kiln": __version__,
-                    **tuning.notes(),
-                    "kernel_ir": print_ir(module, locations=False),
-                }
+            out.write(
+                f"  recorded the schedule found ({result.speedup:.2f}x; {record['trials']} trials in all) "
+                f"in {db.path}\n"
             )
-            db.save()
+        else:
+            if previous and not kept_default:  # compile would go on using a schedule that no longer wins
+                out.write("  the previous record's schedule no longer beats the default: replaced\n")
+            why = "nothing was tried" if result.trials == 0 else "no schedule beat it in two interleaved comparisons"
+            out.write(
+                f"  kept the default schedule ({result.default_seconds * 1e3:.3f} ms): {why}; "
+                f"{record['trials']} trials tried in all; recorded in {db.path}\n"
+            )
         results.append((kernel, result))
         if result.interrupted:
             out.write("interrupted: what was found so far is saved\n")
@@ -576,10 +627,16 @@ def verify_records(db, out=sys.stdout, tuning=None) -> list:
             module = parse_ir(record.get("kernel_ir", ""))
             bench = tuning.bench(module)
             run, keep = bench.build(None)
-            tuned_run, keep2 = bench.build(record["steps"])
+            tuned_run, keep2 = (run, keep) if record.get("schedule") == DEFAULT_KEPT else bench.build(record["steps"])
         except (ScheduleError, KilnError, ValueError, RuntimeError) as exc:  # cannot even be rebuilt
             verdict = f"STALE: {type(exc).__name__}: {exc}"
         else:
+            verdict = None
+        if verdict is None and record.get("schedule") == DEFAULT_KEPT:
+            # Nothing to re-measure: the record says the search found nothing faster than the
+            # default, which compile applies anyway; a new search (kiln tune) re-examines it.
+            verdict = f"ok (the default schedule, kept after {record.get('trials', 0)} trials)"
+        elif verdict is None:
             if not same_outputs(bench.outputs(tuned_run), bench.outputs(run)):
                 verdict = "STALE: wrong results"
             else:

@@ -4,12 +4,15 @@
       host: 5be1...            # fingerprint of the CPU: name, features, cores; for target
                                # cuda, of the GPU: name, compute capability, SMs
       function: matmul
+      schedule: tuned          # or default: searched, and nothing beat the default schedule,
+                               # which compile then applies (steps: [], tuned_ms = default_ms)
       steps: [[unroll_jam, k0.i, 8], [cache_read, k0.j.u, a1], ...]
                                # loops named as kernel k0, buffers as its arguments a<k>
       default_ms: 0.55
       tuned_ms: 0.48
       seed: 0
-      trials: 100
+      trials: 100              # every run's together
+      tried: [0c1f2e3d4a5b, ...]  # the candidates measured, which a later run skips
       kiln: 0.1.0
       kernel_ir: |              # the kernel alone, to re-measure it (--verify)
         module { ... }
@@ -46,6 +49,9 @@ import yaml
 from kiln.codegen import llvm_target
 from kiln.runtime import cuda
 
+# A record's ``schedule``: the kernel was searched and the default schedule kept (its ``steps``
+# are empty, and compile applies the default), or a schedule that beat it was found.
+DEFAULT_KEPT = "default"
 REQUIRED = {"kernel": str, "host": str, "steps": list, "default_ms": (int, float), "tuned_ms": (int, float)}
 
 
@@ -206,4 +212,11 @@ def _problem(record) -> str | None:
     for step in record["steps"]:
         if not isinstance(step, list) or not step or not isinstance(step[0], str):
             return "a step is not a list like [split, k0.i, 32]"
+    if record.get("schedule", "tuned") not in ("tuned", DEFAULT_KEPT):
+        return "'schedule' is neither tuned nor default"
+    if record.get("schedule") == DEFAULT_KEPT and record["steps"]:
+        return "a record that kept the default schedule has steps"
+    tried = record.get("tried", [])
+    if not isinstance(tried, list) or not all(isinstance(t, str) for t in tried):
+        return "'tried' is not a list of candidate names"
     return None
