@@ -2,6 +2,7 @@
 
     python bench/zoo_weights.py                      # all nine, then the first again: ten loads in turn
     python bench/zoo_weights.py --models bvlc_alexnet,vgg19 --cache-dir ~/.cache/kiln
+    python bench/zoo_weights.py --memory --models bvlc_alexnet,vgg19   # each load in a process of its own
 
 The zoo files make their weights with ConstantOfShape (every weight one value); here each
 becomes an initializer of random values of the same shape, as in a trained model, so the
@@ -13,14 +14,19 @@ loaded function holds beyond what the process held before (anonymous memory, and
 mapped from files: the constant pool in the cache), beside the weights' size.
 
 By default the disk cache is a new temporary directory, so the first load of each network
-compiles it. Needs onnx and onnxruntime (``pip install -e '.[bench]'``).
+compiles it. With ``--memory`` each load runs in a new process instead (a cold one that
+compiles, then a warm one that finds the cache), so the memory it reports is the loaded
+function's alone, not what earlier loads left in the allocator. Needs onnx and onnxruntime
+(``pip install -e '.[bench]'``).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +42,24 @@ def resident() -> dict:
     return {k: int(fields[k].split()[0]) / 1024 for k in ("RssAnon", "RssFile")}
 
 
+def measure_one(path: str) -> None:
+    """Load and run the model at `path` once, printing as JSON the resident memory it added."""
+    import numpy as np
+
+    import kiln.onnx
+
+    gc.collect()
+    before = resident()
+    started = time.perf_counter()
+    fn = kiln.onnx.load(path)
+    x = np.load(path + ".input.npy")
+    fn(x)
+    seconds = time.perf_counter() - started
+    gc.collect()
+    after = resident()
+    print(json.dumps({"seconds": seconds, **{k: after[k] - before[k] for k in after}}))
+
+
 def main() -> int:
     from test_onnx_zoo import LIGHT, MODELS, _input, _random_weights, _weights_as_initializers
 
@@ -43,7 +67,12 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated zoo names")
     parser.add_argument("--cache-dir", help="KILN_CACHE_DIR (default: a new temporary directory)")
     parser.add_argument("--loads", type=int, default=2, help="loads of each network in turn")
+    parser.add_argument("--memory", action="store_true", help="each load in a new process: memory per load")
+    parser.add_argument("--measure-one", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.measure_one:
+        measure_one(args.measure_one)
+        return 0
     work = tempfile.mkdtemp(prefix="kiln-zoo-")
     os.environ["KILN_CACHE_DIR"] = args.cache_dir or os.path.join(work, "cache")
 
@@ -78,6 +107,19 @@ def main() -> int:
             prepared[name] = (path, x, expected, nbytes)
             del model, filled, weights, session
         path, x, expected, nbytes = prepared[name]
+        if args.memory:
+            if index == len(names):
+                break
+            np.save(path + ".input.npy", x)
+            for load in ("cold", "warm"):
+                command = [sys.executable, os.path.abspath(__file__), "--measure-one", path]
+                result = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+                print(
+                    f"{name:<14} {load:>4} {nbytes / 2**20:>11.0f} {result['seconds']:>10.1f} "
+                    f"{result['RssAnon']:>9.0f} {result['RssFile']:>10.0f}",
+                    flush=True,
+                )
+            continue
         for load in range(args.loads if index < len(names) else 1):
             gc.collect()
             before = resident()

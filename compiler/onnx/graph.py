@@ -330,7 +330,7 @@ def _inferred_types(model) -> dict:
     import onnx  # noqa: PLC0415
 
     try:
-        inferred = onnx.shape_inference.infer_shapes(model)
+        inferred = onnx.shape_inference.infer_shapes(_without_large_initializers(model))
     except Exception:  # an inference gap is not the model's fault; kiln checks less then
         return {}
     types = {}
@@ -341,6 +341,41 @@ def _inferred_types(model) -> dict:
         except UnsupportedError:
             pass
     return {name: dtype for name, dtype in types.items() if dtype is not None}
+
+
+# Initializers larger than this are weights, never shapes or axes that inference reads.
+_INFERENCE_INITIALIZER_BYTES = 64 * 1024
+
+
+def _without_large_initializers(model):
+    """`model` with its large initializers as typed graph inputs instead: the types inference
+    gives are the same (only small integer initializers, shapes and axes, feed its values),
+    and onnx's inference, which copies the whole model twice through bytes, no longer copies
+    the weights (VGG-19's 548 MB took 6 s of every load)."""
+    import onnx  # noqa: PLC0415
+
+    graph = model.graph
+    sizes = [(t, t.ByteSize()) for t in graph.initializer]
+    if all(size <= _INFERENCE_INITIALIZER_BYTES for _, size in sizes):
+        return model
+    listed = {v.name for v in graph.input}
+    light = onnx.GraphProto(
+        name=graph.name,
+        node=graph.node,
+        input=graph.input,
+        output=graph.output,
+        value_info=graph.value_info,
+        initializer=[t for t, size in sizes if size <= _INFERENCE_INITIALIZER_BYTES],
+        sparse_initializer=graph.sparse_initializer,
+    )
+    light.input.extend(
+        onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+        for t, size in sizes
+        if size > _INFERENCE_INITIALIZER_BYTES and t.name not in listed
+    )
+    return onnx.ModelProto(
+        ir_version=model.ir_version, opset_import=model.opset_import, graph=light, functions=model.functions
+    )
 
 
 def _type_proto(value):
@@ -400,7 +435,7 @@ def make_python_function(graph: GraphFunction, weights_as_argument: bool, name: 
     are an argument, and ``random_state`` when the graph draws random numbers, see
     onnx/random_state.py) returning the tuple of graph outputs, for ``kiln.compile``."""
     names = parameter_names([v.name for v in graph.inputs])
-    random = draws_random(graph.model.graph)
+    random = draws_random(graph.nodes)
 
     def model(*args):
         args = [a.array if isinstance(a, StaticValue) else a for a in args]

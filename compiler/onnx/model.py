@@ -38,7 +38,7 @@ class OnnxFunction(CompiledFunction):
         self.output_names = list(graph.outputs)
         self._parameter_of = parameters
         self.weights = graph.argument_weights() if weights_as_argument else None
-        self._random_calls = CallCounter() if draws_random(graph.model.graph) else None
+        self._random_calls = CallCounter() if draws_random(graph.nodes) else None
 
     def _renamed(self, kwargs: dict) -> dict:
         known = set(self._parameter_of) | set(self._parameter_of.values()) | {"weights", "random_state"}

@@ -30,10 +30,10 @@ RANDOM_OPS = frozenset(("RandomUniform", "RandomNormal", "RandomUniformLike", "R
                         "Multinomial", "Dropout"))  # fmt: skip
 
 
-def draws_random(graph_proto) -> bool:
-    """Whether a top-level node of the graph may draw random numbers."""
+def draws_random(nodes) -> bool:
+    """Whether one of a graph's top-level `nodes` may draw random numbers."""
     return any(node.op_type in RANDOM_OPS and (node.op_type != "Dropout" or len(node.input) > 2)
-               for node in graph_proto.node)  # fmt: skip
+               for node in nodes)  # fmt: skip
 
 
 class CallCounter:
