@@ -1,0 +1,90 @@
+"""float16 reductions round where numpy's do: along a contiguous axis numpy's ``HALF_add``
+and ``HALF_multiply`` reduce loops accumulate in float32 and round to float16 once
+(numpy/_core/src/umath/loops.c.src), so a sum of 3000 ones is 3000 and a product of 1000
+float16(1.001) is 2.654. numpy is the oracle, bit for bit; the rules per op are the table
+"float16 accumulation" in docs/numpy.md."""
+
+import numpy as np
+import pytest
+
+import kiln
+
+H = np.float16
+
+
+def same_bits(got, expected):
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.dtype == expected.dtype == H
+    np.testing.assert_array_equal(got.view(np.uint16), expected.view(np.uint16))
+
+
+def near_one(shape, seed):
+    rng = np.random.default_rng(seed)
+    return (1 + rng.standard_normal(shape) * 0.01).astype(H)
+
+
+@kiln.compile
+def prod_all(x):
+    return np.prod(x)
+
+
+@kiln.compile
+def prod_rows(x):
+    return np.prod(x, axis=-1)
+
+
+@kiln.compile
+def prod_reversed(x):
+    return np.prod(x[::-1])
+
+
+@kiln.compile
+def prod_every_other(x):
+    return np.prod(x[::2])
+
+
+def test_product_of_a_thousand_halves_rounds_once():
+    x = np.full(1000, 1.001, H)
+    same_bits(prod_all(x), np.prod(x))  # 2.654; rounding each multiply gave 2.617
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 13, 127, 331])
+def test_products_of_any_length(n):
+    x = near_one(n, n)
+    same_bits(prod_all(x), np.prod(x))
+    same_bits(prod_reversed(x), np.prod(x[::-1]))
+    same_bits(prod_every_other(x), np.prod(x[::2]))
+
+
+def test_products_of_rows_and_of_a_whole_matrix():
+    x = near_one((5, 97), 3)
+    same_bits(prod_rows(x), np.prod(x, axis=-1))
+    same_bits(prod_all(x), np.prod(x))
+
+
+def test_a_partial_product_past_float16s_range_does_not_overflow():
+    # 300 * 300 is past 65504, but numpy's float32 accumulator holds it: 300 * 300 / 300 = 300
+    x = np.array([300, 300, 1 / 300], H)
+    same_bits(prod_all(x), np.prod(x))
+    assert np.isfinite(prod_all(x))
+
+
+@pytest.mark.parametrize("special", [np.nan, np.inf, -np.inf, -0.0, 0.0, 65504.0, 6e-8])
+def test_products_with_special_values(special):
+    x = near_one(11, 7)
+    x[4] = special
+    same_bits(prod_all(x), np.prod(x))
+    same_bits(prod_all(x[:1] * 0 + special), np.prod(x[:1] * 0 + special))
+
+
+@kiln.compile
+def sum_all(x):
+    return np.sum(x)
+
+
+@pytest.mark.parametrize("n", [0, 1, 3000, 4099])
+def test_contiguous_sums_round_once(n):
+    x = np.ones(n, H)
+    same_bits(sum_all(x), np.sum(x))  # 3000 ones are 3000: float32 accumulates them exactly
+    y = (np.random.default_rng(n).standard_normal(n) * 100).astype(H)
+    same_bits(sum_all(y), np.sum(y))
