@@ -88,3 +88,43 @@ def test_contiguous_sums_round_once(n):
     same_bits(sum_all(x), np.sum(x))  # 3000 ones are 3000: float32 accumulates them exactly
     y = (np.random.default_rng(n).standard_normal(n) * 100).astype(H)
     same_bits(sum_all(y), np.sum(y))
+
+
+@kiln.compile
+def mean_columns(x):
+    return np.mean(x, axis=0)
+
+
+@kiln.compile
+def matmul(a, b):
+    return a @ b
+
+
+def test_means_accumulate_in_float32_along_any_axis():
+    x = np.ones((3000, 2), H)  # numpy's mean sums in float32 even where its sum would round each step
+    same_bits(mean_columns(x), np.mean(x, axis=0))
+    y = (np.random.default_rng(5).standard_normal((257, 3)) * 50).astype(H)
+    same_bits(mean_columns(y), np.mean(y, axis=0))
+
+
+@pytest.mark.parametrize("k", [1, 13, 3001])
+def test_matrix_products_round_once(k):
+    rng = np.random.default_rng(k)
+    a, b = rng.standard_normal((3, k)).astype(H), rng.standard_normal((k, 5)).astype(H)
+    same_bits(matmul(a, b), a @ b)
+    ones = np.ones((1, k), H)
+    same_bits(matmul(ones, ones.T), ones @ ones.T)  # 3000, where float16 steps stop at 2048
+
+
+@kiln.compile
+def add_at_indexed(y, v):
+    y = y.copy()
+    y[np.array([0, 0, 1])] += v
+    return y
+
+
+def test_an_augmented_assignment_writes_a_repeated_index_once():
+    y, v = np.array([2048, 0, 5], H), np.array([1, 2, 3], H)
+    expected = y.copy()
+    expected[np.array([0, 0, 1])] += v
+    same_bits(add_at_indexed(y, v), expected)
