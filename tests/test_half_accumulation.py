@@ -128,3 +128,52 @@ def test_an_augmented_assignment_writes_a_repeated_index_once():
     expected = y.copy()
     expected[np.array([0, 0, 1])] += v
     same_bits(add_at_indexed(y, v), expected)
+
+
+# -- ONNX pools: ONNX's reference averages each window with numpy (float32), rounding once --
+def _pool_model(op, in_shape, out_shape, **attributes):
+    onnx = pytest.importorskip("onnx")
+    helper, f16 = onnx.helper, onnx.TensorProto.FLOAT16
+    node = helper.make_node(op, ["x"], ["y"], **attributes)
+    graph = helper.make_graph(
+        [node],
+        "pool",
+        [helper.make_tensor_value_info("x", f16, in_shape)],
+        [helper.make_tensor_value_info("y", f16, out_shape)],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+
+
+def _against_reference(model, x):
+    from onnx.reference import ReferenceEvaluator
+
+    same_bits(kiln.onnx.load(model)(x)[0], ReferenceEvaluator(model).run(None, {"x": x})[0])
+
+
+def test_a_sixteen_by_sixteen_average_pool_rounds_once():
+    x = (np.random.default_rng(1).standard_normal((1, 2, 20, 20)) * 10 + 100).astype(H)
+    _against_reference(_pool_model("AveragePool", [1, 2, 20, 20], [1, 2, 5, 5], kernel_shape=[16, 16]), x)
+
+
+@pytest.mark.parametrize("include_pad", [0, 1])
+def test_padded_strided_average_pools(include_pad):
+    x = (np.random.default_rng(2).standard_normal((1, 1, 7, 11)) * 3).astype(H)
+    x[0, 0, 3, 4], x[0, 0, 6, 10] = -0.0, 60000  # a window of 60000s averages to 60000, its sum would be inf
+    x[0, 0, 5:, 9:] = 60000
+    model = _pool_model(
+        "AveragePool",
+        [1, 1, 7, 11],
+        [1, 1, 4, 6],
+        kernel_shape=[3, 3],
+        strides=[2, 2],
+        pads=[1, 1, 1, 1],
+        count_include_pad=include_pad,
+    )
+    _against_reference(model, x)
+
+
+@pytest.mark.parametrize("special", [np.nan, np.inf, 1.0])
+def test_global_average_pools_do_not_overflow(special):
+    x = (np.random.default_rng(3).standard_normal((1, 3, 40, 40)) + 100).astype(H)  # sums past 65504
+    x[0, 1, 7, 5] = special
+    _against_reference(_pool_model("GlobalAveragePool", [1, 3, 40, 40], [1, 3, 1, 1]), x)
