@@ -107,6 +107,15 @@ def test_means_accumulate_in_float32_along_any_axis():
     same_bits(mean_columns(y), np.mean(y, axis=0))
 
 
+@pytest.mark.parametrize("n", [1, 3, 701])
+def test_means_divide_the_float32_sum_not_a_rounded_one(n):
+    x = (np.random.default_rng(n).standard_normal((n, 4)) * 20 + 300).astype(H)  # sums pass 65504
+    same_bits(mean_columns(x), np.mean(x, axis=0))
+    same_bits(mean_columns(x[::-1, ::2]), np.mean(x[::-1, ::2], axis=0))
+    small = np.array([[3.771], [19.22], [-16.06]], H)  # its sum rounded to float16 first ends an ulp off
+    same_bits(mean_columns(small), np.mean(small, axis=0))
+
+
 @pytest.mark.parametrize("k", [1, 13, 3001])
 def test_matrix_products_round_once(k):
     rng = np.random.default_rng(k)
@@ -177,3 +186,16 @@ def test_global_average_pools_do_not_overflow(special):
     x = (np.random.default_rng(3).standard_normal((1, 3, 40, 40)) + 100).astype(H)  # sums past 65504
     x[0, 1, 7, 5] = special
     _against_reference(_pool_model("GlobalAveragePool", [1, 3, 40, 40], [1, 3, 1, 1]), x)
+
+
+@kiln.compile
+def var_rows(x):
+    return np.var(x, axis=-1), np.std(x, axis=-1)
+
+
+@pytest.mark.parametrize("scale, offset", [(3.0, 0.0), (20.0, 300.0)])
+def test_variances_take_numpys_float16_mean(scale, offset):
+    # numpy's _var, unlike _mean, sums float16 to a float16 mean: past 65504 it is inf there too
+    x = (np.random.default_rng(9).standard_normal((4, 331)) * scale + offset).astype(H)
+    for got, expected in zip(var_rows(x), (np.var(x, axis=-1), np.std(x, axis=-1))):
+        same_bits(got, expected)

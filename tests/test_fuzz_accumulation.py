@@ -1,0 +1,11 @@
+"""Differential fuzzing of float16 accumulations, a bounded run: kiln's sums, products,
+means and matrix products of random float16 arrays and views have numpy's bits."""
+
+from fuzz.accumulation import accumulations, check_accumulation
+from hypothesis import HealthCheck, given, settings
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(accumulations())
+def test_random_float16_accumulations_have_numpys_bits(case):
+    check_accumulation(*case)
