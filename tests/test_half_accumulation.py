@@ -199,3 +199,73 @@ def test_variances_take_numpys_float16_mean(scale, offset):
     x = (np.random.default_rng(9).standard_normal((4, 331)) * scale + offset).astype(H)
     for got, expected in zip(var_rows(x), (np.var(x, axis=-1), np.std(x, axis=-1))):
         same_bits(got, expected)
+
+
+# -- ufunc.at: numpy applies each update in index order, rounding in the array's dtype ----------
+AT_UFUNCS = (np.add, np.subtract, np.multiply, np.maximum, np.minimum)
+AT_DTYPES = (np.float16, np.float32, np.float64, np.int8, np.uint8, np.int64, np.bool_)
+
+
+def _numpy_at(ufunc, y, index, v):
+    y = y.copy()
+    with np.errstate(all="ignore"):
+        ufunc.at(y, index, v)
+    return y
+
+
+def _kiln_at(ufunc, index):
+    def update(y, v):
+        y = y.copy()
+        ufunc.at(y, index, v)
+        return y
+
+    return kiln.compile(update)
+
+
+def test_updates_apply_in_order_not_combined_first():
+    y, v = np.array([1e16]), np.array([1, 1, -1e16])
+    np.testing.assert_array_equal(_kiln_at(np.add, [0, 0, 0])(y, v), _numpy_at(np.add, y, [0, 0, 0], v))  # 0, not 2
+    y16, v16 = np.array([2048, 5], H), np.array([1, 1, 1, 2], H)
+    same_bits(_kiln_at(np.add, [0, 0, 0, -1])(y16, v16), _numpy_at(np.add, y16, [0, 0, 0, -1], v16))  # 2048
+
+
+# numpy's subtract refuses booleans
+AT_CASES = [(u, d) for u in AT_UFUNCS for d in AT_DTYPES if not (u is np.subtract and d == np.bool_)]
+
+
+@pytest.mark.parametrize("ufunc, dtype", AT_CASES, ids=lambda c: getattr(c, "__name__", None) or np.dtype(c).name)
+def test_repeated_indices_in_every_dtype(ufunc, dtype):
+    rng = np.random.default_rng(11)
+    index = [3, 0, 3, 3, -2, 0, 4, 3]
+    if np.dtype(dtype).kind == "f":
+        y, v = (rng.standard_normal(5) * 100).astype(dtype), (rng.standard_normal(8) * 100).astype(dtype)
+        y[1], v[2], v[5] = -0.0, np.finfo(dtype).max, np.nan
+    elif dtype == np.bool_:
+        y, v = rng.integers(0, 2, 5).astype(bool), rng.integers(0, 2, 8).astype(bool)
+    else:
+        info = np.iinfo(dtype)
+        y, v = rng.integers(info.min, info.max, 5, dtype=dtype, endpoint=True), rng.integers(-3, 90, 8).astype(dtype)
+        y[0] = info.max
+    got, expected = _kiln_at(ufunc, index)(y, v), _numpy_at(ufunc, y, index, v)
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got.view(np.uint8), expected.view(np.uint8))
+
+
+def test_repeated_rows_and_columns_of_a_matrix():
+    rng = np.random.default_rng(12)
+    y = (rng.standard_normal((3, 4)) * 1000).astype(H)
+    rows, cols = np.array([2, 0, 2, 2]), np.array([1, 1, 1, -1])
+    v = rng.standard_normal((4, 4)).astype(H)
+
+    def by_rows(a, b):
+        a = a.copy()
+        np.add.at(a, rows, b)
+        return a
+
+    def by_points(a, b):
+        a = a.copy()
+        np.add.at(a, (rows, cols), b[0])
+        return a
+
+    same_bits(kiln.compile(by_rows)(y, v), _numpy_at(np.add, y, rows, v))
+    same_bits(kiln.compile(by_points)(y, v), _numpy_at(np.add, y, (rows, cols), v[0]))
