@@ -269,3 +269,20 @@ def test_repeated_rows_and_columns_of_a_matrix():
 
     same_bits(kiln.compile(by_rows)(y, v), _numpy_at(np.add, y, rows, v))
     same_bits(kiln.compile(by_points)(y, v), _numpy_at(np.add, y, (rows, cols), v[0]))
+
+
+@pytest.mark.parametrize("indices", [False, True])
+def test_float16_max_pools_are_exact(indices):
+    x = np.random.default_rng(4).standard_normal((1, 2, 20, 20)).astype(H)
+    x[0, 0, 3, 3], x[0, 1, 0, 0], x[0, 1, 19, 19] = -np.inf, -0.0, 65504  # (the reference skips NaNs)
+    model = _pool_model("MaxPool", [1, 2, 20, 20], [1, 2, 5, 5], kernel_shape=[16, 16])
+    if indices:
+        onnx = pytest.importorskip("onnx")
+        model.graph.node[0].output.append("i")
+        model.graph.output.append(onnx.helper.make_tensor_value_info("i", onnx.TensorProto.INT64, [1, 2, 5, 5]))
+    from onnx.reference import ReferenceEvaluator
+
+    got, expected = kiln.onnx.load(model)(x), ReferenceEvaluator(model).run(None, {"x": x})
+    same_bits(got[0], expected[0])
+    if indices:  # each index names an element holding the maximum
+        same_bits(x.reshape(-1)[got[1]], expected[0])

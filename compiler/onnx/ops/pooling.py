@@ -34,16 +34,17 @@ def _lowest(dtype):
 @op("MaxPool", attributes=("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"))
 def max_pool(node, x):
     window = _pool_window(node, x)
-    padded = pad_spatial(x, window.begin, window.end, _lowest(np.dtype(x.dtype)))
+    # float16 is widened once (a maximum is exact in either width), not converted per tap
+    padded = pad_spatial(_accumulated(x), window.begin, window.end, _lowest(np.dtype(x.dtype)))
     taps = [window_tap(padded, offset, window) for offset in window.offsets()]
     wants_indices = len(node.proto.output) > 1 and node.proto.output[1]
     if not wants_indices:
         y = taps[0]
         for tap in taps[1:]:
             y = np.maximum(y, tap)
-        return y
+        return same_dtype(x, y)
     stacked = np.stack(taps, axis=-1)
-    y = np.max(stacked, axis=-1)
+    y = same_dtype(x, np.max(stacked, axis=-1))
     # The flat index (over N, C and the spatial axes, in row-major order or, for
     # storage_order=1, the spatial axes column-major) of each tap's element, as a constant.
     spatial = x.shape[2:]
