@@ -33,6 +33,7 @@ from kiln.frontend.numpy_indexing import (
     checked_index,
     entry_free,
     fill_value,
+    gather_last,
     getitem,
     parse_key,
     placed_axes,
@@ -153,9 +154,11 @@ _AT_COMBINE = {
 def ufunc_at(ufunc, inputs, kwargs):
     """np.add.at(a, indices, b) and subtract, multiply, maximum, minimum: a[indices] op= b with
     every repeated index applied (numpy's unbuffered update), written into the traced `a` in
-    place. Every value for a position is combined first (a sum for add and subtract, so a
-    float total may round differently from numpy's one-by-one additions), then applied once.
-    Cost O(len(indices) * size of the indexed axes) per element of the rest."""
+    place. With indices known while tracing the updates apply one by one in index order, each
+    rounded to a's dtype, as numpy's (see _updated_in_order); with traced indices every value
+    for a position is combined first (a sum for add and subtract, so a float total may round
+    differently from numpy's one-by-one additions), then applied once. Cost O(len(indices) *
+    size of the indexed axes) per element of the rest."""
     name = f"np.{ufunc.__name__}.at"
     if ufunc not in _AT_COMBINE:
         raise UnsupportedError(
@@ -203,6 +206,10 @@ def ufunc_at(ufunc, inputs, kwargs):
     source = ops.reshape(source, merged.shape[:-1] + (length,))
     flat = np.reshape(flat, (-1,)) if not isinstance(flat, Tracer) else ops.reshape(flat, (length,))
     n = merged.shape[-1]
+    if not isinstance(flat, Tracer):
+        written = _updated_in_order(ufunc, merged, source, np.asarray(flat, np.int64), work, a.dtype)
+        views.assign(a, write_region(a, where, region, parsed, written))
+        return None
     kind, neutral = _AT_COMBINE[ufunc]
     if work == np.bool_ and kind in ("sum", "prod"):
         kind = "max" if kind == "sum" else "min"  # numpy's add and multiply on bools are or and and
@@ -226,6 +233,34 @@ def ufunc_at(ufunc, inputs, kwargs):
     written = ops.where(touched, ops.cast(combined, a.dtype), merged)
     views.assign(a, write_region(a, where, region, parsed, written))
     return None
+
+
+def _updated_in_order(ufunc, merged, source, flat, work, dtype):
+    """`merged` (R + (n,)) after numpy's unbuffered ufunc.at loop: update l applies
+    ``merged[..., flat[l]] = ufunc(merged[..., flat[l]], source[..., l])``, in the order of l,
+    each result cast to `dtype` (rounded, for float16) before the next update reads it, so
+    np.add.at([1e16], [0, 0, 0], [1, 1, -1e16]) is 0 as in numpy. The indices are known while
+    tracing: the k-th updates of their positions go in round k, whose positions are distinct,
+    so a round is one gather and one elementwise update, and rounds follow each other in the
+    order numpy applies them. Cost O(len(flat) * n) per element of R, as one combined update."""
+    n = merged.shape[-1]
+    rank = np.zeros(len(flat), np.int64)  # how many earlier updates hit the same position
+    seen = {}
+    for l, position in enumerate(flat.tolist()):
+        rank[l] = seen.get(position, 0)
+        seen[position] = rank[l] + 1
+    ctx, current = current_context(), merged
+    for k in range(int(rank.max(initial=-1)) + 1):
+        chosen = np.nonzero(rank == k)[0]
+        values = gather_last(source, chosen)  # R + (len(chosen),)
+        hit = np.equal(ops.reshape(ops.lift(ctx, flat[chosen], np.int64), (len(chosen), 1)), positions(n, 2, 1))
+        spread = ops.where(hit, ops.reshape(values, values.shape + (1,)), ops.lift(ctx, fill_value(work), work))
+        # one value per position: the maximum over the misses' lowest value is that value, bit for bit
+        picked = ctx.emit(T.ReduceMaxOp, [spread], {"axes": (spread.ndim - 2,), "keepdims": False})
+        touched = ops.lift(ctx, np.isin(np.arange(n), flat[chosen]), np.bool_)
+        combined = ops.cast(ufunc(ops.cast(current, work), picked), dtype)
+        current = ops.where(ops.broadcast_to(touched, current.shape), combined, current)
+    return current
 
 
 def _extreme_high(dtype):

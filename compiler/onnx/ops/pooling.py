@@ -3,6 +3,11 @@
 Pools combine the taps of the padded input elementwise (max, sum). Window counts (the
 average pool's divisor) and index grids (MaxPool's Indices) are computed by numpy at import
 time from the shapes alone, so they are constants of the traced program.
+
+A float16 average accumulates its window in float32 and rounds once, as ONNX's reference
+does (``np.average`` / ``np.mean`` of the window, which numpy takes in float32): rounding
+after every tap lost accuracy and, with a float16 <-> float32 conversion per tap and
+element, made LLVM's optimizer take seconds on a 16 x 16 window. The input is widened once.
 """
 
 from __future__ import annotations
@@ -29,16 +34,17 @@ def _lowest(dtype):
 @op("MaxPool", attributes=("auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"))
 def max_pool(node, x):
     window = _pool_window(node, x)
-    padded = pad_spatial(x, window.begin, window.end, _lowest(np.dtype(x.dtype)))
+    # float16 is widened once (a maximum is exact in either width), not converted per tap
+    padded = pad_spatial(_accumulated(x), window.begin, window.end, _lowest(np.dtype(x.dtype)))
     taps = [window_tap(padded, offset, window) for offset in window.offsets()]
     wants_indices = len(node.proto.output) > 1 and node.proto.output[1]
     if not wants_indices:
         y = taps[0]
         for tap in taps[1:]:
             y = np.maximum(y, tap)
-        return y
+        return same_dtype(x, y)
     stacked = np.stack(taps, axis=-1)
-    y = np.max(stacked, axis=-1)
+    y = same_dtype(x, np.max(stacked, axis=-1))
     # The flat index (over N, C and the spatial axes, in row-major order or, for
     # storage_order=1, the spatial axes column-major) of each tap's element, as a constant.
     spatial = x.shape[2:]
@@ -106,7 +112,13 @@ def _tap_sum(x, window: Window):
 def average_pool(node, x):
     window = _pool_window(node, x)
     counts = _window_counts(x, window, bool(node.attr("count_include_pad", 0)))
-    return same_dtype(x, _tap_sum(x, window) / counts.astype(x.dtype))
+    wide = _accumulated(x)
+    return same_dtype(x, _tap_sum(wide, window) / counts.astype(wide.dtype))
+
+
+def _accumulated(x):
+    """`x` in the dtype a window accumulates in: float32 for float16, else its own."""
+    return x.astype(np.float32) if x.dtype == np.float16 else x
 
 
 @op("LpPool", attributes=("auto_pad", "ceil_mode", "dilations", "kernel_shape", "p", "pads", "strides"))
@@ -126,7 +138,8 @@ def _lp(total, p):
 
 @op("GlobalAveragePool")
 def global_average_pool(node, x):
-    return same_dtype(x, np.mean(x, axis=tuple(range(2, x.ndim)), keepdims=True, dtype=x.dtype))
+    wide = _accumulated(x)
+    return same_dtype(x, np.mean(wide, axis=tuple(range(2, x.ndim)), keepdims=True, dtype=wide.dtype))
 
 
 @op("GlobalMaxPool")
