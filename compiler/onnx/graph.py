@@ -121,10 +121,12 @@ class GraphFunction:
         graph = model.graph
         # The nodes alone, copied out of the model: keeping the model would keep a second copy
         # of every weight (the initializers' bytes) for as long as the compiled function lives.
-        self.nodes = onnx.GraphProto(node=graph.node).node
+        # (A message read from the model keeps all of it alive: the inputs are copied too.)
+        kept = onnx.GraphProto(node=graph.node, input=graph.input)
+        self.nodes = kept.node
         self.opsets = {entry.domain: entry.version for entry in model.opset_import}
         self.weights = {t.name: to_numpy(t) for t in graph.initializer}
-        self.inputs = [v for v in graph.input if v.name not in self.weights]
+        self.inputs = [v for v in kept.input if v.name not in self.weights]
         self.input_dtypes = [self._value_dtype(v) for v in self.inputs]
         self.outputs = [v.name for v in graph.output]
         self.expected = _inferred_types(model)
