@@ -150,6 +150,28 @@ def test_clip_with_python_int_bounds_past_the_dtype_follows_numpy():
             assert_matches(expected, lambda: kiln.compile(lambda x: np.clip(x, low, high))(a))
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.uint64], ids=lambda d: np.dtype(d).name)
+def test_clip_with_python_int_arguments_as_bounds_follows_numpy(dtype):
+    a = sample(dtype)
+    info = np.iinfo(dtype)
+    lo, hi = int(info.min), int(info.max)
+    compiled = kiln.compile(lambda x, low, high: np.clip(x, low, high))
+    for low, high in (
+        (-5, 300),
+        (lo - 1, hi + 1),
+        (lo, hi),
+        (3, 5),
+        (hi + 1, hi + 2),
+        (-1, -1),
+        (lo - 1, 2),
+        (7, 2**63),
+    ):
+        if not all(-(2**63) <= v < 2**64 for v in (low, high)):
+            continue  # not a traced argument
+        expected = numpy_or_error(lambda x: np.clip(x, low, high), a)
+        assert_matches(expected, lambda: compiled(a, low, high))
+
+
 def test_where_converts_a_python_int_as_numpy_does():
     c = np.array([True, False, False])
     for dtype, s in ((np.int32, 2**40), (np.uint8, -1), (np.int8, 300), (np.int64, 5)):

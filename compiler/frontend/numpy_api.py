@@ -433,6 +433,10 @@ def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **extras):
         info = np.iinfo(a.dtype)
         low = None if type(low) is int and low <= info.min else low
         high = None if type(high) is int and high >= info.max else high
+        if isinstance(low, ops.Tracer) and low.weak and low.dtype.kind in "iu":
+            low = python_ints.clamped(low, low=int(info.min))  # the same, for an argument
+        if isinstance(high, ops.Tracer) and high.weak and high.dtype.kind in "iu":
+            high = python_ints.clamped(high, high=int(info.max))
         if low is None and high is None:
             return np.positive(a)  # a new array, as numpy's
     # np.clip is one ufunc of three operands: their common dtype, not that of max then min.

@@ -157,3 +157,25 @@ def python_arithmetic(ufunc, operands, result: Tracer) -> None:
 
     result.ctx.exact_ints[result.value] = value
     result.ctx.int_checks.append(IntCheck(value, result.dtype, user_location(), arithmetic=True))
+
+
+def clamped(x: Tracer, low: int | None = None, high: int | None = None) -> Tracer:
+    """The Python int argument `x` clamped into [low, high], still weak and followed exactly:
+    numpy's np.clip ignores a bound at or past its array's extreme, which for an argument is
+    known only at call time, and clamping it there is the same."""
+    exact_value = exact(x)
+    result = x
+    info = np.iinfo(x.dtype)
+    for bound, ufunc, pick in ((low, np.maximum, max), (high, np.minimum, min)):
+        if bound is None or not info.min <= bound <= info.max:
+            continue  # every value x can hold is already on the right side of it
+        result = Tracer(ufunc(result, x.dtype.type(bound)).value, x.ctx, weak=True)
+    if exact_value is not None:
+
+        def value(leaves):
+            v = exact_value(leaves)
+            v = v if low is None else max(v, low)
+            return v if high is None else min(v, high)
+
+        x.ctx.exact_ints[result.value] = value
+    return result
