@@ -181,12 +181,21 @@ def test_where_converts_a_python_int_as_numpy_does():
         assert_matches(expected, lambda: kiln.compile(lambda c, x, s: np.where(c, x, s))(c, x, s))
 
 
+def _write_broadcast(x):
+    y = np.broadcast_to(x, (2, 2))
+    y[0, 0] = 1
+    return y
+
+
 @pytest.mark.parametrize(
     "fn, message",
     [
         (lambda x: x**-1, "Integers to negative integer powers are not allowed"),
         (lambda x: np.power(x, np.array([1, -2])), "Integers to negative integer powers are not allowed"),
         (lambda x: x[::0], "slice step cannot be zero"),
+        (lambda x: np.insert(x, slice(None, None, 0), 5), "slice step cannot be zero"),
+        (lambda x: np.take(x, [0], mode="bounce"), "clipmode must be one of"),
+        (_write_broadcast, "assignment destination is read-only"),
     ],
 )
 def test_numpy_value_errors_while_tracing_name_the_users_line(fn, message):
@@ -196,3 +205,20 @@ def test_numpy_value_errors_while_tracing_name_the_users_line(fn, message):
     with pytest.raises(kiln.InvalidValueError, match=message) as info:
         kiln.compile(fn)(x)
     assert re.search(r"test_python_int_scalars\.py:\d+: ", str(info.value))
+
+
+def test_the_checks_guard_ahead_of_time_compiled_functions_and_gradients():
+    x = np.arange(3, dtype=np.int8)
+    compiled = kiln.compile(lambda x, s: x + s).lower(x, 1).compile()
+    np.testing.assert_array_equal(compiled(x, 100), x + 100)
+    with pytest.raises(kiln.IntegerOverflowError, match="Python integer 200 out of bounds for int8"):
+        compiled(x, 200)
+
+    def loss(w, x, s):
+        return (w * (x + s).astype(np.float32)).sum()
+
+    grad = kiln.compile(kiln.grad(loss))
+    w = np.ones(3, np.float32)
+    np.testing.assert_array_equal(grad(w, x, 5), (x + 5).astype(np.float32))
+    with pytest.raises(kiln.IntegerOverflowError, match="Python integer 300 out of bounds for int8"):
+        grad(w, x, 300)
