@@ -222,3 +222,19 @@ def test_the_checks_guard_ahead_of_time_compiled_functions_and_gradients():
     np.testing.assert_array_equal(grad(w, x, 5), (x + 5).astype(np.float32))
     with pytest.raises(kiln.IntegerOverflowError, match="Python integer 300 out of bounds for int8"):
         grad(w, x, 300)
+
+
+def _store(x, s):
+    y = x.copy()
+    y[1] = s
+    return y
+
+
+@pytest.mark.parametrize("fn", [_store, lambda x, s: np.full_like(x, s)], ids=["setitem", "full_like"])
+def test_storing_a_python_int_argument_checks_it_as_numpy_does(fn):
+    for dtype in (np.uint8, np.int16, np.uint64):
+        x = sample(dtype)
+        compiled = kiln.compile(fn)
+        for s in awkward_ints(dtype):
+            if -(2**63) <= s < 2**64:
+                assert_matches(numpy_or_error(fn, x, s), lambda: compiled(x, s))

@@ -45,8 +45,8 @@ import numpy as np
 
 from kiln.dialects import tensor as T
 from kiln.errors import IntegerOverflowError, InvalidValueError, OutOfBoundsError, ShapeError, UnsupportedError
+from kiln.frontend import python_ints, views
 from kiln.frontend import traced_ops as ops
-from kiln.frontend import views
 from kiln.frontend.numpy_api import VIEW_FUNCTIONS, write_out
 from kiln.frontend.tracing import NUMPY_PROTOCOL, Tracer, current_context, user_location
 
@@ -489,6 +489,7 @@ def assigned_value(dtype, value, shape, what="x[...] = v") -> Tracer:
     if type(value) is int and dtype.kind in "iu" and not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
         raise IntegerOverflowError(f"Python integer {value} out of bounds for {dtype}", user_location())
     if isinstance(value, Tracer):
+        python_ints.check_conversion(value, dtype)  # a Python int argument, as the constant above
         value = ops.cast(value, dtype)
     else:
         with np.errstate(all="ignore"):  # numpy's assignment casts unsafely, without a warning

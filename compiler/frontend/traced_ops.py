@@ -15,7 +15,7 @@ import numpy as np
 from kiln.dialects import tensor as T
 from kiln.dialects.types import SUPPORTED_DTYPES, tensor_type
 from kiln.errors import ArgumentError, DTypeError, IntegerOverflowError, ShapeError, UnsupportedError
-from kiln.frontend import views
+from kiln.frontend import python_ints, views
 from kiln.frontend.tracing import NUMPY_PROTOCOL, Tracer, current_context, user_location
 
 _DTYPE_NAMES = ", ".join(str(d) for d in SUPPORTED_DTYPES)
@@ -539,6 +539,7 @@ def full_like(x, fill_value, dtype=None, shape=None) -> Tracer:
         # numpy fills by an unsafe cast, so a float fill follows the float-to-int rule
         # (NaN, infinities and out-of-range values give the type's minimum) rather than failing.
         return strong(broadcast_to(cast(lift(ctx, np.float64(fill_value), np.float64), dtype), shape))
+    python_ints.check_conversion(fill_value, dtype)  # numpy's OverflowError for 300 into uint8
     return strong(broadcast_to(lift(ctx, fill_value, dtype), shape))
 
 
