@@ -294,8 +294,8 @@ _NOT_GIVEN = _NotGiven()
 
 def _describe(spec: LeafSpec) -> str:
     if spec.weak:
-        kind = {"b": "bool", "i": "int", "f": "float"}[spec.spec.dtype.kind]
-        return f"a Python {kind}" + (" outside int32" if spec.wide else "")
+        kind = {"b": "bool", "i": "int", "u": "int", "f": "float"}[spec.spec.dtype.kind]
+        return f"a Python {kind}" + (" from 2**63 on" if spec.spec.dtype == np.uint64 else "")
     return repr(spec.spec)
 
 

@@ -66,6 +66,18 @@ class ArgumentError(KilnError, TypeError):
     or one whose shape or dtype does not fit."""
 
 
+class InvalidValueError(KilnError, ValueError):
+    """A value numpy refuses with a ValueError where no shape is at fault: a slice step of
+    zero, an integer to a negative integer power, NaN stored into an integer array."""
+
+
+class IntegerOverflowError(KilnError, OverflowError):
+    """A Python int that does not fit the integer dtype numpy converts it to (NEP 50:
+    ``int8_array + 300``; numpy's OverflowError), or Python-int arithmetic whose exact
+    result leaves the int64 kiln computes it in. Raised while tracing for a constant, and
+    when the compiled function is called for a Python int argument, at the user's line."""
+
+
 class StageError(KilnError, KeyError):
     """A stage name that the lowered function does not have."""
 
@@ -99,6 +111,8 @@ __all__ = [
     "UnsupportedAttributeError",
     "OutOfBoundsError",
     "ArgumentError",
+    "IntegerOverflowError",
+    "InvalidValueError",
     "StageError",
     "SpecError",
     "NonFiniteError",

@@ -76,6 +76,8 @@ def call_signature(traced, pipeline, executable, debug: bool, leaves, out=None):
     """Run one compiled signature on its argument leaves (already checked against it) and
     return the results in the function's structure, or `out` after writing them there.
     `executable` is None for the reference interpreter."""
+    for check in traced.int_checks:  # numpy's checks on the values of Python int arguments
+        check.run(leaves)
     out_leaves = None if out is None else check_out(out, traced)
     if executable is None:
         results = run_function(traced.function, [np.asarray(leaf) for leaf in leaves])

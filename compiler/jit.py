@@ -144,9 +144,9 @@ class CompiledFunction:
         if isinstance(leaf, TensorSpec) and not allow_specs:
             raise ArgumentError(f"argument '{path}' is a spec ({leaf!r}); specs are for .lower(), calls need arrays")
         spec = leaf_spec(path, leaf)
-        if not (spec.weak or spec.wide):  # the key of an array of this shape and dtype: one trace serves both
+        if not spec.weak:  # the key of an array of this shape and dtype: one trace serves both
             return spec.spec.shape, spec.spec.dtype
-        return spec.spec.shape, spec.spec.dtype, spec.weak, spec.wide
+        return spec.spec.shape, spec.spec.dtype, spec.weak
 
     @property
     def stages(self) -> tuple:

@@ -159,7 +159,13 @@ def test_python_int_that_does_not_fit_the_array_dtype():
     def f(x):
         return x + 2**40  # error: overflow
 
-    raises_at(kiln.DTypeError, "overflow", "does not fit in int32", kiln.compile(f), np.ones(3, np.int32))
+    raises_at(
+        kiln.IntegerOverflowError,
+        "overflow",
+        "Python integer 1099511627776 out of bounds for int32",
+        kiln.compile(f),
+        np.ones(3, np.int32),
+    )
 
 
 def test_ufunc_out_argument_into_a_numpy_array_is_refused():

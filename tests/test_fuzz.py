@@ -54,6 +54,20 @@ def test_integer_programs_at_their_limits_wrap_like_numpy_through_the_cuda_backe
     check(program, seed, target="cuda-emulate")
 
 
+def test_python_ints_past_narrow_dtypes_give_numpys_answer_or_its_overflow_error():
+    """Awkward Python int arguments meet uint8 and int16 arrays: comparisons answer exactly,
+    arithmetic either gives numpy's numbers or raises numpy's OverflowError."""
+    outcomes = {}
+    for dtype in (np.uint8, np.int16):
+        for name in ("greater", "less_equal", "add", "multiply"):
+            inputs = [Input((5,), np.dtype(dtype), fill="special"), Input((), I64, form="python", fill="special")]
+            program = program_of(inputs, [(name, [0, 1], {})])
+            for seed in range(8):
+                outcomes.setdefault(name, set()).add(check(program, seed))
+    assert outcomes["greater"] == outcomes["less_equal"] == {"checked"}, outcomes
+    assert outcomes["add"] == outcomes["multiply"] == {"checked", "overflow"}, outcomes
+
+
 # The faults of issue 13, written as fuzzer programs: each must now give numpy's numbers.
 ISSUE_PROGRAMS = {
     "reuse_through_transpose": (

@@ -331,7 +331,7 @@ def test_python_int_arguments_compare_exactly_and_never_wrap_into_int32(target):
     for s in (2**31, 2**40, -(2**31) - 1):  # the same function, called with a wider int
         with pytest.raises(OverflowError):
             x + s
-        with pytest.raises(kiln.DTypeError, match="outside int32"):
+        with pytest.raises(kiln.IntegerOverflowError, match=f"Python integer {s} out of bounds for int32"):
             add(x, s)
 
 

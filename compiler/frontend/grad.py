@@ -15,7 +15,7 @@ import functools
 import numpy as np
 
 from kiln.errors import ArgumentError, DTypeError, KilnError, user_facing
-from kiln.frontend import pytree
+from kiln.frontend import python_ints, pytree
 from kiln.frontend.specs import TensorSpec
 from kiln.frontend.trace import LeafSpec, leaf_spec, ssa_name, trace_flat
 from kiln.frontend.tracing import Tracer, current_context, is_tracing
@@ -78,7 +78,10 @@ class GradFunction:
                 raise KilnError(f"kiln.grad needs {name} to return one scalar, not a {type(result).__name__}")
             return result
 
-        sub = trace_flat(name, build, specs, [ssa_name(p) for p in paths])
+        # A Python int leaf is the enclosing trace's value: its checks are that trace's.
+        exact = [python_ints.exact(leaf) for leaf in leaves]
+        sub = trace_flat(name, build, specs, [ssa_name(p) for p in paths], exact)
+        current_context().int_checks.extend(sub.int_checks)
         wrt = [k for group in wrt_groups for k in group]
         transformed = differentiate(sub.function, wrt)
 

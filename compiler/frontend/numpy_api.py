@@ -16,9 +16,9 @@ import numpy as np
 
 from kiln.dialects import tensor as T
 from kiln.dialects.types import SUPPORTED_DTYPES
-from kiln.errors import ArgumentError, DTypeError, ShapeError, UnsupportedError
+from kiln.errors import ArgumentError, DTypeError, InvalidValueError, ShapeError, UnsupportedError
+from kiln.frontend import python_ints, views
 from kiln.frontend import traced_ops as ops
-from kiln.frontend import views
 from kiln.frontend.tracing import NUMPY_PROTOCOL, user_location
 
 
@@ -192,17 +192,22 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
         listed = ", ".join(str(k.__name__ if isinstance(k, type) else k) for k in keys)
         raise DTypeError(f"{name} does not take ({listed}): {exc}", user_location()) from None
     in_dtypes, out_dtypes = loop[: ufunc.nin], loop[ufunc.nin :]
+    if ufunc is np.power and out_dtypes[0].kind in "iu" and _has_negative_constant(operands[1]):
+        # numpy refuses this whatever the base; known now, it is raised now, at the user's line
+        raise InvalidValueError("Integers to negative integer powers are not allowed.", user_location())
     if ufunc in _TRUTH_UFUNCS and signature is None:
         in_dtypes = (np.dtype(bool),) * ufunc.nin
-    if (
+    exact_comparison = (
         ufunc in _COMPARISONS
         and signature is None
-        and all(d.kind == "i" for d in in_dtypes)
-        and any(isinstance(x, ops.Tracer) and x.weak for x in operands)
-    ):
-        # A Python int argument compares exactly whatever its value, as a constant does
-        # (_compare_outside_range): in int64, which holds every value it can have.
-        in_dtypes = (np.dtype(np.int64),) * 2
+        and all(d.kind in "iu" for d in in_dtypes)
+        and any(isinstance(x, ops.Tracer) and x.weak and x.dtype.kind in "iu" for x in operands)
+    )
+    if exact_comparison:
+        in_dtypes = tuple(_exact_comparison_dtype(x, d) for x, d in zip(operands, in_dtypes))
+    elif ufunc not in _TRUTH_UFUNCS or signature is not None:
+        for x, dtype in zip(operands, in_dtypes):
+            python_ints.check_conversion(x, dtype)
     for dtype in (*in_dtypes, *out_dtypes):
         if dtype not in SUPPORTED_DTYPES:
             listed = ", ".join(str(d) for d in in_dtypes)
@@ -235,6 +240,8 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
         result = UFUNC_RULES[ufunc](ctx, tracers)
     weak = operator and all(ops.is_weak(x) for x in operands)
     results = tuple(ops.Tracer(r.value, ctx, weak=weak) for r in (result if ufunc.nout > 1 else (result,)))
+    if weak and ufunc.nout == 1:
+        python_ints.python_arithmetic(ufunc, operands, results[0])
     for r, dtype in zip(results, out_dtypes):
         assert r.dtype == dtype, f"{name}: traced {r.dtype}, numpy gives {dtype}"
     return results if ufunc.nout > 1 else results[0]
@@ -309,6 +316,25 @@ def _compare_outside_range(ufunc, operands):
             ctx = ops.context_of(operands)
             return ops.strong(ops.broadcast_to(ops.lift(ctx, np.bool_(value), np.dtype(bool)), array.shape))
     return None
+
+
+def _exact_comparison_dtype(x, loop_dtype) -> np.dtype:
+    """The dtype an operand of an integer comparison with a Python int argument compares in,
+    so that numpy 2's exact answer comes out whatever the int's value (``uint8_array < s``
+    with s = 256 is all True): the argument's own int64 (uint64 from 2**63 on), an array
+    widened to int64 (uint64 stays: _compare's mixed rule compares it with int64 exactly),
+    a constant in the loop's dtype widened alike (_compare_outside_range took the others)."""
+    if isinstance(x, ops.Tracer) and x.weak:
+        return x.dtype
+    if python_ints.is_python_int(x):
+        return np.dtype(np.int64 if python_ints.fits(x, np.int64) else np.uint64)
+    if loop_dtype == np.uint64:
+        return loop_dtype
+    return np.dtype(np.int64)
+
+
+def _has_negative_constant(x) -> bool:
+    return not isinstance(x, ops.Tracer) and np.asarray(x).dtype.kind in "iu" and bool(np.any(np.asarray(x) < 0))
 
 
 def _is_constant(x, value) -> bool:
@@ -400,6 +426,19 @@ def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
 def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None, **extras):
     _no_extras("np.clip", dict(extras, out=out))
     low, high = (a_min if a_min is not None else min), (a_max if a_max is not None else max)
+    if isinstance(a, ops.Tracer) and a.dtype.kind in "iu":
+        # numpy's _clip: a Python int bound at or past the dtype's own extreme bounds nothing
+        # (np.clip(uint8_array, -5, 300) is the array); one past the other extreme still
+        # meets numpy's OverflowError.
+        info = np.iinfo(a.dtype)
+        low = None if type(low) is int and low <= info.min else low
+        high = None if type(high) is int and high >= info.max else high
+        if isinstance(low, ops.Tracer) and low.weak and low.dtype.kind in "iu":
+            low = python_ints.clamped(low, low=int(info.min))  # the same, for an argument
+        if isinstance(high, ops.Tracer) and high.weak and high.dtype.kind in "iu":
+            high = python_ints.clamped(high, high=int(info.max))
+        if low is None and high is None:
+            return np.positive(a)  # a new array, as numpy's
     # np.clip is one ufunc of three operands: their common dtype, not that of max then min.
     operands = [ops.check_operand(v) for v in (a, low, high) if v is not None]
     target = np.result_type(*(ops.promotion_sample(v) for v in operands))

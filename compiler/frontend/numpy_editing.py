@@ -19,7 +19,7 @@ from kiln.frontend import numpy_shapes as shapes
 from kiln.frontend import traced_ops as ops
 from kiln.frontend import views
 from kiln.frontend.numpy_api import FUNCTION_RULES
-from kiln.frontend.numpy_indexing import updated
+from kiln.frontend.numpy_indexing import slice_indices, updated
 from kiln.frontend.numpy_indexing_routines import put, written_argument
 from kiln.frontend.numpy_shapes import along, as_array, take_static
 from kiln.frontend.tracing import Tracer, current_context, user_location
@@ -89,7 +89,7 @@ def insert(arr, obj, values, axis=None):
     arr, axis = _flat_axis(arr, axis)
     n = arr.shape[axis]
     if isinstance(obj, slice):
-        indices = np.arange(*obj.indices(n), dtype=np.intp)
+        indices = np.arange(*slice_indices(obj, n), dtype=np.intp)
     else:
         indices = _index_array(obj, "np.insert")
         if indices.dtype == np.bool_:

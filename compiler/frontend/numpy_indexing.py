@@ -44,9 +44,9 @@ import math
 import numpy as np
 
 from kiln.dialects import tensor as T
-from kiln.errors import OutOfBoundsError, ShapeError, UnsupportedError
+from kiln.errors import IntegerOverflowError, InvalidValueError, OutOfBoundsError, ShapeError, UnsupportedError
+from kiln.frontend import python_ints, views
 from kiln.frontend import traced_ops as ops
-from kiln.frontend import views
 from kiln.frontend.numpy_api import VIEW_FUNCTIONS, write_out
 from kiln.frontend.tracing import NUMPY_PROTOCOL, Tracer, current_context, user_location
 
@@ -245,7 +245,7 @@ def _basic_plan(x: Tracer, entries):
             continue
         size = x.shape[dim]
         if isinstance(k, slice):
-            a, b, s = k.indices(size)
+            a, b, s = slice_indices(k, size)
             n = len(range(a, b, s))
             start.append(a), stop.append(b), step.append(s), sliced.append(n), shape.append(n)
         else:
@@ -296,7 +296,7 @@ def _view_strides(x: Tracer, entries) -> list:
             strides.append(0)
             continue
         if isinstance(k, slice):
-            strides.append(base[dim] * k.indices(x.shape[dim])[2])
+            strides.append(base[dim] * slice_indices(k, x.shape[dim])[2])
         dim += 1
     return strides
 
@@ -469,6 +469,13 @@ def getitem(x: Tracer, key):
 
 
 # -- assignment -------------------------------------------------------------------------------------
+def slice_indices(k: slice, size: int) -> tuple:
+    """`k.indices(size)`; numpy's ValueError for a zero step, at the user's line."""
+    if k.step is not None and not isinstance(k.step, Tracer) and k.step == 0:
+        raise InvalidValueError("slice step cannot be zero", user_location())
+    return k.indices(size)
+
+
 def assigned_value(dtype, value, shape, what="x[...] = v") -> Tracer:
     """`value` as numpy writes it into an array of `dtype` at a place of `shape`: cast to the
     dtype (as numpy's assignment casts), leading axes of size 1 dropped, broadcast."""
@@ -478,10 +485,11 @@ def assigned_value(dtype, value, shape, what="x[...] = v") -> Tracer:
     dtype = np.dtype(dtype)
     ctx = current_context()
     if isinstance(value, float) and dtype.kind in "iu" and not np.isfinite(value):
-        raise ValueError(f"cannot convert float {value} to integer")
+        raise InvalidValueError(f"cannot convert float {value} to integer", user_location())
     if type(value) is int and dtype.kind in "iu" and not np.iinfo(dtype).min <= value <= np.iinfo(dtype).max:
-        raise OverflowError(f"Python integer {value} out of bounds for {dtype}")
+        raise IntegerOverflowError(f"Python integer {value} out of bounds for {dtype}", user_location())
     if isinstance(value, Tracer):
+        python_ints.check_conversion(value, dtype)  # a Python int argument, as the constant above
         value = ops.cast(value, dtype)
     else:
         with np.errstate(all="ignore"):  # numpy's assignment casts unsafely, without a warning

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from kiln.dialects import tensor as T
-from kiln.errors import DTypeError, OutOfBoundsError, ShapeError, UnsupportedError
+from kiln.errors import DTypeError, InvalidValueError, OutOfBoundsError, ShapeError, UnsupportedError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend import views
 from kiln.frontend.numpy_api import FUNCTION_RULES, UFUNC_METHODS
@@ -49,7 +49,7 @@ def _mode_index(indices, size: int, mode: str):
     """Indices under np.take's mode: 'raise' as indexing, 'wrap' modulo the size, 'clip' into the
     axis (negative ones to 0)."""
     if mode not in ("raise", "wrap", "clip"):
-        raise ValueError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})")
+        raise InvalidValueError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {mode!r})", user_location())
     if not isinstance(indices, Tracer):
         indices = np.asarray(indices)
         if indices.size == 0 and indices.dtype == np.float64:

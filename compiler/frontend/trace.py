@@ -23,18 +23,17 @@ from kiln.frontend.specs import TensorSpec
 from kiln.frontend.tracing import TraceContext, Tracer
 
 _INT64 = np.iinfo(np.int64)
-_INT32 = np.iinfo(np.int32)
+_UINT64 = np.iinfo(np.uint64)
 
 
 @dataclass(frozen=True)
 class LeafSpec:
-    """What a compiled function is specialized on, per leaf: shape, dtype, weakness."""
+    """What a compiled function is specialized on, per leaf: shape, dtype, weakness. A Python
+    int is an int64 (a uint64 from 2**63 on) whatever its value: numpy's checks on the value
+    run when the function is called (python_ints)."""
 
     spec: TensorSpec
     weak: bool = False
-    # A Python int outside int32: numpy refuses to cast it to int32 (OverflowError), so the
-    # trace must too, and a call with such an int is traced apart from one with a small int.
-    wide: bool = False
 
 
 @dataclass
@@ -117,11 +116,12 @@ def leaf_spec(path: str, leaf) -> LeafSpec:
         layout = device_layout(leaf)
         spec, weak = TensorSpec(layout["shape"], np.dtype(layout["typestr"])), False
     elif isinstance(leaf, (int, float)):
-        if isinstance(leaf, int) and not _INT64.min <= leaf <= _INT64.max:
-            raise ArgumentError(f"argument '{path}' = {leaf} does not fit in int64")
+        if isinstance(leaf, int) and not _INT64.min <= leaf <= _UINT64.max:
+            raise ArgumentError(
+                f"argument '{path}' = {leaf} does not fit in int64 or uint64, the dtypes a Python int "
+                "argument is traced in; make it a static argument (static_argnames=...)"
+            )
         spec, weak = TensorSpec.of(leaf), True
-        if isinstance(leaf, int) and not _INT32.min <= leaf <= _INT32.max:
-            return LeafSpec(spec, weak, wide=True)
     else:
         raise ArgumentError(
             f"argument '{path}' is a {type(leaf).__name__}; compiled functions take numpy "
@@ -153,17 +153,22 @@ class TracedFunction:
     function: F.FuncOp
     out_treedef: pytree.TreeDef
     captures: list  # Tracers of enclosing traces, passed as the last arguments
+    int_checks: list  # python_ints.IntCheck: numpy's checks on Python int arguments, run at call time
 
 
-def trace_flat(name: str, build, specs: list, names: list) -> TracedFunction:
-    """Record `build(tracers)`, one Tracer per spec, as a verified function `name`."""
+def trace_flat(name: str, build, specs: list, names: list, exact_leaves=None) -> TracedFunction:
+    """Record `build(tracers)`, one Tracer per spec, as a verified function `name`.
+    `exact_leaves` says how to get each Python int leaf's value (python_ints.exact) when the
+    leaves are not the call's own arguments (a kiln.grad inside a trace)."""
     input_types = [tensor_type(s.spec.shape, s.spec.dtype) for s in specs]
     function = F.FuncOp.create(name, input_types, [], names)
     module = builtin.ModuleOp.empty()
     module.body.append(function)
     ctx = TraceContext(function)
     tracers = [Tracer(arg, ctx, s.weak) for arg, s in zip(function.arguments, specs)]
-    ctx.wide_ints.update(arg for arg, s in zip(function.arguments, specs) if s.wide)
+    for k, (arg, s) in enumerate(zip(function.arguments, specs)):
+        if s.weak and s.spec.dtype.kind in "iu":
+            ctx.exact_ints[arg] = _leaf(k) if exact_leaves is None else exact_leaves[k]
     with ctx.active(), refusing_numpy_random():
         outputs, out_treedef = pytree.flatten(_run(ctx, build, tracers))
         values = [_output_value(ctx, leaf, i) for i, leaf in enumerate(outputs)]
@@ -171,7 +176,11 @@ def trace_flat(name: str, build, specs: list, names: list) -> TracedFunction:
     inputs = tuple(a.type for a in function.arguments)  # captures were appended while tracing
     function.attributes["function_type"] = FunctionType(inputs, tuple(v.type for v in values))
     verify(module)
-    return TracedFunction(module, function, out_treedef, ctx.captures)
+    return TracedFunction(module, function, out_treedef, ctx.captures, ctx.int_checks)
+
+
+def _leaf(k: int):
+    return lambda leaves: int(leaves[k])
 
 
 # numpy's own error when it needed a traced value concretely (the Tracer's refusal, which it

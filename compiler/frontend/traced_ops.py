@@ -14,8 +14,8 @@ import numpy as np
 
 from kiln.dialects import tensor as T
 from kiln.dialects.types import SUPPORTED_DTYPES, tensor_type
-from kiln.errors import ArgumentError, DTypeError, ShapeError, UnsupportedError
-from kiln.frontend import views
+from kiln.errors import ArgumentError, DTypeError, IntegerOverflowError, ShapeError, UnsupportedError
+from kiln.frontend import python_ints, views
 from kiln.frontend.tracing import NUMPY_PROTOCOL, Tracer, current_context, user_location
 
 _DTYPE_NAMES = ", ".join(str(d) for d in SUPPORTED_DTYPES)
@@ -73,7 +73,7 @@ def promotion_key(x):
     """What numpy's type resolution sees: a dtype, or a Python type for a weak scalar."""
     if isinstance(x, Tracer):
         if x.weak:
-            return {"f": float, "i": int}.get(x.dtype.kind, x.dtype)
+            return {"f": float, "i": int, "u": int}.get(x.dtype.kind, x.dtype)  # uint64: from 2**63 on
         return x.dtype
     if is_python_scalar(x):
         return int if isinstance(x, int) else float
@@ -99,8 +99,9 @@ def lift(ctx, x, dtype) -> Tracer:
         return cast(x, dtype)
     try:
         array = np.asarray(x, dtype=dtype) if not isinstance(x, (np.ndarray, np.generic)) else np.asarray(x)
-    except OverflowError as exc:
-        raise DTypeError(f"{x!r} does not fit in {dtype}: {exc}", user_location()) from None
+    except OverflowError:
+        # numpy 2 refuses to convert a Python int its array's dtype cannot hold (NEP 50)
+        raise IntegerOverflowError(f"Python integer {x} out of bounds for {dtype}", user_location()) from None
     check_dtype(array.dtype, "a constant")
     return cast(ctx.constant(array, weak=is_weak(x)), dtype)
 
@@ -109,13 +110,6 @@ def cast(x: Tracer, dtype) -> Tracer:
     dtype = check_dtype(dtype, "the cast target")
     if x.dtype == dtype:
         return x
-    if x.weak and dtype == np.int32 and x.value in x.ctx.wide_ints:
-        # numpy 2 refuses to convert a Python int its array's dtype cannot hold (NEP 50)
-        raise DTypeError(
-            "a Python int argument outside int32 is used with an int32 array; numpy raises "
-            "OverflowError here (cast the array to int64, or pass np.int64(value))",
-            user_location(),
-        )
     return current_context().emit(T.ConvertOp, [x], result_type=tensor_type(x.shape, dtype), weak=x.weak)
 
 
@@ -531,7 +525,19 @@ def where(condition, x, y) -> Tracer:
     # numpy's where tests truthiness, which is exactly a cast to bool.
     cond = cast(cond, np.bool_) if isinstance(cond, Tracer) else lift(ctx, np.asarray(cond).astype(bool), np.bool_)
     target = check_dtype(np.result_type(*(promotion_sample(v) for v in operands[1:])), "np.where")
-    return elementwise(T.SelectOp, [cond, operands[1], operands[2]], [np.bool_, target, target])
+    # numpy's where converts a Python int to the integer dtype by an unsafe cast, so one out of
+    # its range wraps (np.where(c, int32_array, 2**40) holds 0 where c is False), as a Python
+    # int argument's conversion does in the compiled code.
+    choices = [_where_choice(v, target) for v in operands[1:]]
+    return elementwise(T.SelectOp, [cond, *choices], [np.bool_, target, target])
+
+
+def _where_choice(x, target: np.dtype):
+    if type(x) is not int or target.kind not in "iu":
+        return x
+    if not np.iinfo(np.int64).min <= x <= np.iinfo(np.uint64).max:
+        raise IntegerOverflowError(f"Python integer {x} out of bounds for int64 and uint64", user_location())
+    return np.asarray(x).astype(target)
 
 
 def full_like(x, fill_value, dtype=None, shape=None) -> Tracer:
@@ -552,6 +558,7 @@ def full_like(x, fill_value, dtype=None, shape=None) -> Tracer:
         # numpy fills by an unsafe cast, so a float fill follows the float-to-int rule
         # (NaN, infinities and out-of-range values give the type's minimum) rather than failing.
         return strong(broadcast_to(cast(lift(ctx, np.float64(fill_value), np.float64), dtype), shape))
+    python_ints.check_conversion(fill_value, dtype)  # numpy's OverflowError for 300 into uint8
     return strong(broadcast_to(lift(ctx, fill_value, dtype), shape))
 
 

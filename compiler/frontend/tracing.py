@@ -122,7 +122,10 @@ class TraceContext:
         self.builder = Builder(func.body)
         self._constants: dict = {}
         self.captures: list = []  # Tracers of enclosing traces this function reads
-        self.wide_ints: set = set()  # arguments that are Python ints outside int32
+        # Python int values followed exactly (python_ints): IR value -> its exact value from
+        # the call's argument leaves; and the checks numpy makes on them, run at call time.
+        self.exact_ints: dict = {}
+        self.int_checks: list = []
         self._captured: dict = {}
         self.closed = False
         # The last conversion of a Tracer to a Python number refused: numpy replaces that error

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from kiln.errors import UnsupportedError
+from kiln.errors import InvalidValueError, UnsupportedError
 from kiln.frontend.tracing import Tracer, user_location
 
 
@@ -84,7 +84,9 @@ def read_only(name: str):
     """The write_back of a read-only view: numpy's error for writing one."""
 
     def refuse(base, view):
-        raise ValueError(f"assignment destination is read-only (the result of {name} is a read-only view)")
+        raise InvalidValueError(
+            f"assignment destination is read-only (the result of {name} is a read-only view)", user_location()
+        )
 
     return refuse
 

@@ -15,7 +15,7 @@ What can be drawn (each input feature is a switch of `programs`):
 - inputs: arrays of rank 0-3 with dimensions 1, 2, 3, 5, 7 (and 0 with
   `empty`; with `large`, also rank 1-2 with 8 to 64 and rank 1 with 1031 or 4099); with `views`, given Fortran-ordered or as transposed, strided,
   reversed or offset views; with `scalars`, Python ints and floats and numpy
-  scalars;
+  scalars (with `specials` too, Python ints at and past every integer dtype's limits);
 - values: standard normal floats and small integers; with `specials`, also
   NaN, +-inf, -0.0, huge and subnormal floats and integers at their limits;
 - steps: elementwise math, wrapping integer arithmetic, comparisons, logic,
@@ -589,6 +589,11 @@ def _laid_out(values: np.ndarray, layout: str) -> np.ndarray:
     return np.ascontiguousarray(values)
 
 
+# Python ints at and just past the limits of every integer dtype: numpy compares them with
+# any integer array exactly, and refuses arithmetic with one the array cannot hold (NEP 50).
+_AWKWARD_INTS = [-1, 127, 128, -129, 255, 256, 2**15, 65536, 2**31, -(2**31) - 1, 2**32, 2**63 - 1, -(2**63)]
+
+
 def inputs_for(program: Program, seed: int) -> list:
     """The program's arguments for one seed: arrays in their layouts, or scalars."""
     rng = np.random.default_rng(seed)
@@ -596,7 +601,10 @@ def inputs_for(program: Program, seed: int) -> list:
     for spec in program.inputs:
         values = _values(spec, rng)
         if spec.form == "python":
-            inputs.append(values.item() if spec.dtype.kind == "f" else int(np.clip(values, -5, 5)))
+            if spec.dtype.kind == "i" and spec.fill == "special":  # at and past the narrow dtypes' limits
+                inputs.append(int(rng.choice(_AWKWARD_INTS)))
+            else:
+                inputs.append(values.item() if spec.dtype.kind == "f" else int(np.clip(values, -5, 5)))
         elif spec.form == "numpy":
             inputs.append(spec.dtype.type(values.item()))
         else:
@@ -708,18 +716,36 @@ def reference(program: Program, inputs):
     return None if any(w.dtype not in DTYPES for w in want) else want
 
 
+def _out_of_bounds(program: Program, inputs) -> bool:
+    """Whether numpy refuses the program for a Python int its array's dtype cannot hold."""
+    try:
+        _reference(program, inputs)
+    except OverflowError as exc:
+        return "out of bounds" in str(exc)
+    except (ArithmeticError, ValueError, TypeError, IndexError):
+        pass
+    return False
+
+
 def check(program: Program, seed: int, target: str = "cpu") -> str:
-    """Compile the program and compare it with numpy. Returns "checked"; "invalid" when
-    numpy itself rejects the program on these inputs; "unsupported: <message>" when kiln
+    """Compile the program and compare it with numpy. Returns "checked"; "overflow" when
+    numpy and kiln both raise OverflowError for a Python int out of its array's dtype;
+    "invalid" when numpy itself rejects the program on these inputs; "unsupported: <message>" when kiln
     raises UnsupportedError. Any other exception from kiln, a wrong result, or an input
     written to is an AssertionError that describes the program."""
     inputs = inputs_for(program, seed)
     want = reference(program, inputs)
+    what = f"for seed {seed} on target {target}:\n{program.describe()}\n{_show(inputs)}"
+    compiled = kiln.compile(lambda *xs: run(program, xs), target=target)
+    if want is None and _out_of_bounds(program, inputs):
+        try:
+            _quietly(compiled, *inputs)
+        except OverflowError:
+            return "overflow"
+        raise AssertionError(f"numpy raises OverflowError for a Python int out of bounds, kiln does not {what}")
     if want is None:
         return "invalid"
-    what = f"for seed {seed} on target {target}:\n{program.describe()}\n{_show(inputs)}"
     before = _snapshot(inputs)
-    compiled = kiln.compile(lambda *xs: run(program, xs), target=target)
     # A second call on C-ordered copies: another layout of the same values, and the
     # first call's results must not change when the compiled function runs again.
     copies = [np.array(x) if isinstance(x, np.ndarray) else x for x in inputs]
