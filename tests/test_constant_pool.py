@@ -11,6 +11,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import kiln
 import kiln.onnx
@@ -218,3 +220,36 @@ def test_an_onnx_model_with_real_weights_loads_twice_equal_to_onnxruntime(tmp_pa
         assert [c.from_cache for c in fn.compilations] == [load == 1]
         constants = [op.value for op in fn.lower(x).pipeline.module("tensor").walk() if op.name == "kiln.constant"]
         assert all(immutable(c) for c in constants if c.nbytes > LARGE_CONSTANT_BYTES)  # the weights, not copies
+
+
+_WEIGHT_DTYPES = (np.float32, np.float64, np.float16, np.int8, np.int32, np.uint16, np.bool_)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(_WEIGHT_DTYPES), st.integers(1, 3000), st.integers(1, 700), st.booleans()),
+        min_size=3,
+        max_size=6,
+    )
+)
+def test_random_models_with_several_large_weights_in_one_process_give_numpys_numbers(layers):
+    """Fuzzing the pool: functions kept alive side by side, each with large weights of a
+    random dtype and shape (odd sizes, several a function, some seen transposed), each
+    checked against numpy after all of them are loaded."""
+    generator = np.random.default_rng(len(layers))
+    loaded = []
+    for dtype, rows, columns, transposed in layers:
+        weights = generator.integers(0, 2 if dtype is np.bool_ else 50, (rows, columns)).astype(dtype)
+        extra = generator.integers(0, 2 if dtype is np.bool_ else 50, columns).astype(dtype)
+        combine, add = (np.bitwise_xor, np.bitwise_and) if dtype is np.bool_ else (np.multiply, np.add)
+
+        def fn(x, w=weights, e=extra, t=transposed, combine=combine, add=add):
+            return add(combine(w.T, x[:, None]), e[:, None]) if t else add(combine(w, x), e)
+
+        x = generator.integers(0, 2 if dtype is np.bool_ else 5, columns).astype(dtype)
+        compiled = kiln.compile(fn)
+        compiled(x)
+        loaded.append((compiled, fn, x))
+    for compiled, fn, x in loaded:
+        np.testing.assert_array_equal(compiled(x), fn(x))
