@@ -253,3 +253,15 @@ def test_random_models_with_several_large_weights_in_one_process_give_numpys_num
         loaded.append((compiled, fn, x))
     for compiled, fn, x in loaded:
         np.testing.assert_array_equal(compiled(x), fn(x))
+
+
+def test_a_transposed_view_of_immutable_weights_is_a_transpose_of_them_not_a_copy():
+    weights = np.frombuffer(rng.standard_normal(64 * 48).tobytes()).reshape(64, 48)
+    x = rng.standard_normal((3, 48))
+    compiled = kiln.compile(lambda x: x @ weights.T + x @ weights[::-1].T)
+    np.testing.assert_allclose(compiled(x), x @ weights.T + x @ weights[::-1].T, rtol=1e-12)
+    tensor = compiled.lower(x).pipeline.module("tensor")
+    constants = [op.value for op in tensor.walk() if op.name == "kiln.constant"]
+    assert all(c.flags.c_contiguous for c in constants)  # no constant is read in another order
+    assert sum(np.shares_memory(c, weights) for c in constants) == 1  # weights.T: the weights themselves
+    assert len(constants) == 2  # weights[::-1].T: copied in C order

@@ -155,13 +155,21 @@ class TraceContext:
             return self._broadcast_constant(array, weak)
         key = (array.dtype.str, array.shape, array.tobytes()) if array.size <= 16 else id(array)
         if key not in self._constants:
-            # A copy: the trace must not change if the caller mutates the array later; an array
-            # that nobody can change (a model's weights) is kept as it is, not copied.
-            value = self.emit(
-                T.ConstantOp, [], {"value": array if immutable(array) else np.array(array, copy=True)}
-            ).value
-            self._constants[key] = (value, array)  # keeping `array` alive keeps id() unique
+            self._constants[key] = (self._constant_value(array), array)  # keeping `array` alive keeps id() unique
         return Tracer(self._constants[key][0], self, weak)
+
+    def _constant_value(self, array: np.ndarray):
+        """The IR value of a kiln.constant holding `array`'s elements in C order. A copy: the
+        trace must not change if the caller mutates the array later. An array nobody can
+        change (a model's weights) is kept as it is instead, and its transpose (Gemm's
+        ``transB``) as a kiln.transpose of it, which constant folding makes C-ordered once: a
+        constant in any other order would be copied again by everything that reads its bytes."""
+        if immutable(array) and array.flags.c_contiguous:
+            return self.emit(T.ConstantOp, [], {"value": array}).value
+        if immutable(array) and array.T.flags.c_contiguous:
+            base = self.emit(T.ConstantOp, [], {"value": array.T})
+            return self.emit(T.TransposeOp, [base], {"permutation": tuple(reversed(range(array.ndim)))}).value
+        return self.emit(T.ConstantOp, [], {"value": np.array(array, copy=True, order="C")}).value
 
     def _broadcast_constant(self, array: np.ndarray, weak: bool) -> "Tracer":
         """A zero-stride array (np.broadcast_to, a filled weight) as a constant of its distinct
