@@ -42,6 +42,7 @@ LATE_IMPORTS = {
     ("kiln.tools.cli", "kiln.tools.build_cuda"),
     # The ONNX front end needs the optional onnx package: loaded only for a model.onnx target.
     ("kiln.tools.targets", "kiln.onnx"),
+    ("kiln.tools.targets", "kiln.onnx.graph"),  # the message to give when that import finds no onnx
     # kiln.onnx.Backend subclasses onnx's own Backend: it loads (with onnx) on first use.
     ("kiln.onnx", "kiln.onnx.backend"),
 }

@@ -284,16 +284,19 @@ def test_the_plan_is_visible_in_the_dump_and_in_code():
 
 
 def random_program(seed):
-    """A random DAG of elementwise ops, broadcasts, row and column reductions and matmuls."""
+    """A random DAG of elementwise ops, broadcasts, row and column reductions and matmuls.
+    Its shape is drawn here, before tracing: numpy's generators refuse to draw in a trace."""
     r = np.random.default_rng(seed)
     n, m = int(r.integers(1, 9)), int(r.integers(1, 9))
+    steps = []
+    for k in range(int(r.integers(3, 12))):
+        steps.append((int(r.integers(3 + k)), int(r.integers(3 + k)), int(r.integers(8))))
+    picks = [int(p) for p in r.choice(3 + len(steps), size=3, replace=False)]
 
     def program(x, row, col):
         values = [x, np.tanh(x), x * 2]
-        for _ in range(int(r.integers(3, 12))):
-            a = values[int(r.integers(len(values)))]
-            b = values[int(r.integers(len(values)))]
-            choice = int(r.integers(8))
+        for ia, ib, choice in steps:
+            a, b = values[ia], values[ib]
             if choice == 0:
                 values.append(a + b)
             elif choice == 1:
@@ -310,8 +313,7 @@ def random_program(seed):
                 values.append(np.where(a > 0, a, b))
             else:
                 values.append((a.T @ b)[:1] + a)
-        picks = r.choice(len(values), size=min(3, len(values)), replace=False)
-        return tuple(values[int(p)] for p in picks)
+        return tuple(values[p] for p in picks)
 
     args = (
         r.standard_normal((n, m)).astype(np.float32),

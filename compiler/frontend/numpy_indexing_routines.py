@@ -258,6 +258,10 @@ def _updated_in_order(ufunc, merged, source, flat, work, dtype):
         # one value per position: the maximum over the misses' lowest value is that value, bit for bit
         picked = ctx.emit(T.ReduceMaxOp, [spread], {"axes": (spread.ndim - 2,), "keepdims": False})
         touched = ops.lift(ctx, np.isin(np.arange(n), flat[chosen]), np.bool_)
+        # Positions this round does not touch picked the misses' lowest value (-inf): make it 0,
+        # or its product with a zero cotangent would be NaN in the gradient (0 * -inf).
+        zero = ops.broadcast_to(ops.lift(ctx, np.zeros((), work), work), picked.shape)
+        picked = ops.where(ops.broadcast_to(touched, picked.shape), picked, zero)
         combined = ops.cast(ufunc(ops.cast(current, work), picked), dtype)
         current = ops.where(ops.broadcast_to(touched, current.shape), combined, current)
     return current

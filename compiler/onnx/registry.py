@@ -19,6 +19,7 @@ import numpy as np
 from kiln.errors import ArgumentError, KilnError, UnsupportedError
 from kiln.frontend.traced_ops import context_of, lift
 from kiln.frontend.tracing import Tracer
+from kiln.onnx.random_state import node_key
 
 _REQUIRED = object()
 
@@ -104,8 +105,6 @@ class Node:
 
     def random_key(self):
         """This node's kiln.random key for the current call (see onnx/random_state.py)."""
-        from kiln.onnx.random_state import node_key  # noqa: PLC0415 (random_state imports this module)
-
         if self._random_state is None:
             raise self.error("random ops inside a control-flow subgraph (If, Loop, Scan) are not supported")
         return node_key(self, self._random_state)
