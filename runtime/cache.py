@@ -93,11 +93,7 @@ class DiskCache:
             return None
         header = len(MAGIC) + 32
         if data[: len(MAGIC)] != MAGIC or hashlib.sha256(data[header:]).digest() != data[len(MAGIC) : header]:
-            warnings.warn(f"kiln: cache entry {path} is damaged; rebuilding it", RuntimeWarning, stacklevel=2)
-            try:
-                os.remove(path)
-            except OSError:
-                pass
+            _discard_damaged(path)
             return None
         return data[header:]
 
@@ -105,22 +101,31 @@ class DiskCache:
         """Write `payload` under `key`, whole or not at all; an unwritable directory is a
         RuntimeWarning, not an error (the caller has the code and runs it), or nothing at
         all when `quiet` (for a payload that only saves a little time)."""
+        with self._writing_whole(key, suffix, quiet) as f:
+            if f is not None:
+                f.write(MAGIC + hashlib.sha256(payload).digest() + payload)
+
+    @contextlib.contextmanager
+    def _writing_whole(self, key: str, suffix: str, quiet: bool = False):
+        """A file to write the entry under `key` into, renamed into place when the block ends
+        (atomic: readers never see a half-written entry); None, with a RuntimeWarning unless
+        `quiet`, where the directory cannot be written."""
         path = self.path(key, suffix)
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-            with os.fdopen(fd, "wb") as f:
-                f.write(MAGIC + hashlib.sha256(payload).digest() + payload)
-            os.replace(temporary, path)  # atomic: readers never see a half-written entry
         except OSError as exc:
-            if quiet:
-                return
-            warnings.warn(
-                f"kiln: cannot write the compile cache at {self.directory} ({exc}); "
-                "set KILN_CACHE_DIR to a writable directory",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+            if not quiet:
+                _warn_unwritable(self.directory, exc)
+            yield None
+            return
+        try:
+            with os.fdopen(fd, "wb") as f:
+                yield f
+            os.replace(temporary, path)
+        except OSError as exc:
+            if not quiet:
+                _warn_unwritable(self.directory, exc)
 
     # -- large data (a model's weights), mapped instead of read --------------------------
 
@@ -128,27 +133,17 @@ class DiskCache:
         """Write the bytes of `chunks` (buffers, in order) under `key` as an entry ``map``
         reads; whole or not at all, and an unwritable directory is a RuntimeWarning, as in
         ``store``. The payload starts at a page boundary so that a map of it is aligned."""
-        path = self.path(key, suffix)
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-            with os.fdopen(fd, "wb") as f:
-                f.write(bytes(_MAPPED_HEADER))
-                digest, size = hashlib.sha256(), 0
-                for chunk in chunks:
-                    f.write(chunk)
-                    digest.update(chunk)
-                    size += memoryview(chunk).nbytes
-                f.seek(0)
-                f.write(MAPPED_MAGIC + digest.digest() + size.to_bytes(8, "little"))
-            os.replace(temporary, path)
-        except OSError as exc:
-            warnings.warn(
-                f"kiln: cannot write the compile cache at {self.directory} ({exc}); "
-                "set KILN_CACHE_DIR to a writable directory",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        with self._writing_whole(key, suffix) as f:
+            if f is None:
+                return
+            f.write(bytes(_MAPPED_HEADER))
+            digest, size = hashlib.sha256(), 0
+            for chunk in chunks:
+                f.write(chunk)
+                digest.update(chunk)
+                size += memoryview(chunk).nbytes
+            f.seek(0)
+            f.write(MAPPED_MAGIC + digest.digest() + size.to_bytes(8, "little"))
 
     def map(self, key: str, suffix: str):
         """The payload ``store_mapped`` wrote under `key`, as a read-only uint8 array mapped
@@ -174,12 +169,24 @@ class DiskCache:
             return None  # none there (or no directory to look in)
         if data is not None and hashlib.sha256(data).digest() == header[len(MAPPED_MAGIC) : len(MAPPED_MAGIC) + 32]:
             return data
-        warnings.warn(f"kiln: cache entry {path} is damaged; rebuilding it", RuntimeWarning, stacklevel=2)
-        try:
-            os.remove(path)
-        except OSError:
-            pass
+        _discard_damaged(path)
         return None
+
+
+def _discard_damaged(path: str) -> None:
+    warnings.warn(f"kiln: cache entry {path} is damaged; rebuilding it", RuntimeWarning, stacklevel=3)
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _warn_unwritable(directory: str, exc: OSError) -> None:
+    warnings.warn(
+        f"kiln: cannot write the compile cache at {directory} ({exc}); set KILN_CACHE_DIR to a writable directory",
+        RuntimeWarning,
+        stacklevel=4,
+    )
 
 
 MAPPED_MAGIC = b"KILNMAP1"
