@@ -113,6 +113,13 @@ class Lowered:
         return self.text(self.stages[-1])
 
     @property
+    def call_checks(self) -> list:
+        """numpy's checks on the values of Python int arguments that this signature runs in
+        Python before its native code (``python_ints.IntCheck``: the dtype the value must fit
+        and the user's line); a library built by ``kiln build`` has no Python to run them."""
+        return list(self._signature.traced.int_checks)
+
+    @property
     def kernel_count(self) -> int:
         """How many kernels (loop nests, before output copies) the optimized function has."""
         return self.pipeline.kernel_count()

@@ -230,3 +230,22 @@ def test_statuses_a_library_does_not_list_are_named_not_guessed():
     assert isinstance(library_status_error(1, signature), MemoryError)
     emulated = {"entry": "f", "target": "cuda-emulate"}
     assert "the CUDA kernels failed: CUDA error 9" in str(library_status_error(1009, emulated))
+
+
+def test_a_python_int_whose_value_numpy_checks_is_refused_not_built_unchecked(tmp_path):
+    # In process, 300 into uint8 raises (NEP 50); a C caller could not run that check.
+    compiled = kiln.compile(lambda x, s: x + s)
+    with pytest.raises(kiln.IntegerOverflowError):
+        compiled(np.zeros(3, np.uint8), 300)
+    with pytest.raises(kiln.KilnError, match="uint8.*array spec"):
+        build_library(compiled, [kiln.u8[3], 5], str(tmp_path), "add_int")
+    assert not os.path.exists(tmp_path / "libadd_int.so")
+
+
+def test_a_python_int_no_check_depends_on_is_built_and_computes_numpys_result(tmp_path):
+    # Mixed with float32, numpy converts the int to float32: no value check, so it builds.
+    compiled, library = make_library(tmp_path, lambda x, s: x * s, [kiln.f32[3], 5], "scale")
+    x = np.array([1.5, -0.0, np.inf], np.float32)
+    got = library(x, 7)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, x * 7)

@@ -93,8 +93,7 @@ def build_library(
         objects, signatures, shims = [], [], []
         for entry, function in entries:
             bar.set_description_str(f"compiling {entry}")
-            lowered = function.lower(*specs)
-            pipeline = lowered.pipeline
+            pipeline = lowered_for_library(function, specs).pipeline
             code = pipeline.object_code()
             path = os.path.join(work, f"{entry}.o")
             with open(path, "wb") as f:
@@ -166,6 +165,24 @@ def build_entries(compiled, name: str, grad_argnums=None) -> list:
             (f"{name}_grad", CompiledFunction(gradient, target=compiled.target, tuning_db=compiled.tuning_db))
         )
     return entries
+
+
+def lowered_for_library(function, specs):
+    """`function` lowered for `specs`, refusing what a library cannot run: numpy's checks on
+    the value of a Python int argument (``uint8_array + s`` must raise OverflowError for
+    s = 300, NEP 50) run in Python before the native code, and a C caller has no Python to
+    run them, so a library built without them would wrap 300 to 44 silently."""
+    lowered = function.lower(*specs)
+    checks = lowered.call_checks
+    if checks:
+        first = checks[0]
+        where = f" at {first.loc.file}:{first.loc.line}" if first.loc is not None else ""
+        raise KilnError(
+            f"{function.__name__} takes a Python int whose value numpy checks when it is called "
+            f"(it must fit {first.dtype}{where}); a library's C callers cannot run that check: "
+            "build with an array spec for that argument instead (kiln.i64[], or the narrow dtype itself)"
+        )
+    return lowered
 
 
 def signature_of(entry, pipeline, symbol, input_names=None, output_names=None) -> dict:

@@ -24,7 +24,15 @@ from kiln.codegen.cuda_prelude import CUDA_ERROR_BASE, STORED
 from kiln.codegen.status import STATUS
 from kiln.errors import KilnError
 from kiln.runtime.cuda import CudaUnavailable
-from kiln.tools.build import build_entries, c_header, c_name, c_parameters, check_output_directory, signature_of
+from kiln.tools.build import (
+    build_entries,
+    c_header,
+    c_name,
+    c_parameters,
+    check_output_directory,
+    lowered_for_library,
+    signature_of,
+)
 
 
 def build_cuda_library(
@@ -68,7 +76,7 @@ def build_cuda_library(
     with bar:
         for k, (entry, function) in enumerate(entries):
             bar.set_description_str(f"compiling {entry}")
-            pipeline = function.lower(*specs).pipeline
+            pipeline = lowered_for_library(function, specs).pipeline
             prefix = f"e{k}_" if k else ""  # kernels and constants of two functions in one file keep apart
             scheduled = pipeline.module("scheduled")
             sources.append(emit_cuda(scheduled, prefix, prelude=k == 0))
