@@ -286,3 +286,63 @@ def test_float16_max_pools_are_exact(indices):
     same_bits(got[0], expected[0])
     if indices:  # each index names an element holding the maximum
         same_bits(x.reshape(-1)[got[1]], expected[0])
+
+
+# -- LpPool and Resize: the spec's formula in float32, one rounding at the end --
+def within_one_ulp(got, exact):
+    """`got` (float16) is `exact` (float64) rounded, or its neighbour: a float32 sum in
+    another order can fall on the other side of a float16 rounding boundary."""
+    got = np.asarray(got)
+    assert got.dtype == H
+    with np.errstate(over="ignore"):  # a result past 65504 rounds to inf, as it should
+        nearest = exact.astype(H)
+    ulps = np.abs(got.view(np.int16).astype(np.int32) - nearest.view(np.int16).astype(np.int32))
+    assert ulps.max() <= 1, f"{ulps.max()} ulps from the exact result"
+    assert np.mean(ulps == 0) > 0.95  # rounded once: nearly all bits equal, not just close
+
+
+def _lp_windows(x, k, p):
+    windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (k, k), axis=(2, 3))[:, :, ::k, ::k]
+    return (np.abs(windows) ** p).sum(axis=(-1, -2)) ** (1 / p)
+
+
+@pytest.mark.parametrize("p", [1, 2, 3])
+def test_a_sixteen_by_sixteen_lp_pool_rounds_once(p):
+    x = (np.random.default_rng(5).standard_normal((1, 2, 32, 32)) * 4).astype(H)
+    x[0, 0, 0, :4] = [-0.0, 60000, -60000, 1e-7]  # powers past 65504 and below float16's subnormals
+    model = _pool_model("LpPool", [1, 2, 32, 32], [1, 2, 2, 2], kernel_shape=[16, 16], strides=[16, 16], p=p)
+    within_one_ulp(kiln.onnx.load(model)(x)[0], _lp_windows(x, 16, p))
+
+
+def test_a_global_lp_pool_whose_squares_pass_float16s_range_is_finite():
+    x = np.full((1, 2, 9, 9), 300, H)  # 300**2 is inf in float16, the 2-norm 2700 is not
+    x[0, 1] = np.random.default_rng(6).standard_normal((9, 9)).astype(H)
+    model = _pool_model("GlobalLpPool", [1, 2, 9, 9], [1, 2, 1, 1], p=2)
+    exact = np.sqrt((x.astype(np.float64) ** 2).sum(axis=(2, 3), keepdims=True))
+    within_one_ulp(kiln.onnx.load(model)(x)[0], exact)
+
+
+def _resize_model(mode, in_shape, out_shape):
+    onnx = pytest.importorskip("onnx")
+    helper, f16 = onnx.helper, onnx.TensorProto.FLOAT16
+    sizes = helper.make_tensor("sizes", onnx.TensorProto.INT64, [len(out_shape)], out_shape)
+    node = helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode=mode)
+    graph = helper.make_graph(
+        [node],
+        "resize",
+        [helper.make_tensor_value_info("x", f16, in_shape)],
+        [helper.make_tensor_value_info("y", f16, out_shape)],
+        initializer=[sizes],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+def test_a_two_axis_resize_rounds_once_not_after_each_axis(mode):
+    from onnx.reference import ReferenceEvaluator
+
+    x = (np.random.default_rng(7).standard_normal((1, 1, 13, 17)) * 50).astype(H)
+    model = _resize_model(mode, [1, 1, 13, 17], [1, 1, 29, 31])
+    # The reference weighs in float64 and casts once at the end: the exact result, rounded.
+    reference = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    within_one_ulp(kiln.onnx.load(model)(x)[0], reference.astype(np.float64))

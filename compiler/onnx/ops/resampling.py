@@ -171,14 +171,17 @@ def _resize_shape(node, shape, axes, scales, sizes):
 
 
 def _resample(x, out, factors, roi, how: Resampling):
-    """`x` resized axis by axis (the interpolations are separable) to shape `out`."""
-    y = x
+    """`x` resized axis by axis (the interpolations are separable) to shape `out`. float16
+    is interpolated in float32 across all axes and rounded once, as ONNX's reference
+    (float64 weights, one cast at the end) rounds once: rounding between the axes added an
+    error per axis."""
+    y = x.astype(np.float32) if x.dtype == np.float16 and how.mode != "nearest" else x
     for axis, (size, new_size, factor) in enumerate(zip(x.shape, out, factors)):
         bounds = None if roi is None else roi[axis]
         if new_size == size and factor == 1.0 and (bounds is None or tuple(bounds) == (0.0, 1.0)):
             continue
         y = _resample_axis(y, axis, new_size, factor, bounds, how)
-    return y
+    return y.astype(x.dtype) if y.dtype != x.dtype else y
 
 
 def _source_coordinates(how: Resampling, size, new_size, factor, bounds):
