@@ -124,3 +124,52 @@ def test_a_trace_that_ends_in_one_thread_leaves_another_threads_trace_guarded():
         release.set()
         worker.join(30)
     assert "np.random.Generator.random()" in seen["error"]
+
+
+# Methods bound before tracing are objects of their own: caught by the generators' states.
+BOUND_NORMAL = np.random.default_rng(3).normal
+BOUND_RAND = np.random.rand  # numpy's module function is itself a method bound to its global RandomState
+BOUND_RAW = np.random.PCG64(5).random_raw
+
+
+def _noisy_helper(x):
+    return x + BOUND_NORMAL(size=x.shape)
+
+
+def _make_closure():
+    from numpy.random import randn
+
+    return lambda x: x + randn(3)
+
+
+@pytest.mark.parametrize(
+    "draw, bound",
+    [
+        (lambda x: x + BOUND_NORMAL(size=3), "BOUND_NORMAL"),
+        (lambda x: x * (BOUND_RAND(3) > 0.5), "BOUND_RAND"),
+        (lambda x: x + BOUND_RAW(3), "BOUND_RAW"),
+        (lambda x: _noisy_helper(x) * 2, "BOUND_NORMAL"),  # in a function the traced one calls
+        (_make_closure(), "randn"),  # a closure cell
+        (lambda x, draw=np.random.default_rng(4).random: x + draw(3), "draw"),  # a default argument
+    ],
+)
+def test_a_method_bound_before_tracing_is_refused_when_the_trace_ends(draw, bound):
+    with pytest.raises(kiln.UnsupportedError) as info:
+        kiln.compile(draw)(np.ones(3))
+    message = str(info.value)
+    assert message.startswith(f"tests/test_random_guard.py:{_line_of(draw)}:"), message
+    # (a bound method that calls another of its generator's methods is refused at that call)
+    assert repr(bound) in message or "was called while tracing" in message, message
+    assert "same numbers on every call" in message and "kiln.random" in message
+
+
+def test_a_bound_method_the_trace_does_not_call_is_no_error():
+    def scaled(x, noisy=False):
+        return _noisy_helper(x) if noisy else x * 2
+
+    f = kiln.compile(scaled, static_argnames="noisy")
+    before = BOUND_NORMAL(size=2)  # drawing between traces is numpy's business
+    np.testing.assert_array_equal(f(np.arange(3.0)), np.arange(3.0) * 2)
+    assert before.shape == (2,)
+    with pytest.raises(kiln.UnsupportedError, match="BOUND_NORMAL"):
+        f(np.arange(3.0), noisy=True)

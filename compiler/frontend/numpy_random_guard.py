@@ -13,7 +13,11 @@ the last trace ends, even when it ends with an exception.
 numpy's random types are immutable extension types, so their methods are swapped in the
 type's own dict and CPython told through ``PyType_Modified`` (which drops its method
 cache). A method bound before the trace (``draw = rng.normal``, ``from numpy.random import
-rand``) is an object of its own and is not seen.
+rand``) is an object of its own that the swap cannot reach, so ``watching_bound_draws``
+finds the generators such methods belong to among what the traced function can name (its
+globals, closure cells and defaults, and those of the Python functions it names, a few
+levels deep) and compares their states before and after the trace: a state that moved is
+a draw, refused when the trace ends, at the function's line.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ import contextlib
 import ctypes
 import functools
 import gc
+import inspect
 import threading
+import types
 
 import numpy as np
 
 from kiln.errors import UnsupportedError
-from kiln.frontend.tracing import is_tracing, user_location
+from kiln.frontend.tracing import code_location, is_tracing, user_location
 
 # What to call instead, by numpy's name; anything else is built from uniform or normal draws.
 _ALTERNATIVES = (
@@ -143,3 +149,85 @@ def refusing_numpy_random():
             _traces -= 1
             if _traces == 0:
                 _restore()
+
+
+# -- methods bound before the trace: found by what the function names, caught by state ---------
+_GENERATORS = (np.random.Generator, np.random.RandomState, np.random.BitGenerator)
+_DEPTH = 3  # helper functions followed from the traced one (fn -> helper -> helper's helper)
+
+
+@contextlib.contextmanager
+def watching_bound_draws(fn):
+    """Refuse (UnsupportedError at `fn`'s line) a trace of `fn` that advanced a numpy
+    generator reachable from it: the draws of methods bound before the trace."""
+    watched = _reachable_generators(fn)
+    before = {name: _state(g) for name, g in watched.items()}
+    yield
+    for name, generator in watched.items():
+        if not _same(before[name], _state(generator)):
+            code = _code_of(fn)
+            where = code_location(code) if code is not None else user_location()
+            raise UnsupportedError(
+                f"{getattr(fn, '__name__', 'the function')} drew numbers from the numpy generator behind "
+                f"{name!r} while it was traced: numpy draws once, when the function is traced, and the compiled "
+                "function would return the same numbers on every call; draw them per call with kiln.random "
+                "(kiln.random.uniform, kiln.random.normal, ...) from a key passed as an argument",
+                where,
+            )
+
+
+def _code_of(fn):
+    fn = inspect.unwrap(getattr(fn, "__func__", fn))
+    return getattr(fn, "__code__", None)
+
+
+def _reachable_generators(fn) -> dict:
+    """{the name it is reached by: generator} for the numpy generators `fn` can name."""
+    found, seen, work = {}, set(), [(fn, 0)]
+    while work:
+        function, depth = work.pop()
+        function = inspect.unwrap(getattr(function, "__func__", function))
+        code = getattr(function, "__code__", None)
+        if code is None or id(function) in seen:
+            continue
+        seen.add(id(function))
+        for name, value in _named_by(function, code):
+            bound = isinstance(value, (types.BuiltinMethodType, types.MethodType))
+            owner = getattr(value, "__self__", None) if bound else value
+            if isinstance(owner, _GENERATORS):
+                found.setdefault(name, owner)
+            elif isinstance(value, types.FunctionType) and depth < _DEPTH:
+                work.append((value, depth + 1))
+    return found
+
+
+def _named_by(function, code):
+    """(name, value) of the globals `code` and its nested code names, its closure cells and defaults."""
+    names, codes = set(), [code]
+    while codes:
+        c = codes.pop()
+        names.update(c.co_names)
+        codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    scope = getattr(function, "__globals__", {})
+    yield from ((n, scope[n]) for n in names if n in scope)
+    for name, cell in zip(code.co_freevars, getattr(function, "__closure__", None) or ()):
+        with contextlib.suppress(ValueError):  # a cell not yet filled
+            yield name, cell.cell_contents
+    defaults = getattr(function, "__defaults__", None) or ()
+    yield from zip(code.co_varnames[code.co_argcount - len(defaults) : code.co_argcount], defaults)
+    yield from (getattr(function, "__kwdefaults__", None) or {}).items()
+
+
+def _state(generator):
+    if isinstance(generator, np.random.RandomState):
+        return generator.get_state(legacy=False)
+    bits = generator if isinstance(generator, np.random.BitGenerator) else generator.bit_generator
+    return bits.state
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray):
+        return isinstance(b, np.ndarray) and np.array_equal(a, b)
+    return a == b

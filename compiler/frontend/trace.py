@@ -18,7 +18,7 @@ from kiln.dialects import func as F
 from kiln.dialects.types import SUPPORTED_DTYPES, FunctionType, tensor_type
 from kiln.errors import ArgumentError, DTypeError, KilnError, TracerConversionError
 from kiln.frontend import pytree
-from kiln.frontend.numpy_random_guard import refusing_numpy_random
+from kiln.frontend.numpy_random_guard import refusing_numpy_random, watching_bound_draws
 from kiln.frontend.specs import TensorSpec
 from kiln.frontend.tracing import TraceContext, Tracer
 
@@ -224,7 +224,8 @@ def trace(fn, call: BoundCall, specs: list) -> TracedFunction:
         args, kwargs = call.rebuild(tracers)
         return fn(*args, **kwargs)
 
-    traced = trace_flat(fn.__name__, build, specs, [ssa_name(p) for p in call.paths])
+    with watching_bound_draws(fn):
+        traced = trace_flat(fn.__name__, build, specs, [ssa_name(p) for p in call.paths])
     if traced.captures:
         raise KilnError(f"{fn.__name__} reads traced values of an enclosing function; pass them as arguments")
     return traced

@@ -51,6 +51,11 @@ def user_location() -> Location | None:
     return None
 
 
+def code_location(code) -> Location:
+    """Where a Python function (its code object) begins, as errors show the user's lines."""
+    return Location(_display_path(code.co_filename), code.co_firstlineno)
+
+
 def _display_path(filename: str) -> str:
     relative = os.path.relpath(filename) if os.path.isabs(filename) else filename
     return filename if relative.startswith("..") else relative
