@@ -12,7 +12,18 @@ means declaring it beside its code and adding its function here.
 
 from __future__ import annotations
 
-from . import autodiff, canonicalize, cse, dce, default_schedule, emulate_floats, fusion, memory_plan, remat
+from . import (
+    autodiff,
+    canonicalize,
+    cse,
+    dce,
+    default_schedule,
+    emulate_floats,
+    fusion,
+    gpu_default_schedule,
+    memory_plan,
+    remat,
+)
 from . import lower_tensor_to_affine as lowering
 
 PASS_TABLE = (
@@ -27,6 +38,7 @@ PASS_TABLE = (
     lowering.lower_tensor_to_affine,
     lowering.lower_tensor_to_affine_gpu,
     default_schedule.default_schedule_pass,
+    gpu_default_schedule.gpu_default_schedule_pass,
 )
 
 

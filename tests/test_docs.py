@@ -11,7 +11,15 @@ import pytest
 
 import kiln.passes
 from kiln.dialects import parse_ir, print_ir
-from kiln.passes import autodiff, cache_read, default_schedule, loop_transforms, lower_tensor_to_affine, vectorize
+from kiln.passes import (
+    autodiff,
+    cache_read,
+    default_schedule,
+    gpu_default_schedule,
+    loop_transforms,
+    lower_tensor_to_affine,
+    vectorize,
+)
 from kiln.passes.registry import PASSES, run_passes
 from kiln.passes.schedule import apply_step
 
@@ -53,6 +61,7 @@ DOCSTRING_EXAMPLES = {
     vectorize: step(("vectorize", "k0.j", 8)),
     cache_read: step(("cache_read", "k0.j.o", "b")),
     default_schedule: lambda module: run_passes(module, ["default-schedule{vector-bits=256 threads=false}"]),
+    gpu_default_schedule: lambda module: run_passes(module, ["gpu-default-schedule"]),
 }
 
 

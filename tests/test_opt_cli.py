@@ -169,3 +169,16 @@ def test_kiln_opt_with_the_compilers_pipeline_makes_its_stages(tmp_path, capsys,
     schedule = f"default-schedule{{vector-bits={llvm_target.vector_bits()} threads={str(threads.available()).lower()}}}"
     status, out, _ = opt(capsys, str(path), "-p", f"{graph},lower-tensor-to-affine,{schedule}")
     assert status == 0 and out == print_ir(lowered.module("scheduled"), locations=False)
+
+
+def test_kiln_opt_with_the_cuda_pipeline_makes_its_stages(tmp_path, capsys):
+    target = f"{ROOT}/examples/layernorm.py:layernorm"
+    assert main(["dump", target, "--target", "cuda-emulate", "--stage", "tensor", "--print-large-constants"]) == 0
+    path = tmp_path / "tensor.mlir"
+    path.write_text(capsys.readouterr().out)
+    loaded = load_target(target, compile_target="cuda-emulate")
+    lowered = loaded.compiled.lower(*loaded.specs)
+    pipeline = ",".join(GRAPH_PASSES) + ",lower-tensor-to-affine-gpu,gpu-default-schedule"
+    status, out, _ = opt(capsys, str(path), "-p", pipeline)
+    assert status == 0 and out == print_ir(lowered.module("scheduled"), locations=False)
+    assert "kiln.bind" in out

@@ -67,6 +67,7 @@ def test_the_table_holds_the_passes_the_compiler_runs():
         "lower-tensor-to-affine",
         "lower-tensor-to-affine-gpu",
         "default-schedule",
+        "gpu-default-schedule",
     } <= set(PASSES)
 
 
