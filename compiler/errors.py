@@ -22,6 +22,7 @@ from kiln.dialects import Location
 from kiln.dialects.diagnostics import DTypeError, KilnError, OutOfBoundsError, ParseError, ShapeError, VerificationError
 from kiln.dialects.elided import ElidedConstantError
 from kiln.passes.loop_transforms import ScheduleError
+from kiln.passes.registry import PassPipelineError
 from kiln.runtime.cuda import CudaUnavailable
 from kiln.runtime.library import LoadError
 from kiln.version import source_roots
@@ -37,6 +38,7 @@ for _cls in (
     ElidedConstantError,
     OutOfBoundsError,
     ScheduleError,
+    PassPipelineError,
     LoadError,
     CudaUnavailable,
 ):

@@ -43,7 +43,7 @@ from kiln.dialects.diagnostics import DTypeError, ShapeError, VerificationError
 from kiln.dialects.types import FunctionType, TensorType
 
 from .canonicalize import splat_value
-from .registry import register_pass
+from .pass_spec import declare_pass
 from .tensor_builder import TensorBuilder
 
 VJP: dict = {}
@@ -132,7 +132,7 @@ def value_and_grad(function: F.FuncOp, wrt) -> F.FuncOp:
     return new
 
 
-@register_pass("value-and-grad")
+@declare_pass("value-and-grad", "append to each function's results the gradients of its first result")
 def value_and_grad_pass(module):
     """Differentiate every function's first result with respect to all its float arguments."""
     for index, function in enumerate(list(module.body.ops)):

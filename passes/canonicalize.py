@@ -46,10 +46,10 @@ from kiln.dialects import tensor as T
 from kiln.dialects.diagnostics import VerificationError
 
 from .dce import eliminate_dead_code
-from .registry import register_pass
+from .pass_spec import Option, declare_pass, positive
 from .tensor_builder import TensorBuilder
 
-MAX_ROUNDS = 20
+MAX_ROUNDS = 20  # rounds before canonicalization gives up with an error (the max-iterations option)
 
 
 def constant_value(value):
@@ -164,9 +164,11 @@ def _evaluate(op, inputs):
         return None
 
 
-def canonicalize_block(block) -> int:
+def canonicalize_block(block, max_iterations: int = MAX_ROUNDS) -> int:
+    """Rewrite `block` until nothing changes; returns the number of rewrites. Raises
+    VerificationError when a round still changes something after `max_iterations` rounds."""
     changes = 0
-    for _ in range(MAX_ROUNDS):
+    for _ in range(max_iterations):
         changed = 0
         for op in list(block.ops):
             if op.parent is None:
@@ -185,7 +187,7 @@ def canonicalize_block(block) -> int:
         changes += changed
         if not changed:
             return changes
-    raise VerificationError(f"canonicalization did not settle after {MAX_ROUNDS} rounds")
+    raise VerificationError(f"canonicalization did not settle after {max_iterations} rounds")
 
 
 class _Staging:
@@ -199,9 +201,19 @@ class _Staging:
         return op
 
 
-@register_pass("canonicalize")
-def canonicalize(module):
+@declare_pass(
+    "canonicalize",
+    "fold constants and simplify algebra, exactly (signed zeros, NaN, wrap-around)",
+    Option(
+        "max-iterations",
+        int,
+        MAX_ROUNDS,
+        "rounds of rewriting after which a function that still changes is an error",
+        positive,
+    ),
+)
+def canonicalize(module, max_iterations: int = MAX_ROUNDS):
     for function in module.body.ops:
         if isinstance(function, F.FuncOp):
-            canonicalize_block(function.body)
+            canonicalize_block(function.body, max_iterations)
     return module

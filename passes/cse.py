@@ -23,7 +23,7 @@ import numpy as np
 
 from kiln.dialects import func as F
 
-from .registry import register_pass
+from .pass_spec import declare_pass
 
 
 def _hashable(value):
@@ -58,7 +58,7 @@ def eliminate_common_subexpressions(block) -> int:
     return replaced
 
 
-@register_pass("cse")
+@declare_pass("cse", "merge ops that compute the same value (equal constants by value)")
 def cse(module):
     for function in module.body.ops:
         if isinstance(function, F.FuncOp):

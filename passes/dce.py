@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from kiln.dialects import func as F
 
-from .registry import register_pass
+from .pass_spec import declare_pass
 
 
 def eliminate_dead_code(block) -> int:
@@ -33,7 +33,7 @@ def eliminate_dead_code(block) -> int:
     return erased
 
 
-@register_pass("dce")
+@declare_pass("dce", "erase ops whose results nobody uses")
 def dce(module):
     for function in module.body.ops:
         if isinstance(function, F.FuncOp):

@@ -7,7 +7,7 @@ where the innermost loop cannot be, an outer one (matmul along its columns,
 its reduction over k carrying vectors); then run the outermost loop in
 parallel if the kernel does enough work to pay for waking the thread pool.
 ``default_schedule(function, vector_bits=256, threads=False)`` (AVX2's 8 float32 lanes, no
-thread pool) before::
+thread pool; the pass ``default-schedule{vector-bits=256 threads=false}``). Before::
 
     func.func @scale(%x: memref<4x20xf32>, %c: memref<f32>, %out0: memref<4x20xf32>) attributes {kiln.buffers = ["x", "c", "out0"]} {
       affine.for %k0.i = 0 to 4 {
@@ -46,6 +46,7 @@ After (``vectorize(k0.j, 8)``)::
 from __future__ import annotations
 
 from kiln.dialects import affine as A
+from kiln.dialects import func as F
 from kiln.dialects import memref as MR
 from kiln.dialects import verify
 from kiln.dialects.affine_expr import dims_of
@@ -53,6 +54,7 @@ from kiln.dialects.collection import collection_paused
 from kiln.dialects.diagnostics import KilnError
 
 from .loop_transforms import ScheduleError
+from .pass_spec import Option, declare_pass, power_of_two_from
 from .reduction_schedule import jam_vector_reductions
 from .schedule import Schedule, apply_step, find_loop, kernels, trial_copy
 
@@ -64,6 +66,24 @@ def default_schedule(function, vector_bits: int = 256, threads: bool = True, ski
     Kernels named in `skip` (``k0``, ...) are left alone."""
     with collection_paused():
         return _default_schedule(function, vector_bits, threads, skip)
+
+
+@declare_pass(
+    "default-schedule",
+    "schedule every CPU kernel as a function compiled without tuning gets it (vectorize, parallel)",
+    Option(
+        "vector-bits", int, 256, "the width of a vector register (kiln.compile: the host CPU's)", power_of_two_from(64)
+    ),
+    Option(
+        "threads", bool, True, "run large kernels' outer loops in parallel (kiln.compile: when a thread pool exists)"
+    ),
+)
+def default_schedule_pass(module, vector_bits: int = 256, threads: bool = True):
+    """default_schedule on each function of an affine-level module."""
+    for function in module.body.ops:
+        if isinstance(function, F.FuncOp):
+            default_schedule(function, vector_bits, threads)
+    return module
 
 
 def _default_schedule(function, vector_bits: int, threads: bool, skip) -> Schedule:

@@ -40,7 +40,7 @@ from kiln.dialects import func as F
 from kiln.dialects import tensor as T
 from kiln.dialects.types import TensorType, f16, f32
 
-from .registry import register_pass
+from .pass_spec import declare_pass
 
 # Ops that move float16 elements without computing with them.
 _MOVES_ONLY = T.VIEW_OPS + (T.ConvertOp, T.BitcastOp, T.ConstantOp, T.SelectOp, T.ConcatOp, T.InsertSliceOp)
@@ -86,7 +86,9 @@ def emulate_f16(block) -> int:
     return rewritten
 
 
-@register_pass("emulate-unsupported-floats")
+@declare_pass(
+    "emulate-unsupported-floats", "compute float16 in float32, rounding each op's result to float16 as numpy does"
+)
 def emulate_unsupported_floats(module):
     for function in module.body.ops:
         if isinstance(function, F.FuncOp):

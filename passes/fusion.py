@@ -13,12 +13,13 @@ places is computed in each. Two rules keep that cheap:
   inside it; not a hidden layer inside the next matmul's column loop);
 - an expensive op (reduction, matmul, a math-library call like exp) joins
   only if it is computed in one place, and no value in more than MAX_PLACES
-  places;
+  places (the pass's max-places option);
 - except a math-library call needed in several places along one row (the
   same index but for one axis, in loops that agree outside it): it joins
   marked ``row_buffer``, and lowering computes the row once into a small
-  buffer that every place reads (see KernelEmitter.row_buffer). A row softmax
-  is therefore one kernel: per row, the maximum, exp into the row buffer, its
+  buffer (ROW_BUFFER_BYTES at most, the row-buffer-bytes option) that every
+  place reads (see KernelEmitter.row_buffer). A row softmax is therefore one
+  kernel: per row, the maximum, exp into the row buffer, its
   sum, the division; x is read and the result written once.
 
 Broadcasts, transposes, reshapes, slices and constants are free: they are
@@ -45,6 +46,8 @@ After::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kiln.dialects import func as F
 from kiln.dialects import math as M
 from kiln.dialects import tensor as T
@@ -54,7 +57,7 @@ from kiln.dialects.ir import Block, Region
 
 from .dce import eliminate_dead_code
 from .index_maps import operand_index
-from .registry import register_pass
+from .pass_spec import Option, declare_pass, positive
 
 FUSABLE = T.ELEMENTWISE_OPS + T.REDUCTION_OPS + (T.MatmulOp,)
 EXPENSIVE = T.REDUCTION_OPS + (T.MatmulOp,)
@@ -65,6 +68,22 @@ TRANSCENDENTAL = (T.ExpOp, T.LogOp, T.TanhOp, T.SinOp, T.CosOp, T.PowOp) + tuple
 FREE = T.VIEW_OPS + (T.ConstantOp,)
 MAX_PLACES = 8
 ROW_BUFFER_BYTES = 16384  # a row buffer stays in L1 and on the stack of the thread that runs it
+# The most a pipeline may ask for: a row buffer is on the stack of an OpenMP thread, whose
+# stack is a few MiB (libomp's default is 4 MiB), and a kernel may hold several.
+ROW_BUFFER_BYTES_LIMIT = 1 << 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much recomputation fusion accepts: `max_places` places at most for one value, and
+    row buffers of at most `row_buffer_bytes` (0: none)."""
+
+    max_places: int = MAX_PLACES
+    row_buffer_bytes: int = ROW_BUFFER_BYTES
+
+
+def _row_buffer_bytes_rule(value):
+    return None if 0 <= value <= ROW_BUFFER_BYTES_LIMIT else f"between 0 and {ROW_BUFFER_BYTES_LIMIT}"
 
 
 def computing_uses(value):
@@ -135,12 +154,12 @@ def _level(index, loops) -> int:
     return max((k for k, d in enumerate(loops) if d in used), default=-1)
 
 
-def plan_groups(body) -> dict:
+def plan_groups(body, limits: Limits = Limits()) -> dict:
     """op -> Group, for every computing op of `body` (consumers decide first)."""
     computing = [op for op in body.ops[:-1] if not isinstance(op, FREE)]
     group_of = {}
     for op in reversed(computing):
-        group = _joinable_group(op, group_of)
+        group = _joinable_group(op, group_of, limits)
         if group is None:
             group_of[op] = Group(op)
         else:
@@ -149,7 +168,7 @@ def plan_groups(body) -> dict:
     return group_of
 
 
-def _joinable_group(op, group_of):
+def _joinable_group(op, group_of, limits: Limits):
     if not isinstance(op, FUSABLE):
         return None
     uses = computing_uses(op.results[0])
@@ -167,10 +186,10 @@ def _joinable_group(op, group_of):
                 index = operand_index(view, index)
             places.setdefault((index, loops[: _level(index, loops) + 1]), (index, loops))
     places = list(places.values())
-    if len(places) > MAX_PLACES or any(group.recomputes(*place) for place in places):
+    if len(places) > limits.max_places or any(group.recomputes(*place) for place in places):
         return None
     if isinstance(op, EXPENSIVE + TRANSCENDENTAL) and len(places) != 1:
-        row = _row_of(group, op, places)
+        row = _row_of(group, op, places, limits.row_buffer_bytes)
         if row is None:
             return None
         op.attributes["row_buffer"] = row
@@ -179,7 +198,7 @@ def _joinable_group(op, group_of):
     return group
 
 
-def _row_of(group, op, places):
+def _row_of(group, op, places, row_buffer_bytes: int):
     """The axis along which `op`'s places differ, when it is computed once into a row buffer
     (see the module docstring), else None. Every place must read the whole row in a loop of
     its own (index[axis] the innermost loop, over the whole axis), and agree on the rest of
@@ -191,7 +210,7 @@ def _row_of(group, op, places):
     if len(axes) != 1:
         return None
     (axis,) = axes
-    if shape[axis] * op.results[0].type.element.dtype.itemsize > ROW_BUFFER_BYTES:
+    if shape[axis] * op.results[0].type.element.dtype.itemsize > row_buffer_bytes:
         return None
     outside = {(place[0][:axis] + place[0][axis + 1 :], place[1][:-1]) for place in places}
     if len(outside) != 1:
@@ -230,9 +249,9 @@ def _computing_producer(value):
     return None if op is None or isinstance(op, T.ConstantOp) else op
 
 
-def fuse_block(body) -> int:
+def fuse_block(body, limits: Limits = Limits()) -> int:
     """Replace each group of two or more ops by a kiln.fused; returns the number of groups."""
-    group_of = plan_groups(body)
+    group_of = plan_groups(body, limits)
     _check_acyclic(body, group_of)
     groups = {id(g): g for g in group_of.values() if len(g.members) > 1}
     for group in groups.values():
@@ -290,9 +309,21 @@ def _outline(body, group) -> None:
     root.replace_all_uses_with(fused.results[0])
 
 
-@register_pass("fuse")
-def fuse(module):
+@declare_pass(
+    "fuse",
+    "group ops into kernels, each one loop nest (kiln.fused)",
+    Option("max-places", int, MAX_PLACES, "the most places one value may be computed in, fused", positive),
+    Option(
+        "row-buffer-bytes",
+        int,
+        ROW_BUFFER_BYTES,
+        "the largest row a math-library call is computed once into (0: none)",
+        _row_buffer_bytes_rule,
+    ),
+)
+def fuse(module, max_places: int = MAX_PLACES, row_buffer_bytes: int = ROW_BUFFER_BYTES):
+    limits = Limits(max_places, row_buffer_bytes)
     for function in module.body.ops:
         if isinstance(function, F.FuncOp):
-            fuse_block(function.body)
+            fuse_block(function.body, limits)
     return module

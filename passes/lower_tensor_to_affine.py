@@ -43,7 +43,7 @@ from .affine_builder import AffineBuilder, View
 from .index_maps import operand_index
 from .kernel_emitter import KernelEmitter
 from .lower_conv import lower_conv2d
-from .registry import register_pass
+from .pass_spec import Option, declare_pass
 
 LOWERINGS: dict = {}
 
@@ -57,7 +57,11 @@ def lowers(*op_classes):
     return register
 
 
-@register_pass("lower-tensor-to-affine")
+@declare_pass(
+    "lower-tensor-to-affine",
+    "lower tensor ops to affine loop nests over memrefs, one nest per kernel",
+    Option("grid-sums", bool, False, "leave a whole-tensor float sum one loop, for a GPU to spread over its grid"),
+)
 def lower_tensor_to_affine(module: builtin.ModuleOp, grid_sums: bool = False) -> builtin.ModuleOp:
     """Float sums become summation trees (see KernelEmitter.float_sum), except, with
     `grid_sums`, a whole-tensor sum, which a GPU backend spreads over its threads."""
@@ -67,7 +71,7 @@ def lower_tensor_to_affine(module: builtin.ModuleOp, grid_sums: bool = False) ->
     return lowered
 
 
-@register_pass("lower-tensor-to-affine-gpu")
+@declare_pass("lower-tensor-to-affine-gpu", "the CUDA targets' lowering: lower-tensor-to-affine{grid-sums=true}")
 def lower_tensor_to_affine_gpu(module: builtin.ModuleOp) -> builtin.ModuleOp:
     return lower_tensor_to_affine(module, grid_sums=True)
 

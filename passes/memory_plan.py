@@ -13,7 +13,7 @@ input directly). A read through any view (transpose, slice, reversed step,
 reshape, broadcast) or by a reduction or matmul reads other elements, some
 already overwritten, so it forbids reuse in place; and in place means at the
 same offset, since a partial overlap would overwrite elements not yet read.
-Offsets are chosen first-fit, 64-byte aligned. The plan is recorded as
+Offsets are chosen first-fit, 64-byte aligned (the alignment option). The plan is recorded as
 attributes: ``arena_offset`` on each kernel whose result is planned,
 ``arena_bytes`` and ``unplanned_bytes`` (the total without any reuse) on the
 function. Before::
@@ -39,9 +39,11 @@ from kiln.dialects import tensor as T
 from kiln.dialects.diagnostics import VerificationError
 
 from .fusion import FREE, computing_uses
-from .registry import register_pass
+from .pass_spec import Option, declare_pass, power_of_two_from
 
 ALIGNMENT = 64
+# Loads and stores are aligned to their element (8 bytes at most): every offset must be too.
+WIDEST_ELEMENT = 8
 
 
 @dataclass
@@ -91,8 +93,8 @@ class MemoryPlan:
         )
 
 
-def _aligned(n: int) -> int:
-    return max(ALIGNMENT, -(-n // ALIGNMENT) * ALIGNMENT)
+def _aligned(n: int, alignment: int) -> int:
+    return max(alignment, -(-n // alignment) * alignment)
 
 
 def is_kernel(op) -> bool:
@@ -157,8 +159,9 @@ def _with_free_ops(block, order) -> list:
     return list(nx.dfs_postorder_nodes(needs))
 
 
-def plan(function: F.FuncOp) -> MemoryPlan:
-    """Place every intermediate; records the plan as attributes and returns it."""
+def plan(function: F.FuncOp, alignment: int = ALIGNMENT) -> MemoryPlan:
+    """Place every intermediate at an offset that is a multiple of `alignment` bytes (a power of
+    two, 8 or more); records the plan as attributes and returns it."""
     kernels = [op for op in function.body.ops if is_kernel(op)]
     position = {op: k for k, op in enumerate(kernels)}
     returned = set(function.body.ops[-1].operands)
@@ -171,7 +174,7 @@ def plan(function: F.FuncOp) -> MemoryPlan:
         # Returned through a view, it is read when the outputs are copied, after every kernel.
         readers = [position.get(user, len(kernels)) for user, _, _ in computing_uses(value)]
         t = value.type
-        buffer = Buffer(f"%{k}", _aligned(t.size * t.dtype.itemsize), k, max(readers, default=k))
+        buffer = Buffer(f"%{k}", _aligned(t.size * t.dtype.itemsize, alignment), k, max(readers, default=k))
         buffer.in_place_of = [by_value[v].name for v in _in_place_inputs(op, by_value)]
         by_value[value] = buffer
         buffers.append(buffer)
@@ -271,10 +274,20 @@ def read_plan(function: F.FuncOp) -> MemoryPlan | None:
     return MemoryPlan(buffers, function.attributes["arena_bytes"], function.attributes["unplanned_bytes"])
 
 
-@register_pass("plan-memory")
-def plan_memory(module):
+@declare_pass(
+    "plan-memory",
+    "order kernels to keep memory low and place every intermediate in one arena",
+    Option(
+        "alignment",
+        int,
+        ALIGNMENT,
+        "bytes every buffer's offset and size are a multiple of",
+        power_of_two_from(WIDEST_ELEMENT),
+    ),
+)
+def plan_memory(module, alignment: int = ALIGNMENT):
     for function in module.body.ops:
         if isinstance(function, F.FuncOp):
             schedule_for_memory(function)
-            plan(function)
+            plan(function, alignment)
     return module

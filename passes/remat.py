@@ -26,13 +26,14 @@ from kiln.dialects import func as F
 from kiln.dialects import tensor as T
 
 from .dce import eliminate_dead_code
-from .registry import register_pass
+from .pass_spec import Option, declare_pass, positive
 
 GAP = 4
 
 
-def rematerialize_block(block) -> int:
-    """Recompute long-lived elementwise values near their late uses; returns how many copies were made."""
+def rematerialize_block(block, gap: int = GAP) -> int:
+    """Recompute long-lived elementwise values near their late uses (a use more than `gap` ops
+    after the previous one); returns how many copies were made."""
     copies = 0
     for op in list(block.ops):
         if not isinstance(op, T.ELEMENTWISE_OPS) or op.parent is None:
@@ -44,7 +45,7 @@ def rematerialize_block(block) -> int:
         )
         previous = position[op]
         for where, user, index in uses:
-            if where - previous > GAP and _operands_alive_at(op, where, position, block):
+            if where - previous > gap and _operands_alive_at(op, where, position, block):
                 clone = op.clone({})
                 block.ops.insert(where, clone)
                 clone.parent = block
@@ -70,9 +71,13 @@ def _operands_alive_at(op, where, position, block) -> bool:
     return True
 
 
-@register_pass("rematerialize")
-def rematerialize(module):
+@declare_pass(
+    "rematerialize",
+    "recompute cheap elementwise values near late uses instead of keeping them alive",
+    Option("gap", int, GAP, "a value is recomputed for a use more than this many ops after its previous one", positive),
+)
+def rematerialize(module, gap: int = GAP):
     for function in module.body.ops:
         if isinstance(function, F.FuncOp):
-            rematerialize_block(function.body)
+            rematerialize_block(function.body, gap)
     return module

@@ -11,7 +11,15 @@ import pytest
 
 import kiln.passes
 from kiln.dialects import parse_ir, print_ir
-from kiln.passes import autodiff, cache_read, default_schedule, loop_transforms, lower_tensor_to_affine, vectorize
+from kiln.passes import (
+    autodiff,
+    cache_read,
+    default_schedule,
+    gpu_default_schedule,
+    loop_transforms,
+    lower_tensor_to_affine,
+    vectorize,
+)
 from kiln.passes.registry import PASSES, run_passes
 from kiln.passes.schedule import apply_step
 
@@ -45,11 +53,6 @@ def step(*steps):
     return apply
 
 
-def with_default_schedule(module):
-    default_schedule.default_schedule(module.body.ops[0], vector_bits=256, threads=False)
-    return module
-
-
 # What turns each module's "Before" into its "After", as its docstring says.
 DOCSTRING_EXAMPLES = {
     lower_tensor_to_affine: lambda module: run_passes(module, ["lower-tensor-to-affine"]),
@@ -57,7 +60,8 @@ DOCSTRING_EXAMPLES = {
     loop_transforms: step(("split", "k0.j", 8)),
     vectorize: step(("vectorize", "k0.j", 8)),
     cache_read: step(("cache_read", "k0.j.o", "b")),
-    default_schedule: with_default_schedule,
+    default_schedule: lambda module: run_passes(module, ["default-schedule{vector-bits=256 threads=false}"]),
+    gpu_default_schedule: lambda module: run_passes(module, ["gpu-default-schedule"]),
 }
 
 

@@ -1,8 +1,12 @@
 """Graph passes: IR before and after (the FileCheck tests of tests/ir/), kernel counts, memory plans,
 and results that no pass may change."""
 
+import contextlib
 import glob
+import io
 import os
+import re
+import shlex
 import subprocess
 import sys
 
@@ -11,42 +15,76 @@ import pytest
 from op_table import CASES
 
 import kiln
-from kiln.dialects import parse_ir, print_ir
 from kiln.interpreters.tensor_interpreter import run_function
-from kiln.passes.registry import run_passes
+from kiln.passes.registry import parse_pipeline, run_passes
+from kiln.tools.cli import main
 
 rng = np.random.default_rng(17)
 
 
 IR_TESTS = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "ir", "*.mlir")))
+# `// RUN: kiln opt %s -p PIPELINE [options] | filecheck %s [options]`, as LLVM's lit writes it.
+RUN = re.compile(r"^// RUN: kiln opt (?P<opt>.+?) \| filecheck (?P<check>.+)$")
 
 
-def passes_of(text):
-    """The passes an IR test names on its `// PASSES: a b` line."""
-    for line in text.splitlines():
-        if line.startswith("// PASSES:"):
-            return line.removeprefix("// PASSES:").split()
-    raise ValueError("an IR test names its passes on a `// PASSES: name ...` line")
+def run_lines(path):
+    """(kiln opt's arguments, filecheck's arguments) of each RUN line of `path`, `%s` replaced by it."""
+    runs = []
+    for line in open(path).read().splitlines():
+        if line.startswith("// RUN:"):
+            found = RUN.match(line)
+            if found is None:
+                raise ValueError(f"{path}: a RUN line reads `// RUN: kiln opt %s ... | filecheck %s`, not {line!r}")
+            runs.append(tuple([a.replace("%s", path) for a in shlex.split(found.group(k))] for k in ("opt", "check")))
+    if not runs:
+        raise ValueError(f"{path}: an IR test names its passes on a `// RUN: kiln opt %s -p ... | filecheck %s` line")
+    return runs
+
+
+def pipelines_of(path):
+    """The pass names the RUN lines of `path` run."""
+    names = set()
+    for opt_args, _ in run_lines(path):
+        for flag in ("-p", "--pass-pipeline"):
+            if flag in opt_args:
+                names |= {entry.name for entry in parse_pipeline(opt_args[opt_args.index(flag) + 1])}
+    return names
+
+
+def kiln_opt(*argv):
+    """(status, stdout, stderr) of the `kiln opt` command line, run in this process."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(["opt", *argv])
+    return status, out.getvalue(), err.getvalue()
 
 
 @pytest.mark.parametrize("path", IR_TESTS, ids=[os.path.basename(p) for p in IR_TESTS])
 def test_ir(path):
-    """tests/ir/*.mlir: parse the file, run the passes it names, and match the printed IR against
-    its `// CHECK` lines with FileCheck."""
-    text = open(path).read()
-    module = run_passes(parse_ir(text), passes_of(text))
-    result = subprocess.run(
-        [sys.executable, "-m", "filecheck", path],
-        input=print_ir(module, locations=False),
-        capture_output=True,
-        text=True,
-    )
+    """tests/ir/*.mlir: each RUN line's `kiln opt` (the file parsed, its pipeline run and the
+    result printed), its output matched against the file's CHECK lines with FileCheck."""
+    for opt_args, check_args in run_lines(path):
+        status, out, err = kiln_opt(*opt_args)
+        assert status == 0, err
+        result = subprocess.run(
+            [sys.executable, "-m", "filecheck", *check_args], input=out, capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_run_line_is_a_shell_command():
+    """A RUN line is what a user types: run through a shell, `kiln opt` in a process of its own."""
+    path = os.path.join(os.path.dirname(__file__), "ir", "fuse_dense.mlir")
+    line = next(line for line in open(path) if line.startswith("// RUN:")).removeprefix("// RUN:")
+    command = line.replace("%s", shlex.quote(path)).replace("kiln opt", f"{shlex.quote(sys.executable)} -m kiln opt")
+    command = command.replace("filecheck", f"{shlex.quote(sys.executable)} -m filecheck")
+    result = subprocess.run(command, shell=True, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_ir_tests_cover_the_graph_passes_and_the_lowering():
-    named = {name for path in IR_TESTS for name in passes_of(open(path).read())}
-    assert {"canonicalize", "cse", "dce", "fuse", "plan-memory", "lower-tensor-to-affine"} <= named
+    named = set().union(*(pipelines_of(path) for path in IR_TESTS))
+    assert {"canonicalize", "cse", "dce", "fuse", "plan-memory", "lower-tensor-to-affine", "default-schedule"} <= named
 
 
 def test_filecheck_rejects_ir_that_does_not_match(tmp_path):
@@ -54,6 +92,13 @@ def test_filecheck_rejects_ir_that_does_not_match(tmp_path):
     path = tmp_path / "wrong.mlir"
     path.write_text(open(IR_TESTS[0]).read().replace("// CHECK", "// CHECK: kiln.no_such_op\n// CHECK", 1))
     with pytest.raises(AssertionError):
+        test_ir(str(path))
+
+
+def test_a_failing_pipeline_fails_its_ir_test(tmp_path):
+    path = tmp_path / "wrong.mlir"
+    path.write_text(open(IR_TESTS[0]).read().replace("-p canonicalize", "-p canonicalise", 1))
+    with pytest.raises(AssertionError, match="unknown pass 'canonicalise'"):
         test_ir(str(path))
 
 

@@ -7,6 +7,7 @@
     kiln build model.onnx --input-shape input=1,3,224,224 -o build/
     kiln build examples/mlp.py:predict --target cuda -o build/    # nvcc, no GPU needed
     kiln tune examples/mlp.py:predict --target cuda               # on the current GPU
+    kiln opt tests/ir/fuse_dense.mlir -p 'canonicalize,fuse'      # IR in, passes run, IR out
 
 Functions are named ``path.py:function``; their input specs come from
 parameter annotations such as ``x: kiln.f32[256, 784]`` (a dict or tuple of
@@ -26,6 +27,7 @@ from kiln import timings
 from kiln.dialects.printer import ELIDE_CONSTANTS_OVER
 from kiln.errors import KilnError, as_user_error, filtering_off
 from kiln.jit import TARGETS, target_stages
+from kiln.tools.opt import add_opt
 from kiln.tools.targets import load_function, load_target, random_arguments
 from kiln.version import __version__
 
@@ -357,6 +359,7 @@ def main(argv=None) -> int:
     )
     add_timings(build)
     build.set_defaults(run=cmd_build)
+    add_opt(commands)
     args = parser.parse_args(argv)
     try:
         with timings.collect() as stages:

@@ -1,4 +1,4 @@
-// PASSES: canonicalize
+// RUN: kiln opt %s -p canonicalize | filecheck %s
 // x * 1 and (-0.0) + x are x; a transpose of a transpose and a no-op reshape vanish; a reshape of a
 // reshape is one reshape; sqrt of a constant is folded (IEEE 754 fixes it bit for bit).
 

@@ -1,4 +1,4 @@
-// PASSES: canonicalize
+// RUN: kiln opt %s -p canonicalize | filecheck %s
 // Rewrites are exact or not done. x + 0.0 stays (at x = -0.0 it is +0.0) and so does x * 0.0
 // (-x, NaN and infinities); exp and float sums are each target's own, so they are computed at run
 // time; an integer sum wraps around exactly, so it is folded.

@@ -1,4 +1,4 @@
-// PASSES: canonicalize
+// RUN: kiln opt %s -p canonicalize | filecheck %s
 // Elementwise ops of broadcast scalars fold to a broadcast scalar, not to a 1000-element constant:
 // 2 - 1 is 1, x ** 1 is x, and x ** 2 is x * x.
 

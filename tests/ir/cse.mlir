@@ -1,4 +1,4 @@
-// PASSES: cse
+// RUN: kiln opt %s -p cse | filecheck %s
 // One op per distinct computation: equal constants merge by value, and a location is a note
 // that does not make two equal ops different.
 

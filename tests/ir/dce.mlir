@@ -1,4 +1,4 @@
-// PASSES: dce
+// RUN: kiln opt %s -p dce | filecheck %s
 // An op nobody uses goes, and so does what only it used.
 
 // CHECK-LABEL: func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {

@@ -1,4 +1,4 @@
-// PASSES: emulate-unsupported-floats
+// RUN: kiln opt %s -p emulate-unsupported-floats | filecheck %s
 // Every op that computes in f16 computes in f32 between conversions, and rounds its own
 // result back to f16, as numpy's float16 loops do; a select only moves f16 and keeps it.
 

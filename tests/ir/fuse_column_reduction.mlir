@@ -1,4 +1,4 @@
-// PASSES: fuse
+// RUN: kiln opt %s -p fuse | filecheck %s
 // A column maximum does not join the row loop of what reads it: fused, it would be recomputed
 // for every row. It stays a kernel of its own.
 

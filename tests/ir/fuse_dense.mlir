@@ -1,4 +1,4 @@
-// PASSES: fuse
+// RUN: kiln opt %s -p fuse | filecheck %s
 // A dense layer is one kernel: the matmul, its bias and its activation in one kiln.fused group.
 
 // CHECK-LABEL: func.func @dense(

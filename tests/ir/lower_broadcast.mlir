@@ -1,4 +1,4 @@
-// PASSES: lower-tensor-to-affine
+// RUN: kiln opt %s -p lower-tensor-to-affine | filecheck %s
 // Destination-passing style: the result is an extra memref argument. A broadcast is an index into
 // its operand, not a copy; each op not fused with another is a loop nest of its own, kernel k<n>,
 // and the intermediate between them is allocated and freed.

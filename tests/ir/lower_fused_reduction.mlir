@@ -1,4 +1,4 @@
-// PASSES: fuse lower-tensor-to-affine
+// RUN: kiln opt %s -p 'fuse,lower-tensor-to-affine' | filecheck %s
 // A fused row reduction is computed in the row loop, ahead of the column loop that reads it: a
 // row-wise x - max(x) is one loop nest, the maximum a scalar carried through iter_args.
 

@@ -1,4 +1,4 @@
-// PASSES: lower-tensor-to-affine
+// RUN: kiln opt %s -p lower-tensor-to-affine | filecheck %s
 // numpy's unsigned integers are ui8 ... ui64 in the tensor IR and signless at the loop
 // level, as MLIR's arith takes them: the memrefs hold i8, and the ops say which compute
 // unsigned (divui, cmpi ugt, uitofp). x // 0 is 0, as in numpy.

@@ -1,4 +1,4 @@
-// PASSES: lower-tensor-to-affine
+// RUN: kiln opt %s -p lower-tensor-to-affine | filecheck %s
 // Views move no data: a transpose swaps the indices of the load, a reversed slice of a reshape reads
 // through a negative coefficient and floordiv/mod.
 

@@ -1,4 +1,4 @@
-// PASSES: fuse plan-memory
+// RUN: kiln opt %s -p 'fuse,plan-memory' | filecheck %s
 // exp(x) is used by a whole-tensor sum and by the division after it, so it is stored: the only
 // intermediate, at offset 0 of a 32 KiB arena (8192 float32: a row too long
 // for a row buffer, see passes/fusion.py). The rest is one fused kernel.

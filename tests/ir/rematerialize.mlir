@@ -1,4 +1,4 @@
-// PASSES: rematerialize
+// RUN: kiln opt %s -p rematerialize | filecheck %s
 // tanh(x) is read again 7 ops later: it is recomputed right before that use, and the first copy
 // serves only the early use.
 
