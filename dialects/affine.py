@@ -347,6 +347,41 @@ def parse_subscript(parser):
     return memref, operands, AffineMap(len(operands), tuple(results))
 
 
+class ApplyOp(Operation):
+    """``%a = affine.apply affine_map<(d0, d1) -> (d0 * 64 + d1)>(%i, %j)``: one index
+    computed from loop induction variables, for an access that is not affine as a whole
+    (``memref.load`` through an index read from memory). Its operands and map are rewritten
+    by the schedules like an access's (``memref_position`` -1: no memref before them)."""
+
+    name = "affine.apply"
+    operand_names = ("operands*",)
+    attribute_names = ("map",)
+    memref_position = -1
+
+    @property
+    def indices(self):
+        return self.operands
+
+    def infer_result_types(self):
+        m = self.attributes.get("map")
+        if not isinstance(m, AffineMap) or len(m.results) != 1 or m.num_dims != len(self.operands):
+            raise self.error(f"affine.apply: the map must have one result and one dim per operand, got {m}")
+        if any(v.type != index for v in self.operands):
+            raise self.error("affine.apply operands must be of type index")
+        return [index]
+
+    def print_custom(self, printer):
+        names = ", ".join(printer.name_of(v) for v in self.operands)
+        printer.write(f"affine.apply {self.map}({names})")
+
+    @classmethod
+    def parse_custom(cls, parser, num_results):
+        amap = parser.parse_affine_map()
+        parser.expect("(")
+        operands = parser.comma_list(parser.parse_value, ")")
+        return cls(operands, {"map": amap})
+
+
 class LoadOp(_Access):
     name = "affine.load"
 
