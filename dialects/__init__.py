@@ -21,6 +21,7 @@ __all__ = [
     "math",
     "memref",
     "tensor",
+    "tensor_indexed",
     "vector",
     "Builder",
     "DTypeError",

@@ -263,7 +263,9 @@ class IndexCastOp(_Cast):
     def verify(self):
         super().verify()
         if (self.operand.type == index) == (self.result.type == index):
-            raise self.error(f"{self.name} converts between index and an integer type, not {self.operand.type} to {self.result.type}")
+            raise self.error(
+                f"{self.name} converts between index and an integer type, not {self.operand.type} to {self.result.type}"
+            )
 
 
 class BitcastOp(_Cast):

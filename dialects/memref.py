@@ -233,7 +233,9 @@ class StoreOp(_IndexedAccess):
         return []
 
     def print_custom(self, printer):
-        printer.write(f"memref.store {printer.name_of(self.operands[0])}, {self.subscript(printer)} : {self.memref.type}")
+        printer.write(
+            f"memref.store {printer.name_of(self.operands[0])}, {self.subscript(printer)} : {self.memref.type}"
+        )
 
     @classmethod
     def parse_custom(cls, parser, num_results):
