@@ -15,10 +15,12 @@ After (``%t`` a function argument, so its view is the identity)::
     affine.for %k0.i = 0 to 5 {
       affine.for %k0.j = 0 to 3 {
         %0 = affine.load %ids[%k0.j] : memref<3xi64>
-        %1 = arith.index_cast %0 : i64 to index
-        %2 = affine.apply affine_map<(d0) -> (d0)>(%k0.i)
-        %3 = memref.load %t[%2, %1] : memref<5x4xf32>
-        affine.store %3, %out0[%k0.i, %k0.j] : memref<5x3xf32>
+        %1 = arith.maxsi %0, %c0 : i64              // 0 and 3 (n - 1): arith.constant
+        %2 = arith.minsi %1, %c3 : i64
+        %3 = arith.index_cast %2 : i64 to index
+        %4 = affine.apply affine_map<(d0) -> (d0)>(%k0.i)
+        %5 = memref.load %t[%4, %3] : memref<5x4xf32>
+        affine.store %5, %out0[%k0.i, %k0.j] : memref<5x3xf32>
       } {kiln.loop = "k0.j"}
     } {kiln.loop = "k0.i"}
 
@@ -35,7 +37,7 @@ from kiln.dialects import memref as MR
 from kiln.dialects import tensor as T
 from kiln.dialects import tensor_indexed as TI
 from kiln.dialects.affine_expr import Binary, Const, Dim, dims_of
-from kiln.dialects.types import f16, f32, index
+from kiln.dialects.types import f16, f32, i64, index
 
 from .affine_builder import View, access
 from .scalar_rules import SCALAR_RULES, convert
@@ -76,9 +78,15 @@ def _index_value(b, expr, ivs, position, marker: int):
     return b.op(AR.SubIOp, lhs, b.op(AR.MulIOp, quotient, divisor))  # mod, as the floor division's
 
 
-def _position(b, view: View, logical, ivs):
-    """The int64 index at `logical`, as an ``index`` value."""
-    return b.op(AR.IndexCastOp, b.load(view, logical, ivs), result_type=index)
+def _position(b, view: View, logical, ivs, n: int):
+    """The int64 index at `logical`, as an ``index`` value, clamped into 0..n-1. The index
+    was checked (kiln.check_index), but a failed check only records its status and the
+    code runs on to the end (the caller then raises): the clamp keeps that run's loads and
+    stores inside the buffer. In range, it changes nothing."""
+    position = b.load(view, logical, ivs)
+    position = b.op(AR.MaxSIOp, position, b.op(AR.ConstantOp, result_type=i64, value=0))
+    position = b.op(AR.MinSIOp, position, b.op(AR.ConstantOp, result_type=i64, value=max(n - 1, 0)))
+    return b.op(AR.IndexCastOp, position, result_type=index)
 
 
 def lower_gather(L, op) -> None:
@@ -88,7 +96,7 @@ def lower_gather(L, op) -> None:
     out = L.destination(op.result)
     with L.b.loops(shape) as ivs:
         dims = [Dim(k) for k in range(len(shape))]
-        position = _position(L.b, L.views[op.index], dims[lead:], ivs)
+        position = _position(L.b, L.views[op.index], dims[lead:], ivs, op.source.type.shape[-1])
         value = L.b.op(MR.LoadOp, source.buffer, *indexed_address(L.b, source, dims[:lead], ivs, position))
         L.b.store(value, out, dims, ivs)
 
@@ -103,7 +111,7 @@ def lower_scatter_at(L, op) -> None:
     compute = f32 if work == f16 else work  # float16 updates computed in f32, rounded to f16 each
     with L.b.loops(op.source.type.shape) as ivs:
         dims = [Dim(k) for k in range(len(ivs))]
-        position = _position(L.b, L.views[op.index], dims[lead:], ivs)
+        position = _position(L.b, L.views[op.index], dims[lead:], ivs, shape[-1])
         where = indexed_address(L.b, View.identity(out), dims[:lead], ivs, position)
         current = convert(L.b, L.b.op(MR.LoadOp, out, *where), kept, compute)
         update = convert(L.b, L.b.load(L.views[op.source], dims, ivs), work, compute)
