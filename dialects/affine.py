@@ -287,11 +287,10 @@ class YieldOp(Operation):
         return cls(operands, {})
 
 
-class _Access(Operation):
-    """Shared by load and store: a memref operand indexed by an affine map of index operands."""
+class MemoryAccess(Operation):
+    """An access to one memref: [the value stored,] the memref, its index operands."""
 
     operand_names = ("operands*",)  # [value,] memref, indices...
-    attribute_names = ("map",)
     memref_position = 0
 
     @property
@@ -301,6 +300,17 @@ class _Access(Operation):
     @property
     def indices(self):
         return self.operands[self.memref_position + 1 :]
+
+
+class _Access(MemoryAccess):
+    """Shared by load and store: a memref operand indexed by an affine map of index operands."""
+
+    attribute_names = ("map",)
+
+    @staticmethod
+    def parse_access(parser):
+        memref, operands, amap = parse_subscript(parser)
+        return memref, operands, {"map": amap}
 
     def check_access(self):
         t, m = self.memref.type, self.attributes.get("map")
@@ -382,46 +392,56 @@ class ApplyOp(Operation):
         return cls(operands, {"map": amap})
 
 
-class LoadOp(_Access):
-    name = "affine.load"
+class ScalarLoad:
+    """What affine.load and memref.load share: one element of the memref at the subscript
+    (``parse_access`` reads it: the memref, its index operands, the op's attributes)."""
 
     def infer_result_types(self):
         return [self.check_access().element]
 
     def print_custom(self, printer):
-        printer.write(f"affine.load {self.subscript(printer)} : {self.memref.type}")
+        printer.write(f"{self.name} {self.subscript(printer)} : {self.memref.type}")
 
     @classmethod
     def parse_custom(cls, parser, num_results):
-        memref, operands, amap = parse_subscript(parser)
+        memref, operands, attributes = cls.parse_access(parser)
         parser.expect(":")
         parser.parse_type()
-        return cls([memref, *operands], {"map": amap})
+        return cls([memref, *operands], attributes)
 
 
-class StoreOp(_Access):
-    name = "affine.store"
+class ScalarStore:
+    """What affine.store and memref.store share: operand 0 written at the subscript."""
+
     memref_position = 1
 
     def infer_result_types(self):
         t = self.check_access()
         if self.operands[0].type != t.element:
-            raise self.error(f"affine.store of {self.operands[0].type} into {t}")
+            raise self.error(f"{self.name} of {self.operands[0].type} into {t}")
         return []
 
     def print_custom(self, printer):
         printer.write(
-            f"affine.store {printer.name_of(self.operands[0])}, {self.subscript(printer)} : {self.memref.type}"
+            f"{self.name} {printer.name_of(self.operands[0])}, {self.subscript(printer)} : {self.memref.type}"
         )
 
     @classmethod
     def parse_custom(cls, parser, num_results):
         value = parser.parse_value()
         parser.expect(",")
-        memref, operands, amap = parse_subscript(parser)
+        memref, operands, attributes = cls.parse_access(parser)
         parser.expect(":")
         parser.parse_type()
-        return cls([value, memref, *operands], {"map": amap})
+        return cls([value, memref, *operands], attributes)
+
+
+class LoadOp(ScalarLoad, _Access):
+    name = "affine.load"
+
+
+class StoreOp(ScalarStore, _Access):
+    name = "affine.store"
 
 
 class VectorLoadOp(_Access):

@@ -15,6 +15,7 @@ attribute, not its SSA name (MLIR treats those as cosmetic; mlir-opt renumbers t
 
 from __future__ import annotations
 
+from .affine import MemoryAccess, ScalarLoad, ScalarStore
 from .affine_expr import AffineMap, Dim
 from .elided import is_elements
 from .ir import Operation
@@ -164,22 +165,11 @@ class GetGlobalOp(Operation):
         return cls([], {**parser.parse_attr_dict(), "name": name}, [result_type])
 
 
-class _IndexedAccess(Operation):
+class _IndexedAccess(MemoryAccess):
     """``memref.load`` and ``memref.store``: one element at `index`-typed operands, any
     values (an index read from memory: a gather's or a scatter's), where affine.load takes
     only affine expressions of loop variables. ``map`` is the identity, so that code
     generators and the interpreter address them as they do affine accesses."""
-
-    operand_names = ("operands*",)  # [value,] memref, indices...
-    memref_position = 0
-
-    @property
-    def memref(self):
-        return self.operands[self.memref_position]
-
-    @property
-    def indices(self):
-        return self.operands[self.memref_position + 1 :]
 
     @property
     def map(self) -> AffineMap:
@@ -199,52 +189,18 @@ class _IndexedAccess(Operation):
         return f"{printer.name_of(self.memref)}[{', '.join(printer.name_of(v) for v in self.indices)}]"
 
     @staticmethod
-    def parse_subscript(parser):
+    def parse_access(parser):
         memref = parser.parse_value()
         parser.expect("[")
-        return memref, parser.comma_list(parser.parse_value, "]")
+        return memref, parser.comma_list(parser.parse_value, "]"), {}
 
 
-class LoadOp(_IndexedAccess):
+class LoadOp(ScalarLoad, _IndexedAccess):
     name = "memref.load"
 
-    def infer_result_types(self):
-        return [self.check_access().element]
 
-    def print_custom(self, printer):
-        printer.write(f"memref.load {self.subscript(printer)} : {self.memref.type}")
-
-    @classmethod
-    def parse_custom(cls, parser, num_results):
-        memref, indices = cls.parse_subscript(parser)
-        parser.expect(":")
-        parser.parse_type()
-        return cls([memref, *indices], {})
-
-
-class StoreOp(_IndexedAccess):
+class StoreOp(ScalarStore, _IndexedAccess):
     name = "memref.store"
-    memref_position = 1
-
-    def infer_result_types(self):
-        t = self.check_access()
-        if self.operands[0].type != t.element:
-            raise self.error(f"memref.store of {self.operands[0].type} into {t}")
-        return []
-
-    def print_custom(self, printer):
-        printer.write(
-            f"memref.store {printer.name_of(self.operands[0])}, {self.subscript(printer)} : {self.memref.type}"
-        )
-
-    @classmethod
-    def parse_custom(cls, parser, num_results):
-        value = parser.parse_value()
-        parser.expect(",")
-        memref, indices = cls.parse_subscript(parser)
-        parser.expect(":")
-        parser.parse_type()
-        return cls([value, memref, *indices], {})
 
 
 class ViewOp(Operation):

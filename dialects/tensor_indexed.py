@@ -1,8 +1,8 @@
-"""kiln's tensor ops that read or write through an index tensor: gathers and ufunc.at's
-scatters, along the last axis of the array indexed (the front end moves the indexed axes
-there as views, which move no data)::
+"""kiln's tensor ops that read or write through an index tensor: gathers (along one axis)
+and ufunc.at's scatters (along the last axis: the front end moves the indexed axes there
+as views, which move no data)::
 
-    %g = kiln.gather %table, %ids : (tensor<64x5000xf32>, tensor<256xi64>) -> tensor<64x256xf32>
+    %g = kiln.gather %table, %ids {axis = 0} : (tensor<5000x64xf32>, tensor<256xi64>) -> tensor<256x64xf32>
     %s = kiln.scatter_at %y, %ids, %v {kind = "add"}
         : (tensor<3x10xf32>, tensor<7xi64>, tensor<3x7xf32>) -> tensor<3x10xf32>
 
@@ -40,27 +40,32 @@ def _check_positions(op, index, n: int) -> None:
 
 
 class GatherOp(TensorOp):
-    """``kiln.gather``: src[..., index] for src of shape R + (n,) and an int64 index of
-    shape B (every value in 0..n-1): shape R + B, src's element type. np.take along the
-    last axis."""
+    """``kiln.gather``: np.take(src, index, axis): for src of shape S and an int64 index of
+    shape B (every value in 0..S[axis]-1), shape S[:axis] + B + S[axis + 1:], src's element
+    type. `axis` is optional: the last axis when absent."""
 
     name = "kiln.gather"
     operand_names = ("source", "index")
 
+    @property
+    def gather_axis(self) -> int:
+        return self.attributes.get("axis", self.operands[0].type.rank - 1)
+
     def infer_result_types(self):
         source, index = self.tensor_operand(0), self.tensor_operand(1)
-        if source.rank == 0:
-            raise self.error("kiln.gather needs a source with an axis to index", ShapeError)
+        axis = self.gather_axis
+        if not isinstance(axis, int) or not 0 <= axis < source.rank:
+            raise self.error(f"kiln.gather axis {axis!r} is out of range for {source}", ShapeError)
         if index.element != i64:
             raise self.error(f"kiln.gather takes an i64 index, got {index.element}", DTypeError)
         self.check_element(source, ALL)
-        if source.shape[-1] == 0 and index.size:
+        if source.shape[axis] == 0 and index.size:
             raise self.error("kiln.gather from an empty axis", ShapeError)
-        return [source.with_shape(source.shape[:-1] + index.shape)]
+        return [source.with_shape(source.shape[:axis] + index.shape + source.shape[axis + 1 :])]
 
     def evaluate(self, source, index):
-        _check_positions(self, index, source.shape[-1])
-        return np.take(source, index, axis=-1)
+        _check_positions(self, index, source.shape[self.gather_axis])
+        return np.take(source, index, axis=self.gather_axis)
 
 
 class ScatterAtOp(TensorOp):

@@ -300,8 +300,14 @@ def _reduce_extreme(b, op, g, needs):
 def _gather(b, op, g, needs):
     """A gather's cotangent goes back to the positions it read, summed where an index repeats:
     a scatter-add, O(len(index)) as the gather."""
-    zeros = b.zeros(op.source.type)
-    return [b.op(TI.ScatterAtOp, zeros, op.index, g, kind="add"), None]
+    # the gathered axis moved last (views), scattered into, and moved back
+    rank, axis, count = op.source.type.rank, op.gather_axis, op.index.type.rank
+    rest = [k for k in range(op.result.type.rank) if not axis <= k < axis + count]
+    g = b.transpose(g, rest + list(range(axis, axis + count)))
+    moved = [k for k in range(rank) if k != axis] + [axis]
+    zeros = b.zeros(op.source.type.with_shape(tuple(op.source.type.shape[k] for k in moved)))
+    scattered = b.op(TI.ScatterAtOp, zeros, op.index, g, kind="add")
+    return [b.transpose(scattered, [int(k) for k in np.argsort(moved)]), None]
 
 
 @vjp(TI.ScatterAtOp)

@@ -48,11 +48,13 @@ _COMBINE = {"add": T.AddOp, "sub": T.SubOp, "mul": T.MulOp, "max": T.MaximumOp, 
 _BOOL_COMBINE = {"add": AR.OrIOp, "max": AR.OrIOp, "mul": AR.AndIOp, "min": AR.AndIOp}
 
 
-def indexed_address(b, view: View, leading, ivs, position) -> list:
-    """The buffer indices of `view`'s element (*leading, position): `leading` affine
-    expressions of the loop variables `ivs`, `position` an ``index`` value read from memory."""
+def indexed_address(b, view: View, leading, ivs, position, trailing=()) -> list:
+    """The buffer indices of `view`'s element (*leading, position, *trailing): `leading` and
+    `trailing` affine expressions of the loop variables `ivs`, `position` an ``index`` value
+    read from memory."""
     marker = Dim(len(ivs))  # stands for `position` in the view's expressions
-    return [_index_value(b, e, ivs, position, marker.index) for e in view.through([*leading, marker]).exprs]
+    exprs = view.through([*leading, marker, *trailing]).exprs
+    return [_index_value(b, e, ivs, position, marker.index) for e in exprs]
 
 
 def _index_value(b, expr, ivs, position, marker: int):
@@ -91,14 +93,14 @@ def _position(b, view: View, logical, ivs, n: int):
 
 def lower_gather(L, op) -> None:
     """One nest over the result: read the index, then the source element it names."""
-    shape, lead = op.result.type.shape, op.source.type.rank - 1
+    shape, axis, stop = op.result.type.shape, op.gather_axis, op.gather_axis + op.index.type.rank
     source = L.views[op.source]
     out = L.destination(op.result)
     with L.b.loops(shape) as ivs:
         dims = [Dim(k) for k in range(len(shape))]
-        position = _position(L.b, L.views[op.index], dims[lead:], ivs, op.source.type.shape[-1])
-        value = L.b.op(MR.LoadOp, source.buffer, *indexed_address(L.b, source, dims[:lead], ivs, position))
-        L.b.store(value, out, dims, ivs)
+        position = _position(L.b, L.views[op.index], dims[axis:stop], ivs, op.source.type.shape[axis])
+        where = indexed_address(L.b, source, dims[:axis], ivs, position, dims[stop:])
+        L.b.store(L.b.op(MR.LoadOp, source.buffer, *where), out, dims, ivs)
 
 
 def lower_scatter_at(L, op) -> None:

@@ -447,10 +447,14 @@ def getitem(x: Tracer, key):
     if not key.advanced:
         result = basic_getitem(x, key.entries)
         return views.fresh(result) if element and result.ndim == 0 and result is not x else result
-    _, _, merged, flat, place = advanced_parts(x, key)
-    gathered = gather_last(merged, flat)
-    n_rest = merged.ndim - 1
-    result = views.fresh(ops.transpose(gathered, placed_axes(n_rest, gathered.ndim - n_rest, place)))
+    _, region, merged, flat, place = advanced_parts(x, key)
+    if len(key.advanced) == 1 and isinstance(flat, Tracer) and region.shape[place]:
+        # one index array: np.take along its axis, the result in numpy's order as it is made
+        result = views.fresh(current_context().emit(TI.GatherOp, [region, flat], {"axis": place}))
+    else:
+        gathered = gather_last(merged, flat)
+        n_rest = merged.ndim - 1
+        result = views.fresh(ops.transpose(gathered, placed_axes(n_rest, gathered.ndim - n_rest, place)))
     scalars = [key.entries[k].index for k in key.advanced]
     if all(isinstance(i, Tracer) and i.ndim == 0 for i in scalars) and not (element and result.ndim == 0):
         # numpy reads a scalar index (np.int64, a Python int) as an int: the result is a view
