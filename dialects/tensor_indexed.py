@@ -106,7 +106,7 @@ class ScatterAtOp(TensorOp):
         if source.dtype == np.bool_ and self.kind in ("add", "mul"):
             ufunc = np.logical_or if self.kind == "add" else np.logical_and
         result = np.array(dest, copy=True)
-        flat = source.reshape(source.shape[: dest.ndim - 1] + (-1,))
+        flat = source.reshape(dest.shape[:-1] + (np.size(index),))
         with np.errstate(all="ignore"):
             for b, position in enumerate(np.reshape(index, -1).tolist()):
                 current = result[..., position].astype(source.dtype)
