@@ -287,11 +287,10 @@ class YieldOp(Operation):
         return cls(operands, {})
 
 
-class _Access(Operation):
-    """Shared by load and store: a memref operand indexed by an affine map of index operands."""
+class MemoryAccess(Operation):
+    """An access to one memref: [the value stored,] the memref, its index operands."""
 
     operand_names = ("operands*",)  # [value,] memref, indices...
-    attribute_names = ("map",)
     memref_position = 0
 
     @property
@@ -301,6 +300,17 @@ class _Access(Operation):
     @property
     def indices(self):
         return self.operands[self.memref_position + 1 :]
+
+
+class _Access(MemoryAccess):
+    """Shared by load and store: a memref operand indexed by an affine map of index operands."""
+
+    attribute_names = ("map",)
+
+    @staticmethod
+    def parse_access(parser):
+        memref, operands, amap = parse_subscript(parser)
+        return memref, operands, {"map": amap}
 
     def check_access(self):
         t, m = self.memref.type, self.attributes.get("map")
@@ -347,46 +357,91 @@ def parse_subscript(parser):
     return memref, operands, AffineMap(len(operands), tuple(results))
 
 
-class LoadOp(_Access):
-    name = "affine.load"
+class ApplyOp(Operation):
+    """``%a = affine.apply affine_map<(d0, d1) -> (d0 * 64 + d1)>(%i, %j)``: one index
+    computed from loop induction variables, for an access that is not affine as a whole
+    (``memref.load`` through an index read from memory). Its operands and map are rewritten
+    by the schedules like an access's (``memref_position`` -1: no memref before them)."""
+
+    name = "affine.apply"
+    operand_names = ("operands*",)
+    attribute_names = ("map",)
+    memref_position = -1
+
+    @property
+    def indices(self):
+        return self.operands
+
+    def infer_result_types(self):
+        m = self.attributes.get("map")
+        if not isinstance(m, AffineMap) or len(m.results) != 1 or m.num_dims != len(self.operands):
+            raise self.error(f"affine.apply: the map must have one result and one dim per operand, got {m}")
+        if any(v.type != index for v in self.operands):
+            raise self.error("affine.apply operands must be of type index")
+        return [index]
+
+    def print_custom(self, printer):
+        names = ", ".join(printer.name_of(v) for v in self.operands)
+        printer.write(f"affine.apply {self.map}({names})")
+
+    @classmethod
+    def parse_custom(cls, parser, num_results):
+        amap = parser.parse_affine_map()
+        parser.expect("(")
+        operands = parser.comma_list(parser.parse_value, ")")
+        return cls(operands, {"map": amap})
+
+
+class ScalarLoad:
+    """What affine.load and memref.load share: one element of the memref at the subscript
+    (``parse_access`` reads it: the memref, its index operands, the op's attributes)."""
 
     def infer_result_types(self):
         return [self.check_access().element]
 
     def print_custom(self, printer):
-        printer.write(f"affine.load {self.subscript(printer)} : {self.memref.type}")
+        printer.write(f"{self.name} {self.subscript(printer)} : {self.memref.type}")
 
     @classmethod
     def parse_custom(cls, parser, num_results):
-        memref, operands, amap = parse_subscript(parser)
+        memref, operands, attributes = cls.parse_access(parser)
         parser.expect(":")
         parser.parse_type()
-        return cls([memref, *operands], {"map": amap})
+        return cls([memref, *operands], attributes)
 
 
-class StoreOp(_Access):
-    name = "affine.store"
+class ScalarStore:
+    """What affine.store and memref.store share: operand 0 written at the subscript."""
+
     memref_position = 1
 
     def infer_result_types(self):
         t = self.check_access()
         if self.operands[0].type != t.element:
-            raise self.error(f"affine.store of {self.operands[0].type} into {t}")
+            raise self.error(f"{self.name} of {self.operands[0].type} into {t}")
         return []
 
     def print_custom(self, printer):
         printer.write(
-            f"affine.store {printer.name_of(self.operands[0])}, {self.subscript(printer)} : {self.memref.type}"
+            f"{self.name} {printer.name_of(self.operands[0])}, {self.subscript(printer)} : {self.memref.type}"
         )
 
     @classmethod
     def parse_custom(cls, parser, num_results):
         value = parser.parse_value()
         parser.expect(",")
-        memref, operands, amap = parse_subscript(parser)
+        memref, operands, attributes = cls.parse_access(parser)
         parser.expect(":")
         parser.parse_type()
-        return cls([value, memref, *operands], {"map": amap})
+        return cls([value, memref, *operands], attributes)
+
+
+class LoadOp(ScalarLoad, _Access):
+    name = "affine.load"
+
+
+class StoreOp(ScalarStore, _Access):
+    name = "affine.store"
 
 
 class VectorLoadOp(_Access):

@@ -253,6 +253,21 @@ ExtUIOp = _cast("ExtUIOp", "arith.extui", _INTS, _INTS, True)
 TruncIOp = _cast("TruncIOp", "arith.trunci", _INTS, _INTS, False)
 
 
+class IndexCastOp(_Cast):
+    """``arith.index_cast %i : i64 to index``: an integer read as an index (sign-extended or
+    truncated to the index width, 64 bits on every target kiln has), or back."""
+
+    name = "arith.index_cast"
+    sources = targets = _INTS + (index,)
+
+    def verify(self):
+        super().verify()
+        if (self.operand.type == index) == (self.result.type == index):
+            raise self.error(
+                f"{self.name} converts between index and an integer type, not {self.operand.type} to {self.result.type}"
+            )
+
+
 class BitcastOp(_Cast):
     """``arith.bitcast %a : f32 to i32``: the same bits read as a type of the same width."""
 

@@ -3,6 +3,8 @@
 memref.global "private" constant @cst_0 : memref<3xf32> = dense<[1.0, 2.0, 3.0]>
 %0 = memref.get_global @cst_0 : memref<3xf32>
 %1 = memref.alloc() {alignment = 64 : i64, kiln.buffer = "buf0"} : memref<4x8xf32>
+%2 = memref.load %1[%r, %c] : memref<4x8xf32>
+memref.store %2, %1[%c, %r] : memref<4x8xf32>
 memref.dealloc %1 : memref<4x8xf32>
 
 A buffer's name, which schedule steps (``cache_read``) and tuning records use, is an
@@ -13,10 +15,12 @@ attribute, not its SSA name (MLIR treats those as cosmetic; mlir-opt renumbers t
 
 from __future__ import annotations
 
+from .affine import MemoryAccess, ScalarLoad, ScalarStore
+from .affine_expr import AffineMap, Dim
 from .elided import is_elements
 from .ir import Operation
 from .printer import format_attr_dict, format_attribute, format_dense, format_symbol
-from .types import MemRefType, scalar_type_of
+from .types import MemRefType, index, scalar_type_of
 
 ALIGNMENT = 64  # bytes; a cache line, and enough for any vector width
 BUFFER = "kiln.buffer"
@@ -159,6 +163,44 @@ class GetGlobalOp(Operation):
         parser.expect(":")
         result_type = parser.parse_type()
         return cls([], {**parser.parse_attr_dict(), "name": name}, [result_type])
+
+
+class _IndexedAccess(MemoryAccess):
+    """``memref.load`` and ``memref.store``: one element at `index`-typed operands, any
+    values (an index read from memory: a gather's or a scatter's), where affine.load takes
+    only affine expressions of loop variables. ``map`` is the identity, so that code
+    generators and the interpreter address them as they do affine accesses."""
+
+    @property
+    def map(self) -> AffineMap:
+        return AffineMap(len(self.indices), tuple(Dim(k) for k in range(len(self.indices))))
+
+    def check_access(self) -> MemRefType:
+        t = self.memref.type
+        if not isinstance(t, MemRefType):
+            raise self.error(f"{self.name} needs a memref, got {t}")
+        if len(self.indices) != t.rank:
+            raise self.error(f"{self.name} of {t} takes {t.rank} indices, got {len(self.indices)}")
+        if any(v.type != index for v in self.indices):
+            raise self.error(f"{self.name} indices must be of type index")
+        return t
+
+    def subscript(self, printer) -> str:
+        return f"{printer.name_of(self.memref)}[{', '.join(printer.name_of(v) for v in self.indices)}]"
+
+    @staticmethod
+    def parse_access(parser):
+        memref = parser.parse_value()
+        parser.expect("[")
+        return memref, parser.comma_list(parser.parse_value, "]"), {}
+
+
+class LoadOp(ScalarLoad, _IndexedAccess):
+    name = "memref.load"
+
+
+class StoreOp(ScalarStore, _IndexedAccess):
+    name = "memref.store"
 
 
 class ViewOp(Operation):

@@ -39,6 +39,7 @@ import numpy as np
 
 from kiln.dialects import func as F
 from kiln.dialects import tensor as T
+from kiln.dialects import tensor_indexed as TI
 from kiln.dialects.diagnostics import DTypeError, ShapeError, VerificationError
 from kiln.dialects.types import FunctionType, TensorType
 
@@ -293,6 +294,57 @@ def _reduce_extreme(b, op, g, needs):
     count = b.broadcast_to(b.sum(hits, op.axes, keepdims=True), shape)
     spread = b.broadcast_to(b.reshape(g, _keepdims_shape(op)), shape)
     return [b.div(b.mul(spread, hits), count)]
+
+
+@vjp(TI.GatherOp)
+def _gather(b, op, g, needs):
+    """A gather's cotangent goes back to the positions it read, summed where an index repeats:
+    a scatter-add, O(len(index)) as the gather."""
+    # the gathered axis moved last (views), scattered into, and moved back
+    rank, axis, count = op.source.type.rank, op.gather_axis, op.index.type.rank
+    rest = [k for k in range(op.result.type.rank) if not axis <= k < axis + count]
+    g = b.transpose(g, rest + list(range(axis, axis + count)))
+    moved = [k for k in range(rank) if k != axis] + [axis]
+    zeros = b.zeros(op.source.type.with_shape(tuple(op.source.type.shape[k] for k in moved)))
+    scattered = b.op(TI.ScatterAtOp, zeros, op.index, g, kind="add")
+    return [b.transpose(scattered, [int(k) for k in np.argsort(moved)]), None]
+
+
+@vjp(TI.ScatterAtOp)
+def _scatter_at(b, op, g, needs):
+    """ufunc.at's updates, differentiated as the combined update they are mathematically:
+    a sum (add, sub), a product (mul: each factor's cotangent is the product of the others,
+    without dividing by a zero factor) or an extreme (max, min: ties share the cotangent
+    equally, as kiln.reduce_max's). Each is a few scatters and gathers, O(len(index))."""
+    dest, index, source, kind = op.dest, op.index, op.source, op.kind
+    dest_dtype, source_dtype = dest.type.dtype, source.type.dtype
+
+    def at_updates(x):  # x (dest's shape) read at each update's position, in source's dtype
+        return b.cast(b.op(TI.GatherOp, x, index), source_dtype)
+
+    def scatter(start, values, how):
+        return b.op(TI.ScatterAtOp, start, index, values, kind=how)
+
+    if kind in ("add", "sub"):
+        d_source = at_updates(g)
+        return [b.cast(g, dest_dtype), None, d_source if kind == "add" else b.neg(d_source)]
+    if kind == "mul":
+        zero = b.cmp(source, b.zeros(source.type), "eq")
+        zeros = scatter(b.zeros(dest.type), b.cast(zero, dest_dtype), "add")  # zero factors per position
+        nonzero = scatter(b.full(1, dest.type), b.select(zero, b.full(1, source.type), source), "mul")
+        count, product, none = at_updates(zeros), at_updates(nonzero), b.zeros(source.type)
+        others = b.select(
+            zero,
+            b.select(b.cmp(count, b.full(1, source.type), "eq"), product, none),
+            b.select(b.cmp(count, none, "eq"), b.div(product, source), none),
+        )
+        d_dest = b.mul(g, b.select(b.cmp(zeros, b.zeros(dest.type), "eq"), nonzero, b.zeros(dest.type)))
+        return [d_dest, None, b.mul(at_updates(b.mul(g, dest)), others)]
+    dest_hit = b.cast(b.cmp(dest, op.result, "eq"), dest_dtype)
+    source_hit = b.cast(b.cmp(source, at_updates(op.result), "eq"), source_dtype)
+    count = b.add(dest_hit, scatter(b.zeros(dest.type), b.cast(source_hit, dest_dtype), "add"))
+    share = b.div(g, b.select(b.cmp(count, b.zeros(dest.type), "eq"), b.full(1, dest.type), count))
+    return [b.mul(share, dest_hit), None, b.mul(at_updates(share), source_hit)]
 
 
 @vjp(T.MatmulOp)

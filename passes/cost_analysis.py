@@ -43,10 +43,13 @@ NOT_FLOPS = {
     "arith.uitofp",
     "arith.fptosi",
     "arith.bitcast",
+    "arith.index_cast",
+    "affine.apply",  # index arithmetic, as the accesses' own maps
 }
 # Top-level ops that set up memory or return rather than compute.
 HOST_OPS = (MR.AllocOp, MR.AllocaOp, MR.DeallocOp, MR.ViewOp, MR.GetGlobalOp, F.ReturnOp)
-_WRITES = (A.StoreOp, A.VectorStoreOp)
+_WRITES = (A.StoreOp, A.VectorStoreOp, MR.StoreOp)
+_ACCESSES = (A.LoadOp, A.VectorLoadOp, MR.LoadOp) + _WRITES
 
 
 @dataclass(frozen=True)
@@ -122,7 +125,7 @@ def buffer_bytes(ops) -> tuple:
     read, written = {}, {}
     for top in ops:
         for op in top.walk():
-            memref = getattr(op, "memref", None) if op.name.startswith("affine.") else None
+            memref = op.memref if isinstance(op, _ACCESSES) else None
             if memref is not None and isinstance(memref.type, MemRefType) and memref not in inside:
                 size = memref.type.size * memref.type.dtype.itemsize
                 (written if isinstance(op, _WRITES) else read)[memref] = size

@@ -38,12 +38,16 @@ from __future__ import annotations
 
 from kiln.dialects import func as F
 from kiln.dialects import tensor as T
+from kiln.dialects import tensor_indexed as TI
 from kiln.dialects.types import TensorType, f16, f32
 
 from .pass_spec import declare_pass
 
 # Ops that move float16 elements without computing with them.
+# A scatter rounds each of its updates to float16 itself (dialects/tensor_indexed.py):
+# computing it in f32 and rounding once would round differently from numpy's ufunc.at.
 _MOVES_ONLY = T.VIEW_OPS + (T.ConvertOp, T.BitcastOp, T.ConstantOp, T.SelectOp, T.ConcatOp, T.InsertSliceOp)
+_MOVES_ONLY += TI.INDEXED_OPS
 
 
 def _is_f16(value) -> bool:

@@ -45,7 +45,9 @@ from kiln.dialects.affine_expr import AffineMap, Const, Dim, dims_of, substitute
 from kiln.dialects.diagnostics import KilnError
 from kiln.dialects.ir import Block
 
-ACCESS_OPS = (A.LoadOp, A.StoreOp, A.VectorLoadOp, A.VectorStoreOp)
+# What reads loop variables through an affine map: an index of a memref.load or
+# memref.store is an affine.apply's result, so the schedules rewrite it with the accesses.
+ACCESS_OPS = (A.LoadOp, A.StoreOp, A.VectorLoadOp, A.VectorStoreOp, A.ApplyOp)
 
 
 class ScheduleError(KilnError, ValueError):
@@ -338,6 +340,7 @@ def parallel(loop):
         raise ScheduleError(f"parallel({name}): only an outermost loop of a kernel can be parallel")
     iv = loop.induction_variable
     private = {op.results[0] for op in loop.walk() if op.name == "memref.alloca"}  # each thread has its own
+    _refuse_indexed_stores(loop, f"parallel({name})")
     for op in loop.walk():
         if isinstance(op, (A.StoreOp, A.VectorStoreOp)) and op.memref not in private and not _writes_depend_on(op, iv):
             raise ScheduleError(
@@ -347,6 +350,14 @@ def parallel(loop):
     _move_body(loop.body, new.body, Dim(0), [new.induction_variable])
     replace_loop(loop, new)
     return new
+
+
+def _refuse_indexed_stores(loop, step: str) -> None:
+    """A store through a computed index (a scatter's memref.store) may write one element from
+    several iterations (repeated indices), in an order numpy's unbuffered ufunc.at fixes: its
+    loops stay sequential."""
+    if any(op.name == "memref.store" for op in loop.walk()):
+        raise ScheduleError(f"{step}: iterations may write the same element through a computed index (memref.store)")
 
 
 def bind(loop, axis: str) -> None:
@@ -366,6 +377,7 @@ def bind(loop, axis: str) -> None:
         raise ScheduleError(f"bind({name}, {axis}): the axis must be one of {', '.join(A.GPU_AXES)}")
     if loop.trip_count < 0 or loop.lower != 0 or loop.step != 1:
         raise ScheduleError(f"bind({name}, {axis}): only loops from 0 by 1 to a known bound")
+    _refuse_indexed_stores(loop, f"bind({name}, {axis})")
     if loop.inits:
         _check_bound_reduction(loop, axis)
     for outer in _ancestors(loop):

@@ -365,6 +365,10 @@ class _Widener:
             return self.nested_loop(op)
         if isinstance(op, (A.VectorLoadOp, A.VectorStoreOp, A.ParallelOp, V.BroadcastOp, V.ReductionOp, V.ExtractOp)):
             raise ScheduleError(f"cannot vectorize a loop containing {op.name}")
+        indexed = op.name in ("memref.load", "memref.store", "affine.apply")
+        if indexed and (op.name == "memref.store" or any(v is self.old_iv or v in self.dependent for v in op.operands)):
+            # a load or store through a computed index has no contiguous vector form
+            raise ScheduleError(f"cannot vectorize a loop indexing memory through a computed index ({op.name})")
         if not any(v in self.dependent for v in op.operands):
             copy = op.clone(self.values)
             return self.emit(copy)

@@ -346,14 +346,17 @@ class _FunctionEmitter:
         if isinstance(op, A.ForOp):
             self._loop(op)
             return
-        if isinstance(op, A.LoadOp):
+        if isinstance(op, (A.LoadOp, MR.LoadOp)):
             t = op.result.type
             load = f"{self.name(op.memref)}[{self.offset(op)}]{' != 0' if t.name == 'i1' else ''}"
             if self._active:  # an idle thread reads nothing (its indices may be past the buffer)
                 load = f"{self._active} ? ({load}) : ({C_TYPES[t.name]})0"
             self.line(f"{C_TYPES[t.name]} {self.name(op.result)} = {load};")
             return
-        if isinstance(op, A.StoreOp):
+        if isinstance(op, A.ApplyOp):
+            self.line(f"long long {self.name(op.result)} = {self.index(op.map.results[0], op.operands)};")
+            return
+        if isinstance(op, (A.StoreOp, MR.StoreOp)):
             conditions = [self._active] if self._active else []
             if self.block_stores and not self.thread_depth:  # the block's store: one thread writes it
                 conditions.append("threadIdx.x == 0")

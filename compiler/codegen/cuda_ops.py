@@ -187,6 +187,7 @@ EXPRESSIONS = {
     AR.ExtSIOp: _cast,
     AR.ExtUIOp: _unsigned_cast,
     AR.TruncIOp: _cast,
+    AR.IndexCastOp: _cast,
     AR.FPToSIOp: _fptosi,
     AR.BitcastOp: _bitcast,
     M.ExpOp: _call("expf", "exp"),

@@ -176,7 +176,7 @@ def _yield(e: FunctionEmitter, op):
     e.yielded = [e.get(v) for v in op.operands]
 
 
-@handles(A.LoadOp)
+@handles(A.LoadOp, MR.LoadOp)
 def _load(e: FunctionEmitter, op):
     element = op.memref.type.element
     llvm_type = stored(element)
@@ -184,12 +184,17 @@ def _load(e: FunctionEmitter, op):
     e.values[op.result] = e.b.trunc(value, I1) if element.name == "i1" else value
 
 
-@handles(A.StoreOp)
+@handles(A.StoreOp, MR.StoreOp)
 def _store(e: FunctionEmitter, op):
     value = e.get(op.operands[0])
     if op.memref.type.element.name == "i1":
         value = e.b.zext(value, I8)
     e.guarded(op, 1, lambda: e.b.store(value, e.address(op), align=op.memref.type.element.dtype.itemsize))
+
+
+@handles(A.ApplyOp)
+def _apply(e: FunctionEmitter, op):
+    e.values[op.result] = e.index_value(op.map.results[0], op.operands)
 
 
 @handles(A.VectorLoadOp)

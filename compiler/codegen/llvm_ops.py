@@ -250,6 +250,14 @@ _CASTS = {
 }
 
 
+@handles(AR.IndexCastOp)
+def _index_cast(e, op):
+    # index is i64 on every target: an i64 passes as it is, narrower integers sign-extend
+    x, target = e.get(op.operand), scalar(op.result.type)
+    width, wanted = x.type.width, target.width
+    e.values[op.result] = x if width == wanted else (e.b.sext(x, target) if width < wanted else e.b.trunc(x, target))
+
+
 @handles(*_CASTS)
 def _cast(e, op):
     e.values[op.result] = getattr(e.b, _CASTS[type(op)])(e.get(op.operand), scalar(op.result.type))

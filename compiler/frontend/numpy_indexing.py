@@ -2,13 +2,14 @@
 kiln's tensor ops; numpy's indexing routines built on them (np.take, np.put, ufunc.at, ...)
 are in numpy_indexing_routines.
 
-kiln's loops read memory only at affine indices, so a gather by a traced index is a
-comparison with the axis' positions and a reduction: ``x[idx]`` along an axis of size n is
-``max over j of where(idx == j, x[j], -inf)``, which costs O(len(idx) * n) per remaining
-element, keeps NaN, infinities and -0.0 exactly, and differentiates through the select (a
-repeated index gets the sum of its gradients). A constant index that is a slice in disguise
-(0, 2, 4, ...; a repeated one broadcasts) is that slice, and a short constant index is a
-concatenation of one-element slices: no comparison at all.
+A gather by a traced index (or a long constant one) is a ``kiln.gather`` along the last
+axis of the array with the indexed axes moved last and merged (views: no data moves); it
+lowers to one loop over the result that loads through the index (passes/lower_indexed.py),
+O(len(idx)) per remaining element, NaN, infinities and -0.0 kept bit for bit. Its gradient
+is a ``kiln.scatter_at`` that adds the cotangents (a repeated index gets the sum of its
+gradients), O(len(idx)) again. A constant index that is a slice in disguise (0, 2, 4, ...;
+a repeated one broadcasts) is that slice, and a short constant index is a concatenation of
+one-element slices.
 
 Assignment ``x[k] = v`` rebinds the Tracer ``x`` to a new value (``Tracer.assign``): a
 ``kiln.insert_slice`` for basic indices, a select of the last value written to each position
@@ -21,8 +22,7 @@ Out-of-range indices raise as numpy's do: a constant one raises OutOfBoundsError
 tracing; a traced one (an argument, or computed in the function) passes through a
 ``kiln.check_index`` at the user's line, and the compiled function raises OutOfBoundsError
 ("index is out of bounds for axis 0 with size 5", at that line) when it runs with a value
-outside [-n, n). The check is always on: one comparison per index element beside an
-O(len(idx) * n) gather. Negative indices then count from the end. This holds for
+outside [-n, n). The check is always on: one comparison per index element. Negative indices then count from the end. This holds for
 ``x[idx]``, ``x[idx] = v``, ``x[idx] += v``, ``np.take`` (mode='raise'; 'wrap' and 'clip'
 bring the index into the axis first), ``np.take_along_axis``, ``np.put`` and ``ufunc.at``.
 Native code computes only what the results need: the check of a gather that no result uses
@@ -44,6 +44,7 @@ import math
 import numpy as np
 
 from kiln.dialects import tensor as T
+from kiln.dialects import tensor_indexed as TI
 from kiln.errors import IntegerOverflowError, InvalidValueError, OutOfBoundsError, ShapeError, UnsupportedError
 from kiln.frontend import python_ints, views
 from kiln.frontend import traced_ops as ops
@@ -332,8 +333,9 @@ def positions(n: int, ndim: int, axis: int) -> Tracer:
 def gather_last(src: Tracer, index) -> Tracer:
     """src[..., index]: `index` (a constant int64 array or a traced integer array, each value
     in 0..n-1) picks along the last axis of `src` (shape R + (n,)); the result has shape
-    R + index.shape. Cost: O(index.size * n) per element of R for a traced index; a constant
-    one is a slice, a broadcast, or (short) a concatenation of slices."""
+    R + index.shape. Cost: O(index.size) per element of R for a traced (or long constant)
+    index, a kiln.gather; a constant one is a slice, a broadcast, or (short) a
+    concatenation of slices."""
     lead, n = src.shape[:-1], src.shape[-1]
     if n == 0 and np.size(index):
         raise OutOfBoundsError("cannot index into an axis of size 0", user_location())
@@ -355,13 +357,7 @@ def gather_last(src: Tracer, index) -> Tracer:
             pieces = [_slice(src, _last_axis(src, int(i), int(i) + 1, 1)) for i in flat]
             return ops.reshape(ops.concatenate(pieces, -1), lead + index.shape)
         index = ops.lift(current_context(), index, np.int64)
-    rank = len(lead) + index.ndim + 1
-    hit = np.equal(ops.reshape(index, index.shape + (1,)), positions(n, index.ndim + 1, index.ndim))
-    values = ops.reshape(src, lead + (1,) * index.ndim + (n,))
-    fill = ops.lift(current_context(), fill_value(src.dtype), src.dtype)
-    chosen = ops.where(ops.broadcast_to(hit, lead + index.shape + (n,)), values, fill)
-    assert chosen.ndim == rank
-    return current_context().emit(T.ReduceMaxOp, [chosen], {"axes": (rank - 1,), "keepdims": False})
+    return current_context().emit(TI.GatherOp, [src, ops.cast(index, np.int64)], {})
 
 
 def _last_axis(x: Tracer, start, stop, step):
@@ -451,10 +447,14 @@ def getitem(x: Tracer, key):
     if not key.advanced:
         result = basic_getitem(x, key.entries)
         return views.fresh(result) if element and result.ndim == 0 and result is not x else result
-    _, _, merged, flat, place = advanced_parts(x, key)
-    gathered = gather_last(merged, flat)
-    n_rest = merged.ndim - 1
-    result = views.fresh(ops.transpose(gathered, placed_axes(n_rest, gathered.ndim - n_rest, place)))
+    _, region, merged, flat, place = advanced_parts(x, key)
+    if len(key.advanced) == 1 and isinstance(flat, Tracer) and region.shape[place]:
+        # one index array: np.take along its axis, the result in numpy's order as it is made
+        result = views.fresh(current_context().emit(TI.GatherOp, [region, flat], {"axis": place}))
+    else:
+        gathered = gather_last(merged, flat)
+        n_rest = merged.ndim - 1
+        result = views.fresh(ops.transpose(gathered, placed_axes(n_rest, gathered.ndim - n_rest, place)))
     scalars = [key.entries[k].index for k in key.advanced]
     if all(isinstance(i, Tracer) and i.ndim == 0 for i in scalars) and not (element and result.ndim == 0):
         # numpy reads a scalar index (np.int64, a Python int) as an int: the result is a view
@@ -607,11 +607,12 @@ def _scatter_last(dest: Tracer, flat, source: Tracer) -> Tracer:
     # owner[j]: the last l that writes position j, or -1
     length = flat.size
     flat = ops.reshape(flat, (length,))
-    hit = np.equal(ops.reshape(flat, (length, 1)), positions(n, 2, 1))
-    order = ops.lift(current_context(), np.arange(length, dtype=np.int64).reshape(length, 1), np.int64)
-    owner = ops.reduce("max", np.where(hit, order, np.int64(-1)), 0) if length else None
-    if owner is None:
+    if not length:
         return dest
+    ctx = current_context()
+    order = ops.lift(ctx, np.arange(length, dtype=np.int64), np.int64)
+    unowned = ops.broadcast_to(ops.lift(ctx, np.array(-1, np.int64), np.int64), (n,))
+    owner = ctx.emit(TI.ScatterAtOp, [unowned, ops.cast(flat, np.int64), order], {"kind": "max"})
     picked = gather_last(source, np.maximum(owner, np.int64(0)))
     return ops.where(np.greater_equal(owner, np.int64(0)), picked, dest)
 

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from kiln.dialects import tensor as T
+from kiln.dialects import tensor_indexed as TI
 from kiln.errors import DTypeError, InvalidValueError, OutOfBoundsError, ShapeError, UnsupportedError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend import views
@@ -33,11 +33,9 @@ from kiln.frontend.numpy_indexing import (
     checked_index,
     entry_free,
     fill_value,
-    gather_last,
     getitem,
     parse_key,
     placed_axes,
-    positions,
     updated,
     write_region,
 )
@@ -93,8 +91,8 @@ def take(a, indices, axis=None, out=None, mode="raise"):
 
 def take_along_axis(arr, indices, axis=-1):
     """np.take_along_axis: out[..., i, ...] = arr[..., indices[..., i, ...], ...] along `axis`,
-    the other axes of `indices` and `arr` broadcast together. Cost O(indices.shape[axis] *
-    arr.shape[axis]) per element of the other axes."""
+    the other axes of `indices` and `arr` broadcast together. One kiln.gather from arr
+    flattened: cost O(indices.shape[axis]) per element of the other axes."""
     arr = _traced(arr)
     if not isinstance(indices, Tracer):
         indices = np.asarray(indices)
@@ -132,35 +130,28 @@ def take_along_axis(arr, indices, axis=-1):
         index = ops.lift(current_context(), np.where(index < 0, index + n, index), np.int64)
     index = ops.broadcast_to(index, lead + (m,))
     src = ops.broadcast_to(ops.moveaxis(arr, axis, -1), lead + (n,))
-    hit = np.equal(ops.reshape(index, lead + (m, 1)), positions(n, len(lead) + 2, len(lead) + 1))
-    values = ops.reshape(src, lead + (1, n))
-    fill = ops.lift(current_context(), fill_value(arr.dtype), arr.dtype)
-    chosen = ops.where(hit, values, fill)
-    picked = current_context().emit(T.ReduceMaxOp, [chosen], {"axes": (chosen.ndim - 1,), "keepdims": False})
+    # one kiln.gather from src flattened: element (r, j) is src[r, index[r, j]], at r * n + index
+    rows = ops.lift(current_context(), np.arange(math.prod(lead), dtype=np.int64).reshape(lead + (1,)) * n, np.int64)
+    flat = np.add(ops.broadcast_to(rows, lead + (m,)), index)
+    picked = current_context().emit(TI.GatherOp, [ops.reshape(src, (-1,)), ops.strong(flat)], {})
     return ops.moveaxis(picked, -1, axis)
 
 
 # -- ufunc.at: accumulating scatters ----------------------------------------------------------------
-# ufunc -> (how the values at one position combine, the value that changes nothing)
-_AT_COMBINE = {
-    np.add: ("sum", 0),
-    np.subtract: ("sum", 0),
-    np.multiply: ("prod", 1),
-    np.maximum: ("max", None),
-    np.minimum: ("min", None),
-}
+# ufunc -> kiln.scatter_at's kind
+_AT_KINDS = {np.add: "add", np.subtract: "sub", np.multiply: "mul", np.maximum: "max", np.minimum: "min"}
 
 
 def ufunc_at(ufunc, inputs, kwargs):
     """np.add.at(a, indices, b) and subtract, multiply, maximum, minimum: a[indices] op= b with
     every repeated index applied (numpy's unbuffered update), written into the traced `a` in
-    place. With indices known while tracing the updates apply one by one in index order, each
-    rounded to a's dtype, as numpy's (see _updated_in_order); with traced indices every value
-    for a position is combined first (a sum for add and subtract, so a float total may round
-    differently from numpy's one-by-one additions), then applied once. Cost O(len(indices) *
-    size of the indexed axes) per element of the rest."""
+    place. The updates apply one by one in index order, each computed in numpy's result
+    dtype and cast to a's before the next reads it (float16 rounded per update), as numpy's
+    loop: np.add.at(y=[1e16], [0, 0, 0], [1, 1, -1e16]) leaves 0. With traced indices this
+    is one kiln.scatter_at, a sequential loop over the updates, for traced and constant
+    indices alike: O(len(indices)) per element of the rest (plus a copy of `a`)."""
     name = f"np.{ufunc.__name__}.at"
-    if ufunc not in _AT_COMBINE:
+    if ufunc not in _AT_KINDS:
         raise UnsupportedError(
             f"{name} is not supported by kiln (add, subtract, multiply, maximum and minimum are)", user_location()
         )
@@ -204,76 +195,15 @@ def ufunc_at(ufunc, inputs, kwargs):
         return None
     source = ops.transpose(source, [int(k) for k in np.argsort(order)])
     source = ops.reshape(source, merged.shape[:-1] + (length,))
-    flat = np.reshape(flat, (-1,)) if not isinstance(flat, Tracer) else ops.reshape(flat, (length,))
-    n = merged.shape[-1]
-    if not isinstance(flat, Tracer):
-        written = _updated_in_order(ufunc, merged, source, np.asarray(flat, np.int64), work, a.dtype)
-        views.assign(a, write_region(a, where, region, parsed, written))
-        return None
-    kind, neutral = _AT_COMBINE[ufunc]
-    if work == np.bool_ and kind in ("sum", "prod"):
-        kind = "max" if kind == "sum" else "min"  # numpy's add and multiply on bools are or and and
-    # hit[l, j]: value l goes to position j; values of R + (L, N) with the neutral where not
-    hit = np.equal(
-        ops.reshape(ops.lift(ctx, flat, np.int64) if not isinstance(flat, Tracer) else flat, (length, 1)),
-        positions(n, 2, 1),
+    flat = (
+        ops.reshape(flat, (length,)) if isinstance(flat, Tracer) else ops.lift(ctx, np.reshape(flat, (-1,)), np.int64)
     )
-    spread = ops.reshape(source, merged.shape[:-1] + (length, 1))
-    if kind in ("max", "min"):
-        neutral = fill_value(work) if kind == "max" else _extreme_high(work)
-    spread = ops.where(hit, spread, ops.lift(ctx, np.asarray(neutral, work), work))
-    if kind == "sum":
-        total = ops.reduce("sum", spread, -2, dtype=work)
-    elif kind == "prod":
-        total = ops.prod(spread, -2, dtype=work)
-    else:
-        total = ops.reduce(kind, spread, -2)
-    touched = ops.reduce("max", hit, 0)
-    combined = ufunc(ops.cast(merged, work), total)
-    written = ops.where(touched, ops.cast(combined, a.dtype), merged)
+    # numpy's loop, one update at a time in index order, rounded to a's dtype each time
+    written = ctx.emit(
+        TI.ScatterAtOp, [merged, ops.cast(flat, np.int64), ops.strong(source)], {"kind": _AT_KINDS[ufunc]}
+    )
     views.assign(a, write_region(a, where, region, parsed, written))
     return None
-
-
-def _updated_in_order(ufunc, merged, source, flat, work, dtype):
-    """`merged` (R + (n,)) after numpy's unbuffered ufunc.at loop: update l applies
-    ``merged[..., flat[l]] = ufunc(merged[..., flat[l]], source[..., l])``, in the order of l,
-    each result cast to `dtype` (rounded, for float16) before the next update reads it, so
-    np.add.at([1e16], [0, 0, 0], [1, 1, -1e16]) is 0 as in numpy. The indices are known while
-    tracing: the k-th updates of their positions go in round k, whose positions are distinct,
-    so a round is one gather and one elementwise update, and rounds follow each other in the
-    order numpy applies them. Cost O(len(flat) * n) per element of R, as one combined update."""
-    n = merged.shape[-1]
-    rank = np.zeros(len(flat), np.int64)  # how many earlier updates hit the same position
-    seen = {}
-    for l, position in enumerate(flat.tolist()):
-        rank[l] = seen.get(position, 0)
-        seen[position] = rank[l] + 1
-    ctx, current = current_context(), merged
-    for k in range(int(rank.max(initial=-1)) + 1):
-        chosen = np.nonzero(rank == k)[0]
-        values = gather_last(source, chosen)  # R + (len(chosen),)
-        hit = np.equal(ops.reshape(ops.lift(ctx, flat[chosen], np.int64), (len(chosen), 1)), positions(n, 2, 1))
-        spread = ops.where(hit, ops.reshape(values, values.shape + (1,)), ops.lift(ctx, fill_value(work), work))
-        # one value per position: the maximum over the misses' lowest value is that value, bit for bit
-        picked = ctx.emit(T.ReduceMaxOp, [spread], {"axes": (spread.ndim - 2,), "keepdims": False})
-        touched = ops.lift(ctx, np.isin(np.arange(n), flat[chosen]), np.bool_)
-        # Positions this round does not touch picked the misses' lowest value (-inf): make it 0,
-        # or its product with a zero cotangent would be NaN in the gradient (0 * -inf).
-        zero = ops.broadcast_to(ops.lift(ctx, np.zeros((), work), work), picked.shape)
-        picked = ops.where(ops.broadcast_to(touched, picked.shape), picked, zero)
-        combined = ops.cast(ufunc(ops.cast(current, work), picked), dtype)
-        current = ops.where(ops.broadcast_to(touched, current.shape), combined, current)
-    return current
-
-
-def _extreme_high(dtype):
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        return np.array(np.inf, dtype)
-    if dtype == np.bool_:
-        return np.array(True)
-    return np.array(np.iinfo(dtype).max, dtype)
 
 
 # -- np.put, np.putmask --------------------------------------------------------------------------------

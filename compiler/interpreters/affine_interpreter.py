@@ -78,13 +78,13 @@ class _Runner:
             for i in range(op.upper):
                 env[op.induction_variable] = i
                 self.block(op.body.ops)
-        elif isinstance(op, (A.LoadOp, A.VectorLoadOp)):
+        elif isinstance(op, (A.LoadOp, A.VectorLoadOp, MR.LoadOp)):
             array, index = self.access(op)
             if isinstance(op, A.VectorLoadOp):
                 env[op.result] = array[index[:-1]][index[-1] : index[-1] + op.result.type.lanes].copy()
             else:
                 env[op.result] = array[index]
-        elif isinstance(op, (A.StoreOp, A.VectorStoreOp)):
+        elif isinstance(op, (A.StoreOp, A.VectorStoreOp, MR.StoreOp)):
             array, index = self.access(op)
             value = env[op.operands[0]]
             if isinstance(op, A.VectorStoreOp):
@@ -99,6 +99,8 @@ class _Runner:
             env[op.result] = self.globals[op.attributes["name"]]
         elif isinstance(op, (MR.DeallocOp, G.BarrierOp)):  # one thread: a barrier waits for no one
             pass
+        elif isinstance(op, A.ApplyOp):
+            env[op.result] = op.map.evaluate([int(env[v]) for v in op.operands])[0]
         elif isinstance(op, AR.ConstantOp):
             env[op.result] = _typed(op.result.type, op.value)
         elif isinstance(op, CF.AssertOp):
@@ -254,6 +256,7 @@ _SCALAR = {
     AR.SIToFPOp: _cast,
     AR.ExtSIOp: _cast,
     AR.TruncIOp: _cast,
+    AR.IndexCastOp: lambda op, x: int(x) if op.result.type.name == "index" else _cast(op, x),
     AR.UIToFPOp: lambda op, x: _unsigned(x).astype(op.result.type.dtype),
     AR.ExtUIOp: lambda op, x: _unsigned(x).astype(op.result.type.dtype),
     AR.FPToSIOp: lambda op, x: AR.float_to_int(x, op.result.type.dtype),

@@ -1,0 +1,117 @@
+"""kiln's tensor ops that read or write through an index tensor: gathers (along one axis)
+and ufunc.at's scatters (along the last axis: the front end moves the indexed axes there
+as views, which move no data)::
+
+    %g = kiln.gather %table, %ids {axis = 0} : (tensor<5000x64xf32>, tensor<256xi64>) -> tensor<256x64xf32>
+    %s = kiln.scatter_at %y, %ids, %v {kind = "add"}
+        : (tensor<3x10xf32>, tensor<7xi64>, tensor<3x7xf32>) -> tensor<3x10xf32>
+
+The index holds int64 positions already inside the axis (0 <= i < n): the front end checks
+and wraps numpy's negative indices before (``kiln.check_index``), so these ops never see a
+bad one. Each lowers to one loop nest whose loads (gather) or loads and stores (scatter)
+go through the index (``memref.load`` / ``memref.store``): O(output) work, where a
+comparison with every position of the axis costs O(output * n).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .diagnostics import DTypeError, OutOfBoundsError, ShapeError
+from .tensor import ALL, TensorOp
+from .types import i64
+
+# ufunc.at's kinds: how an update combines with the element it lands on (numpy's ufunc).
+SCATTER_KINDS = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+}
+
+
+def _check_positions(op, index, n: int) -> None:
+    """The reference semantics' check that every index lies in 0..n-1 (the front end's
+    kiln.check_index made it so; an op built otherwise is a bug named here)."""
+    bad = (index < 0) | (index >= n)
+    if np.any(bad):
+        raise OutOfBoundsError(f"{op.name}: index {int(index[bad].flat[0])} is outside 0..{n - 1}", op.loc)
+
+
+class GatherOp(TensorOp):
+    """``kiln.gather``: np.take(src, index, axis): for src of shape S and an int64 index of
+    shape B (every value in 0..S[axis]-1), shape S[:axis] + B + S[axis + 1:], src's element
+    type. `axis` is optional: the last axis when absent."""
+
+    name = "kiln.gather"
+    operand_names = ("source", "index")
+
+    @property
+    def gather_axis(self) -> int:
+        return self.attributes.get("axis", self.operands[0].type.rank - 1)
+
+    def infer_result_types(self):
+        source, index = self.tensor_operand(0), self.tensor_operand(1)
+        axis = self.gather_axis
+        if not isinstance(axis, int) or not 0 <= axis < source.rank:
+            raise self.error(f"kiln.gather axis {axis!r} is out of range for {source}", ShapeError)
+        if index.element != i64:
+            raise self.error(f"kiln.gather takes an i64 index, got {index.element}", DTypeError)
+        self.check_element(source, ALL)
+        if source.shape[axis] == 0 and index.size:
+            raise self.error("kiln.gather from an empty axis", ShapeError)
+        return [source.with_shape(source.shape[:axis] + index.shape + source.shape[axis + 1 :])]
+
+    def evaluate(self, source, index):
+        _check_positions(self, index, source.shape[self.gather_axis])
+        return np.take(source, index, axis=self.gather_axis)
+
+
+class ScatterAtOp(TensorOp):
+    """``kiln.scatter_at``: numpy's unbuffered ``ufunc.at`` along the last axis. For dest of
+    shape R + (n,), an int64 index of shape B (values in 0..n-1) and source of shape R + B,
+    the result is dest after, for each position b of B in C order,
+    ``dest[..., index[b]] = convert(kind(dest[..., index[b]], source[..., b]))``: the update
+    computed in source's element type (float16 through float32, rounded), then converted
+    to dest's, before the next update reads it. So a repeated index applies every time, in
+    order, rounding each time, as ``np.add.at`` does. `kind` is add, sub, mul, max or min
+    (numpy's maximum and minimum: NaN wins); on bool, add is or and mul is and."""
+
+    name = "kiln.scatter_at"
+    operand_names = ("dest", "index", "source")
+    attribute_names = ("kind",)
+
+    def infer_result_types(self):
+        dest, index, source = (self.tensor_operand(k) for k in range(3))
+        if self.attributes.get("kind") not in SCATTER_KINDS:
+            raise self.error(f"kiln.scatter_at kind must be one of {', '.join(SCATTER_KINDS)}, got {self.kind!r}")
+        if index.element != i64:
+            raise self.error(f"kiln.scatter_at takes an i64 index, got {index.element}", DTypeError)
+        if dest.rank == 0 or source.shape != dest.shape[:-1] + index.shape:
+            raise self.error(
+                f"kiln.scatter_at: source {source.shape} must be dest's leading axes {dest.shape[:-1]} "
+                f"followed by the index's {index.shape}",
+                ShapeError,
+            )
+        self.check_element(dest, ALL)
+        self.check_element(source, ALL)
+        if dest.shape[-1] == 0 and index.size:
+            raise self.error("kiln.scatter_at into an empty axis", ShapeError)
+        return [dest]
+
+    def evaluate(self, dest, index, source):
+        _check_positions(self, index, dest.shape[-1])
+        ufunc = SCATTER_KINDS[self.kind]
+        if source.dtype == np.bool_ and self.kind in ("add", "mul"):
+            ufunc = np.logical_or if self.kind == "add" else np.logical_and
+        result = np.array(dest, copy=True)
+        flat = source.reshape(dest.shape[:-1] + (np.size(index),))
+        with np.errstate(all="ignore"):
+            for b, position in enumerate(np.reshape(index, -1).tolist()):
+                current = result[..., position].astype(source.dtype)
+                result[..., position] = ufunc(current, flat[..., b]).astype(dest.dtype)
+        return result
+
+
+INDEXED_OPS = (GatherOp, ScatterAtOp)
