@@ -3,6 +3,9 @@ runs a list of them, verifying after each."""
 
 from __future__ import annotations
 
+import functools
+
+from kiln.dialects import func as F
 from kiln.dialects import verify
 from kiln.dialects.collection import collection_paused
 
@@ -18,6 +21,21 @@ def register_pass(name: str):
         return fn
 
     return register
+
+
+def function_pass(fn):
+    """A module pass from `fn(function)`, which edits one func.func in place: the pass runs
+    it on every function of the module, in order, and returns the module (as MLIR nests a
+    function pass in a module's pass manager)."""
+
+    @functools.wraps(fn)
+    def on_module(module):
+        for function in list(module.body.ops):
+            if isinstance(function, F.FuncOp):
+                fn(function)
+        return module
+
+    return on_module
 
 
 def run_passes(module, names, after_each=None):
