@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.dialects import func as F
-
-from .registry import register_pass
+from .registry import function_pass, register_pass
 
 
 def _hashable(value):
@@ -59,8 +57,6 @@ def eliminate_common_subexpressions(block) -> int:
 
 
 @register_pass("cse")
-def cse(module):
-    for function in module.body.ops:
-        if isinstance(function, F.FuncOp):
-            eliminate_common_subexpressions(function.body)
-    return module
+@function_pass
+def cse(function):
+    eliminate_common_subexpressions(function.body)

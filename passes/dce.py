@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from kiln.dialects import func as F
 
-from .registry import register_pass
+from .registry import function_pass, register_pass
 
 
 def eliminate_dead_code(block) -> int:
@@ -34,8 +34,6 @@ def eliminate_dead_code(block) -> int:
 
 
 @register_pass("dce")
-def dce(module):
-    for function in module.body.ops:
-        if isinstance(function, F.FuncOp):
-            eliminate_dead_code(function.body)
-    return module
+@function_pass
+def dce(function):
+    eliminate_dead_code(function.body)

@@ -45,16 +45,16 @@ After::
 
 from __future__ import annotations
 
-from kiln.dialects import func as F
 from kiln.dialects import math as M
 from kiln.dialects import tensor as T
 from kiln.dialects.affine_expr import Dim, dims_of
 from kiln.dialects.diagnostics import VerificationError
 from kiln.dialects.ir import Block, Region
+from kiln.dialects.rewriter import InsertPoint, Rewriter
 
 from .dce import eliminate_dead_code
 from .index_maps import operand_index
-from .registry import register_pass
+from .registry import function_pass, register_pass
 
 FUSABLE = T.ELEMENTWISE_OPS + T.REDUCTION_OPS + (T.MatmulOp,)
 EXPENSIVE = T.REDUCTION_OPS + (T.MatmulOp,)
@@ -284,15 +284,11 @@ def _outline(body, group) -> None:
     root = group.root.results[0]
     inner.append(T.YieldOp([mapping[root]], {}))
     fused = T.FusedOp(inputs, {}, [root.type], [Region([inner])], loc=group.root.loc)
-    position = body.ops.index(group.root)
-    body.ops.insert(position, fused)
-    fused.parent = body
+    Rewriter.insert(fused, InsertPoint.before(group.root))
     root.replace_all_uses_with(fused.results[0])
 
 
 @register_pass("fuse")
-def fuse(module):
-    for function in module.body.ops:
-        if isinstance(function, F.FuncOp):
-            fuse_block(function.body)
-    return module
+@function_pass
+def fuse(function):
+    fuse_block(function.body)

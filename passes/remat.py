@@ -22,11 +22,11 @@ After::
 
 from __future__ import annotations
 
-from kiln.dialects import func as F
 from kiln.dialects import tensor as T
+from kiln.dialects.rewriter import InsertPoint, Rewriter
 
 from .dce import eliminate_dead_code
-from .registry import register_pass
+from .registry import function_pass, register_pass
 
 GAP = 4
 
@@ -46,8 +46,7 @@ def rematerialize_block(block) -> int:
         for where, user, index in uses:
             if where - previous > GAP and _operands_alive_at(op, where, position, block):
                 clone = op.clone({})
-                block.ops.insert(where, clone)
-                clone.parent = block
+                Rewriter.insert(clone, InsertPoint.before(user))
                 user.set_operand(index, clone.results[0])
                 for later_user, later_index in list(op.results[0].uses):  # later uses share the copy
                     if later_user.parent is block and block.ops.index(later_user) > where:
@@ -71,8 +70,6 @@ def _operands_alive_at(op, where, position, block) -> bool:
 
 
 @register_pass("rematerialize")
-def rematerialize(module):
-    for function in module.body.ops:
-        if isinstance(function, F.FuncOp):
-            rematerialize_block(function.body)
-    return module
+@function_pass
+def rematerialize(function):
+    rematerialize_block(function.body)
