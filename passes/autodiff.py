@@ -41,6 +41,7 @@ from kiln.dialects import func as F
 from kiln.dialects import tensor as T
 from kiln.dialects import tensor_indexed as TI
 from kiln.dialects.diagnostics import DTypeError, ShapeError, VerificationError
+from kiln.dialects.rewriter import Rewriter
 from kiln.dialects.types import FunctionType, TensorType
 
 from .canonicalize import splat_value
@@ -136,12 +137,10 @@ def value_and_grad(function: F.FuncOp, wrt) -> F.FuncOp:
 @declare_pass("value-and-grad", "append to each function's results the gradients of its first result")
 def value_and_grad_pass(module):
     """Differentiate every function's first result with respect to all its float arguments."""
-    for index, function in enumerate(list(module.body.ops)):
+    for function in list(module.body.ops):
         if isinstance(function, F.FuncOp):
             wrt = [i for i, a in enumerate(function.arguments) if differentiable(a.type)]
-            new = value_and_grad(function, wrt)
-            new.parent = module.body
-            module.body.ops[index] = new
+            Rewriter.replace(function, value_and_grad(function, wrt))
     return module
 
 

@@ -64,6 +64,7 @@ from kiln.dialects import memref as MR
 from kiln.dialects.affine import loop_name
 from kiln.dialects.affine_expr import AffineMap, Const, Dim, bounds, linear_form
 from kiln.dialects.ir import BlockArgument
+from kiln.dialects.rewriter import InsertPoint, Rewriter
 from kiln.dialects.types import MemRefType
 
 from .loop_transforms import ScheduleError
@@ -145,9 +146,7 @@ def cache_read(loop, buffer_name: str, layout=None, spanning=(), memory_space: s
     tile = MR.AllocaOp([], {}, [tile_type])
     MR.set_buffer_name(tile.result, f"{buffer_name}_tile")
     copy = _copy_nest(source, tile.result, fixed, low, high, shape, directions, name, order)
-    for position, op in enumerate([tile] + copy):
-        loop.body.ops.insert(position, op)
-        op.parent = loop.body
+    Rewriter.insert([tile] + copy, InsertPoint.at_start(loop.body))
     for op in reads:  # read the tile: what is left of each index once the tile's corner is subtracted
         results = []
         for d, expr in enumerate(op.map.results):

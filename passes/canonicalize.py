@@ -1,5 +1,8 @@
 """Constant folding and algebraic simplification of tensor IR.
 
+Each rewrite is a row of the rule table ``PATTERNS``, which
+``kiln.dialects.patterns.apply_patterns`` runs to a fixed point:
+
 - An op whose operands are all constants is computed now, with the op's own
   numpy semantics, when that does not make a larger constant; elementwise ops
   of splats (a scalar constant broadcast) fold to a splat.
@@ -40,13 +43,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.dialects import func as F
 from kiln.dialects import math as M
 from kiln.dialects import tensor as T
-from kiln.dialects.diagnostics import VerificationError
+from kiln.dialects.ir import Operation
+from kiln.dialects.patterns import Pattern, apply_patterns
 
 from .dce import eliminate_dead_code
-from .pass_spec import Option, declare_pass, positive
+from .pass_spec import Option, declare_pass, function_pass, positive
 from .tensor_builder import TensorBuilder
 
 MAX_ROUNDS = 20  # rounds before canonicalization gives up with an error (the max-iterations option)
@@ -81,45 +84,66 @@ def _additive_identity(value):
     return -0.0 if value.type.element.is_float else 0
 
 
-def simplify(op, b: TensorBuilder):
-    """A value to replace `op`'s result with, or None."""
-    result = op.results[0] if op.results else None
-    if result is None or op.regions:
+# -- the rules: each is rule(op, b) -> a value replacing op's result, or None ----------------
+def add_identity(op, b):
+    if _is(op.rhs, _additive_identity(op.result)):
+        return op.lhs
+    return op.rhs if _is(op.lhs, _additive_identity(op.result)) else None
+
+
+def sub_zero(op, b):
+    return op.lhs if _is(op.rhs, 0) else None
+
+
+def times_or_over_one(op, b):
+    return op.lhs if _is(op.rhs, 1) else None
+
+
+def one_times(op, b):
+    return op.rhs if _is(op.lhs, 1) else None
+
+
+def small_float_power(op, b):
+    """x ** 1 is x and x ** 2 is x * x, for floats (integer powers keep numpy's overflow checks)."""
+    if not op.result.type.element.is_float:
         return None
-    # identities
-    if isinstance(op, T.AddOp) and _is(op.rhs, _additive_identity(result)):
+    if _is(op.rhs, 1):
         return op.lhs
-    if isinstance(op, T.AddOp) and _is(op.lhs, _additive_identity(result)):
-        return op.rhs
-    if isinstance(op, T.SubOp) and _is(op.rhs, 0):
-        return op.lhs
-    if isinstance(op, (T.MulOp, T.DivOp)) and _is(op.rhs, 1):
-        return op.lhs
-    if isinstance(op, T.MulOp) and _is(op.lhs, 1):
-        return op.rhs
-    if isinstance(op, T.PowOp) and result.type.element.is_float:
-        if _is(op.rhs, 1):
-            return op.lhs
-        if _is(op.rhs, 2):
-            return b.mul(op.lhs, op.lhs)
-    # layout ops that do nothing, or twice
-    if isinstance(op, (T.ReshapeOp, T.BroadcastToOp, T.ConvertOp, T.BitcastOp)) and op.operand.type == result.type:
+    return b.mul(op.lhs, op.lhs) if _is(op.rhs, 2) else None
+
+
+def same_type_is_a_no_op(op, b):
+    return op.operand if op.operand.type == op.result.type else None
+
+
+def transpose_rules(op, b):
+    """The identity permutation does nothing; two transposes are one."""
+    if op.permutation == tuple(range(len(op.permutation))):
         return op.operand
-    if isinstance(op, T.TransposeOp):
-        inner = getattr(op.operand, "op", None)
-        if op.permutation == tuple(range(len(op.permutation))):
-            return op.operand
-        if isinstance(inner, T.TransposeOp):
-            return b.transpose(inner.operand, [inner.permutation[p] for p in op.permutation])
-    if isinstance(op, (T.ReshapeOp, T.BroadcastToOp)):
-        inner = getattr(op.operand, "op", None)
-        if type(inner) is type(op):
-            return (b.reshape if isinstance(op, T.ReshapeOp) else b.broadcast_to)(inner.operand, result.type.shape)
-    if isinstance(op, T.SliceOp) and op.operand.type == result.type and set(op.step) == {1}:
-        return op.operand
-    # constants
-    if not _folds_exactly(op):
+    inner = getattr(op.operand, "op", None)
+    if isinstance(inner, T.TransposeOp):
+        return b.transpose(inner.operand, [inner.permutation[p] for p in op.permutation])
+    return None
+
+
+def twice_is_once(op, b):
+    """A reshape of a reshape (a broadcast of a broadcast) is one reshape (broadcast)."""
+    inner = getattr(op.operand, "op", None)
+    if type(inner) is type(op):
+        return (b.reshape if isinstance(op, T.ReshapeOp) else b.broadcast_to)(inner.operand, op.result.type.shape)
+    return None
+
+
+def whole_slice(op, b):
+    return op.operand if op.operand.type == op.result.type and set(op.step) == {1} else None
+
+
+def fold_constants(op, b):
+    """An op of splats computed to a splat; an op of constants computed to a constant no
+    larger than its largest operand; None for ops numpy does not compute bit for bit."""
+    if len(op.results) != 1 or op.regions or not _folds_exactly(op):
         return None
+    result = op.result
     if isinstance(op, T.ElementwiseOp) or isinstance(op, (T.SelectOp, T.ConvertOp, T.BitcastOp)):
         splats = [splat_value(v) for v in op.operands]
         if all(s is not None for s in splats) and not all(
@@ -132,6 +156,22 @@ def simplify(op, b: TensorBuilder):
             value = _evaluate(op, [constant_value(v) for v in op.operands])
             return None if value is None else b.op(T.ConstantOp, value=np.array(value, dtype=result.type.dtype))
     return None
+
+
+# Tried in order; for one op, the first rule that returns a value wins (identities, then
+# layout ops that do nothing or come twice, then folding).
+PATTERNS = (
+    Pattern(T.AddOp, add_identity),
+    Pattern(T.SubOp, sub_zero),
+    Pattern((T.MulOp, T.DivOp), times_or_over_one),
+    Pattern(T.MulOp, one_times),
+    Pattern(T.PowOp, small_float_power),
+    Pattern((T.ReshapeOp, T.BroadcastToOp, T.ConvertOp, T.BitcastOp), same_type_is_a_no_op),
+    Pattern(T.TransposeOp, transpose_rules),
+    Pattern((T.ReshapeOp, T.BroadcastToOp), twice_is_once),
+    Pattern(T.SliceOp, whole_slice),
+    Pattern(Operation, fold_constants),
+)
 
 
 # Float ops whose value depends on a target's math library or order of additions.
@@ -164,41 +204,16 @@ def _evaluate(op, inputs):
         return None
 
 
-def canonicalize_block(block, max_iterations: int = MAX_ROUNDS) -> int:
-    """Rewrite `block` until nothing changes; returns the number of rewrites. Raises
-    VerificationError when a round still changes something after `max_iterations` rounds."""
-    changes = 0
-    for _ in range(max_iterations):
-        changed = 0
-        for op in list(block.ops):
-            if op.parent is None:
-                continue
-            position = block.ops.index(op)
-            staging = TensorBuilder(_Staging(), op.loc)
-            replacement = simplify(op, staging)
-            if replacement is None or replacement is op.results[0]:
-                continue
-            for k, new_op in enumerate(staging.block.ops):  # new ops go right before the old one
-                new_op.parent = block
-                block.ops.insert(position + k, new_op)
-            op.results[0].replace_all_uses_with(replacement)
-            changed += 1
-        eliminate_dead_code(block)
-        changes += changed
-        if not changed:
-            return changes
-    raise VerificationError(f"canonicalization did not settle after {max_iterations} rounds")
-
-
-class _Staging:
-    """A scratch block: simplify's new ops, inserted where they belong afterwards."""
-
-    def __init__(self):
-        self.ops = []
-
-    def append(self, op):
-        self.ops.append(op)
-        return op
+def canonicalize_function(function, max_iterations: int = MAX_ROUNDS) -> int:
+    """Apply PATTERNS to `function`'s body until none applies; returns how many rewrites.
+    Raises VerificationError when rules still fire after `max_iterations` rounds."""
+    return apply_patterns(
+        function,
+        PATTERNS,
+        max_iterations=max_iterations,
+        builder=lambda site, op: TensorBuilder(site, op.loc),
+        cleanup=eliminate_dead_code,
+    )
 
 
 @declare_pass(
@@ -212,8 +227,6 @@ class _Staging:
         positive,
     ),
 )
-def canonicalize(module, max_iterations: int = MAX_ROUNDS):
-    for function in module.body.ops:
-        if isinstance(function, F.FuncOp):
-            canonicalize_block(function.body, max_iterations)
-    return module
+@function_pass
+def canonicalize(function, max_iterations: int = MAX_ROUNDS):
+    canonicalize_function(function, max_iterations)

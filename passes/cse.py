@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.dialects import func as F
-
-from .pass_spec import declare_pass
+from .pass_spec import declare_pass, function_pass
 
 
 def _hashable(value):
@@ -59,8 +57,6 @@ def eliminate_common_subexpressions(block) -> int:
 
 
 @declare_pass("cse", "merge ops that compute the same value (equal constants by value)")
-def cse(module):
-    for function in module.body.ops:
-        if isinstance(function, F.FuncOp):
-            eliminate_common_subexpressions(function.body)
-    return module
+@function_pass
+def cse(function):
+    eliminate_common_subexpressions(function.body)

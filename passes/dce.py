@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from kiln.dialects import func as F
 
-from .pass_spec import declare_pass
+from .pass_spec import declare_pass, function_pass
 
 
 def eliminate_dead_code(block) -> int:
@@ -34,8 +34,6 @@ def eliminate_dead_code(block) -> int:
 
 
 @declare_pass("dce", "erase ops whose results nobody uses")
-def dce(module):
-    for function in module.body.ops:
-        if isinstance(function, F.FuncOp):
-            eliminate_dead_code(function.body)
-    return module
+@function_pass
+def dce(function):
+    eliminate_dead_code(function.body)

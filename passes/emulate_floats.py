@@ -36,12 +36,12 @@ After::
 
 from __future__ import annotations
 
-from kiln.dialects import func as F
 from kiln.dialects import tensor as T
 from kiln.dialects import tensor_indexed as TI
+from kiln.dialects.rewriter import InsertPoint, Rewriter
 from kiln.dialects.types import TensorType, f16, f32
 
-from .pass_spec import declare_pass
+from .pass_spec import declare_pass, function_pass
 
 # Ops that move float16 elements without computing with them.
 # A scatter rounds each of its updates to float16 itself (dialects/tensor_indexed.py):
@@ -54,47 +54,41 @@ def _is_f16(value) -> bool:
     return isinstance(value.type, TensorType) and value.type.element == f16
 
 
-def _convert(value, element, loc, before: list):
+def _convert(value, element, loc, point: InsertPoint):
     op = T.ConvertOp([value], None, [value.type.with_element(element)], loc=loc)
-    before.append(op)
+    Rewriter.insert(op, point)
     return op.result
 
 
 def emulate_f16(block) -> int:
     """Rewrite the ops of `block` that compute in float16 to compute in f32; returns how
     many were rewritten."""
-    rewritten, ops = 0, []
-    for op in block.ops:
+    rewritten = 0
+    for op in list(block.ops):
         computes = isinstance(op, T.TensorOp) and not isinstance(op, _MOVES_ONLY)  # not func.return
         if not computes or not any(_is_f16(v) for v in op.operands + op.results):
-            ops.append(op)
             continue
         for index, value in enumerate(op.operands):
             if _is_f16(value):
-                op.set_operand(index, _convert(value, f32, op.loc, ops))
+                op.set_operand(index, _convert(value, f32, op.loc, InsertPoint.before(op)))
         narrowed = []
         for result in op.results:
             if _is_f16(result):
                 result.type = result.type.with_element(f32)
                 narrowed.append(result)
-        ops.append(op)
+        after = InsertPoint.after(op)  # the conversions back, in order, right after op
         for result in narrowed:
             uses = list(result.uses)
-            back = _convert(result, f16, op.loc, ops)
+            back = _convert(result, f16, op.loc, after)
             for user, index in uses:
                 user.set_operand(index, back)
         rewritten += 1
-    for op in ops:
-        op.parent = block
-    block.ops = ops
     return rewritten
 
 
 @declare_pass(
     "emulate-unsupported-floats", "compute float16 in float32, rounding each op's result to float16 as numpy does"
 )
-def emulate_unsupported_floats(module):
-    for function in module.body.ops:
-        if isinstance(function, F.FuncOp):
-            emulate_f16(function.body)
-    return module
+@function_pass
+def emulate_unsupported_floats(function):
+    emulate_f16(function.body)

@@ -48,16 +48,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kiln.dialects import func as F
 from kiln.dialects import math as M
 from kiln.dialects import tensor as T
 from kiln.dialects.affine_expr import Dim, dims_of
 from kiln.dialects.diagnostics import VerificationError
 from kiln.dialects.ir import Block, Region
+from kiln.dialects.rewriter import InsertPoint, Rewriter
 
 from .dce import eliminate_dead_code
 from .index_maps import operand_index
-from .pass_spec import Option, declare_pass, positive
+from .pass_spec import Option, declare_pass, function_pass, positive
 
 FUSABLE = T.ELEMENTWISE_OPS + T.REDUCTION_OPS + (T.MatmulOp,)
 EXPENSIVE = T.REDUCTION_OPS + (T.MatmulOp,)
@@ -303,9 +303,7 @@ def _outline(body, group) -> None:
     root = group.root.results[0]
     inner.append(T.YieldOp([mapping[root]], {}))
     fused = T.FusedOp(inputs, {}, [root.type], [Region([inner])], loc=group.root.loc)
-    position = body.ops.index(group.root)
-    body.ops.insert(position, fused)
-    fused.parent = body
+    Rewriter.insert(fused, InsertPoint.before(group.root))
     root.replace_all_uses_with(fused.results[0])
 
 
@@ -321,9 +319,6 @@ def _outline(body, group) -> None:
         _row_buffer_bytes_rule,
     ),
 )
-def fuse(module, max_places: int = MAX_PLACES, row_buffer_bytes: int = ROW_BUFFER_BYTES):
-    limits = Limits(max_places, row_buffer_bytes)
-    for function in module.body.ops:
-        if isinstance(function, F.FuncOp):
-            fuse_block(function.body, limits)
-    return module
+@function_pass
+def fuse(function, max_places: int = MAX_PLACES, row_buffer_bytes: int = ROW_BUFFER_BYTES):
+    fuse_block(function.body, Limits(max_places, row_buffer_bytes))

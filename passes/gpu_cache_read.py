@@ -53,6 +53,7 @@ from kiln.dialects import affine as A
 from kiln.dialects import gpu as G
 from kiln.dialects import memref as MR
 from kiln.dialects.affine import BIND, loop_name
+from kiln.dialects.rewriter import InsertPoint, Rewriter
 
 from .cache_read import cache_read
 from .loop_transforms import ScheduleError
@@ -123,22 +124,17 @@ def gpu_cache_read(loop, buffer_name: str, layout=None):
         A.set_loop_name(copy_loop, f"{loop_name(loop)}.{buffer_name}.copy{d}")
     for copy_loop, axis in zip(reversed(copy_loops), axes):
         copy_loop.attributes[BIND] = axis
-    body = loop.body.ops
+    body = loop.body
     # Two cache_reads of one loop share their barriers: the copies go before the first.
     ops = [tile, *copy]  # cache_read put them first in the body; they move before the barrier
     for op in ops:
-        body.remove(op)
-    first = next((k for k, op in enumerate(body) if isinstance(op, G.BarrierOp)), None)
-    staged = first is not None and all(_is_staging(op) for op in body[:first])
-    position = first if staged else 0
+        Rewriter.detach(op)
+    first = next((k for k, op in enumerate(body.ops) if isinstance(op, G.BarrierOp)), None)
+    staged = first is not None and all(_is_staging(op) for op in body.ops[:first])
     new = ops if staged else ops + [G.BarrierOp([], {})]
-    for k, op in enumerate(new):
-        body.insert(position + k, op)
-        op.parent = loop.body
-    if not isinstance(body[-2] if len(body) > 1 else None, G.BarrierOp):
-        barrier = G.BarrierOp([], {})
-        body.insert(len(body) - 1, barrier)  # before the yield
-        barrier.parent = loop.body
+    Rewriter.insert(new, InsertPoint.at_index(body, first if staged else 0))
+    if not isinstance(body.ops[-2] if len(body.ops) > 1 else None, G.BarrierOp):
+        Rewriter.insert(G.BarrierOp([], {}), InsertPoint.before(body.ops[-1]))  # before the yield
     return tile
 
 

@@ -28,6 +28,7 @@ from kiln.dialects import cf as CF
 from kiln.dialects import memref as MR
 from kiln.dialects import tensor as T
 from kiln.dialects.affine_expr import Const, Dim, ceildiv, dims_of
+from kiln.dialects.rewriter import InsertPoint, Rewriter
 from kiln.dialects.types import MemRefType
 
 from .affine_builder import LOOP_NAMES, REDUCTION_NAMES, View, access
@@ -52,8 +53,7 @@ class Level:
         self.memo = {}
 
     def insert(self, op):
-        self.block.ops.insert(self.position, op)
-        op.parent = self.block
+        Rewriter.insert(op, InsertPoint.at_index(self.block, self.position))
         self.position += 1
         return op
 

@@ -44,6 +44,7 @@ from kiln.dialects.affine import loop_name
 from kiln.dialects.affine_expr import AffineMap, Const, Dim, dims_of, substitute
 from kiln.dialects.diagnostics import KilnError
 from kiln.dialects.ir import Block
+from kiln.dialects.rewriter import InsertPoint, OpList, Rewriter
 
 # What reads loop variables through an affine map: an index of a memref.load or
 # memref.store is an affine.apply's result, so the schedules rewrite it with the accesses.
@@ -93,27 +94,14 @@ def _move_body(source: Block, target: Block, iv_expr, new_ivs) -> None:
     old_iv = source.args[0]
     for old, new in zip(source.args[1:], target.args[1:]):
         old.replace_all_uses_with(new)
-    ops = list(source.ops)
-    source.ops.clear()
-    for op in ops:
-        target.append(op)
+    ops = Rewriter.inline_block(source, InsertPoint.at_end(target))
     replace_index(ops, old_iv, new_ivs, iv_expr)
 
 
 def replace_loop(old, new, results=None) -> None:
     """Put `new` (an op, or a list of ops) where loop `old` was; `results` (by default the
     last new op's) take the place of its results."""
-    new_ops = new if isinstance(new, list) else [new]
-    results = list(new_ops[-1].results) if results is None else results
-    block = old.parent
-    position = block.ops.index(old)
-    for op in new_ops:
-        op.parent = block
-    block.ops[position : position + 1] = new_ops
-    old.parent = None
-    for a, b in zip(old.results, results):
-        a.replace_all_uses_with(b)
-    old.set_operands([])
+    Rewriter.replace(old, new, results)
 
 
 def remainder_loop(loop, start: int, inits):
@@ -205,10 +193,7 @@ def reorder(loops: list) -> None:
     for outer, inner in zip(new_loops, new_loops[1:]):
         outer.body.append(inner)
         outer.body.append(A.YieldOp([], {}))
-    ops = list(innermost_body.ops)
-    innermost_body.ops.clear()
-    for op in ops:
-        new_loops[-1].body.append(op)
+    Rewriter.inline_block(innermost_body, InsertPoint.at_end(new_loops[-1].body))
     replace_loop(chain[0], new_loops[0])
 
 
@@ -255,24 +240,19 @@ def unroll_jam(loop, factor: int):
     main = A.ForOp.create(0, count // factor, iv_name=f"{name}.u")
     copies = []
     for copy in range(factor):
-        scratch = Block()
+        scratch = OpList()
         _clone_body(loop, scratch, [], [main.induction_variable], Dim(0) * factor + copy)
         copies.append(list(scratch.ops))
     for op in _jam(copies):
         main.body.append(op)
     main.body.append(A.YieldOp([], {}))
-    block = loop.parent
-    position = block.ops.index(loop)
     new_ops = [main]
     if count % factor:
         tail = A.ForOp.create(0, count % factor, iv_name=f"{name}.tail")
         _clone_body(loop, tail.body, [], [tail.induction_variable], Dim(0) + (count // factor) * factor)
         tail.body.append(A.YieldOp([], {}))
         new_ops.append(tail)
-    for op in new_ops:
-        op.parent = block
-    block.ops[position : position + 1] = new_ops
-    loop.parent = None
+    Rewriter.replace(loop, new_ops, results=[])
     return main
 
 

@@ -37,6 +37,7 @@ from kiln.dialects import func as F
 from kiln.dialects import memref as MR
 from kiln.dialects import tensor as T
 from kiln.dialects.affine_expr import Dim
+from kiln.dialects.rewriter import InsertPoint, Rewriter
 from kiln.dialects.types import MemRefType, i8, index, memref_of
 
 from .affine_builder import AffineBuilder, View
@@ -179,8 +180,7 @@ class FunctionLowering:
         t = memref_of(T.tensor_type(array.shape, array.dtype))
         array = array.view(t.dtype)  # unsigned data as its signless bits
         constant = MR.GlobalOp([], {"sym_name": name, "type": t, "initial_value": array})
-        self.module.body.ops.insert(count, constant)  # globals first, in order of use
-        constant.parent = self.module.body
+        Rewriter.insert(constant, InsertPoint.at_index(self.module.body, count))  # globals first, in order of use
         return MR.GetGlobalOp([], {"name": name}, [t])
 
     def global_constant(self, array) -> View:

@@ -37,9 +37,10 @@ from dataclasses import dataclass, field
 from kiln.dialects import func as F
 from kiln.dialects import tensor as T
 from kiln.dialects.diagnostics import VerificationError
+from kiln.dialects.rewriter import Rewriter
 
 from .fusion import FREE, computing_uses
-from .pass_spec import Option, declare_pass, power_of_two_from
+from .pass_spec import Option, declare_pass, function_pass, power_of_two_from
 
 ALIGNMENT = 64
 # Loads and stores are aligned to their element (8 bytes at most): every offset must be too.
@@ -140,7 +141,17 @@ def schedule_for_memory(function: F.FuncOp) -> None:
         order.append(best)
         sorter.done(best)
         ready.extend(sorter.get_ready())
-    block.ops[:] = _with_free_ops(block, order + [block.ops[-1]])
+    _reorder(block, _with_free_ops(block, order + [block.ops[-1]]))
+
+
+def _reorder(block, ops) -> None:
+    """Put `block`'s ops in the order of `ops` (its terminator last); erase the ops left out
+    (free ops nothing in `ops` reads), last first."""
+    kept = set(ops)
+    for op in reversed(list(block.ops)):
+        if op not in kept:
+            Rewriter.erase(op)
+    Rewriter.reorder(block, ops)
 
 
 def _with_free_ops(block, order) -> list:
@@ -285,9 +296,7 @@ def read_plan(function: F.FuncOp) -> MemoryPlan | None:
         power_of_two_from(WIDEST_ELEMENT),
     ),
 )
-def plan_memory(module, alignment: int = ALIGNMENT):
-    for function in module.body.ops:
-        if isinstance(function, F.FuncOp):
-            schedule_for_memory(function)
-            plan(function, alignment)
-    return module
+@function_pass
+def plan_memory(function, alignment: int = ALIGNMENT):
+    schedule_for_memory(function)
+    plan(function, alignment)

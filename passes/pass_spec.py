@@ -16,8 +16,11 @@ declares the pass that the pipeline ``fuse{max-places=4}`` calls as ``fuse(modul
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
+
+from kiln.dialects import func as F
 
 _BOOLEANS = {"true": True, "1": True, "false": False, "0": False}
 _TYPE_NAMES = {int: "int", bool: "bool", float: "float", str: "string"}
@@ -105,3 +108,19 @@ def declare_pass(name: str, summary: str, *options: Option):
         return fn
 
     return declare
+
+
+def function_pass(fn):
+    """A module pass from `fn(function, **options)`, which edits one func.func in place: the
+    pass runs it on every function of the module, in order, and returns the module (as MLIR
+    nests a function pass in a module's pass manager). Options pass through as keywords, and
+    ``functools.wraps`` keeps `fn`'s signature, whose keyword defaults are the options'."""
+
+    @functools.wraps(fn)
+    def on_module(module, **options):
+        for function in list(module.body.ops):
+            if isinstance(function, F.FuncOp):
+                fn(function, **options)
+        return module
+
+    return on_module

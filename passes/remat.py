@@ -22,11 +22,11 @@ After::
 
 from __future__ import annotations
 
-from kiln.dialects import func as F
 from kiln.dialects import tensor as T
+from kiln.dialects.rewriter import InsertPoint, Rewriter
 
 from .dce import eliminate_dead_code
-from .pass_spec import Option, declare_pass, positive
+from .pass_spec import Option, declare_pass, function_pass, positive
 
 GAP = 4
 
@@ -47,8 +47,7 @@ def rematerialize_block(block, gap: int = GAP) -> int:
         for where, user, index in uses:
             if where - previous > gap and _operands_alive_at(op, where, position, block):
                 clone = op.clone({})
-                block.ops.insert(where, clone)
-                clone.parent = block
+                Rewriter.insert(clone, InsertPoint.before(user))
                 user.set_operand(index, clone.results[0])
                 for later_user, later_index in list(op.results[0].uses):  # later uses share the copy
                     if later_user.parent is block and block.ops.index(later_user) > where:
@@ -76,8 +75,6 @@ def _operands_alive_at(op, where, position, block) -> bool:
     "recompute cheap elementwise values near late uses instead of keeping them alive",
     Option("gap", int, GAP, "a value is recomputed for a use more than this many ops after its previous one", positive),
 )
-def rematerialize(module, gap: int = GAP):
-    for function in module.body.ops:
-        if isinstance(function, F.FuncOp):
-            rematerialize_block(function.body, gap)
-    return module
+@function_pass
+def rematerialize(function, gap: int = GAP):
+    rematerialize_block(function.body, gap)

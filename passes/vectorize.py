@@ -60,6 +60,7 @@ from kiln.dialects import vector as V
 from kiln.dialects.affine import loop_name
 from kiln.dialects.affine_expr import AffineMap, Dim, linear_form, substitute
 from kiln.dialects.ir import Operation
+from kiln.dialects.rewriter import InsertPoint, OpList, Rewriter
 from kiln.dialects.types import VectorType, element_of, i1
 
 from .loop_transforms import ScheduleError, remainder_loop, replace_loop
@@ -109,7 +110,7 @@ def vectorize(loop, width: int, streams: int | None = None):
         free = all(_order_free(kind, element_of(init.type)) for init, kind in zip(loop.inits, reductions))
         streams = STREAMS if loop.inits and free and count // width >= 2 * STREAMS else 1
 
-    prelude = _Widener(_OpList(), iv, None, width, dependent)
+    prelude = _Widener(OpList(), iv, None, width, dependent)
     accumulators = [
         prelude.broadcast(prelude.constant(_identity(kind, element_of(init.type)), init.type))
         for _ in range(streams)
@@ -235,14 +236,10 @@ def _widen_level(level, k, add, combine, total):
     widened = A.ForOp.create(level.lower, level.upper, level.step, inits, loop_name(level))
     for old, new in zip(level.body.args, widened.body.args):
         old.replace_all_uses_with(new)
-    ops = list(level.body.ops)
-    level.body.ops.clear()
-    for op in ops:
-        widened.body.append(op)
+    Rewriter.inline_block(level.body, InsertPoint.at_end(widened.body))
     lanes = AR.AddFOp([widened.body.args[1 + k], vector], {})
     yield_op = widened.body.ops[-1]
-    widened.body.ops.insert(widened.body.ops.index(add), lanes)
-    lanes.parent = widened.body
+    Rewriter.insert(lanes, InsertPoint.before(add))
     yield_op.set_operand(k, lanes.result)
     for op in (add, combine, total):
         op.erase()
@@ -462,17 +459,6 @@ class _Widener:
         self.emit(inner)
         for old, new in zip(op.results, inner.results):
             self.values[old] = new
-
-
-class _OpList:
-    """A stand-in block collecting ops to insert elsewhere."""
-
-    def __init__(self):
-        self.ops = []
-
-    def append(self, op):
-        self.ops.append(op)
-        return op
 
 
 def _inferred(op) -> bool:

@@ -4,7 +4,9 @@ Layers depend downward only: ``kiln.dialects`` <- ``kiln.passes`` <- ``kiln`` (t
 compiler) -> ``kiln.runtime``; the runtime knows no IR; code generators do not import the
 front end. No module imports another module's ``_private`` names, there are no import
 cycles, and imports inside functions are kept for what needs them (the command line
-loading a subcommand's heavy modules only when it runs), never to dodge a cycle.
+loading a subcommand's heavy modules only when it runs), never to dodge a cycle. Outside
+``kiln.dialects`` nothing edits a block's op list or an op's parent by hand: passes go
+through ``kiln.dialects.rewriter``.
 """
 
 import ast
@@ -180,3 +182,51 @@ def test_no_module_reads_another_modules_private_attributes():
             ):
                 wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: {ast.unparse(node)}")
     assert not wrong, "\n".join(wrong)
+
+
+# Hand edits of IR structure allowed outside kiln.dialects, each with its reason. Everything
+# else edits IR through kiln.dialects.rewriter, which keeps blocks, parents and use lists in step.
+HAND_EDITS_ALLOWED = {
+    # The OpenMP emitter's own tree of parallel regions (an LLVM-side object, not an IR op).
+    ("kiln.codegen.llvm_parallel", "self.parent"),
+}
+_LIST_EDITS = {"append", "extend", "insert", "remove", "pop", "clear", "reverse", "sort"}
+
+
+def _hand_edits(tree):
+    """(line, text) of each store to an `.ops` or `.parent` attribute, each store into or
+    deletion from `x.ops[...]`, and each call of a list method that edits `x.ops`. (A list
+    read into a local first, `body = block.ops`, hides its edits from this scan.)"""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            for target in targets:
+                for sub in ast.walk(target):
+                    edits_attribute = isinstance(sub, ast.Attribute) and sub.attr in ("ops", "parent")
+                    edits_item = isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Attribute)
+                    if (edits_attribute and isinstance(sub.ctx, ast.Store)) or (
+                        edits_item and sub.value.attr == "ops" and isinstance(sub.ctx, (ast.Store, ast.Del))
+                    ):
+                        yield node.lineno, ast.unparse(sub)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _LIST_EDITS:
+            owner = node.func.value
+            if isinstance(owner, ast.Attribute) and owner.attr == "ops":
+                yield node.lineno, ast.unparse(node.func)
+
+
+def test_ir_is_edited_through_the_rewriter():
+    wrong = [
+        f"{path.relative_to(ROOT)}:{line}: {text}"
+        for name, path in MODULES.items()
+        if _layer(name) != "kiln.dialects"
+        for line, text in _hand_edits(ast.parse(path.read_text(), str(path)))
+        if (name, text) not in HAND_EDITS_ALLOWED
+    ]
+    assert not wrong, "edit IR with kiln.dialects.rewriter, not by hand:\n" + "\n".join(wrong)
+
+
+def test_the_hand_edit_scan_finds_hand_edits():
+    source = "block.ops.insert(0, op)\nop.parent = block\nblock.ops[1:2] = new\nblock.ops = []\ndel b.ops[0]\n"
+    found = sorted(text for _, text in _hand_edits(ast.parse(source)))
+    assert found == sorted(["block.ops.insert", "op.parent", "block.ops[1:2]", "block.ops", "b.ops[0]"])
+    assert not list(_hand_edits(ast.parse("for op in block.ops[:-1]:\n    n = len(op.parent.ops)\n")))

@@ -121,7 +121,7 @@ def test_kiln_help_lists_opt():
         ("canonicalize,fusee", "unknown pass 'fusee' (did you mean 'fuse'?); the passes: canonicalize, cse, dce, "),
         ("fuse{max-size=8}", "pass fuse has no option 'max-size'; its options: max-places: int (default 8)"),
         ("plan-memory{alignment=3}", "option alignment of pass plan-memory must be a power of two, 8 or more, not '3'"),
-        ("canonicalize{max-iterations=1}", "canonicalization did not settle after 1 rounds"),
+        ("canonicalize{max-iterations=1}", "did not settle after 1 iterations"),
     ],
 )
 def test_a_bad_pipeline_is_one_line(capsys, pipeline, message):
