@@ -43,6 +43,7 @@ from .affine_builder import AffineBuilder, View
 from .index_maps import operand_index
 from .kernel_emitter import KernelEmitter
 from .lower_conv import lower_conv2d
+from .lower_scan import lower_scan
 from .registry import register_pass
 
 LOWERINGS: dict = {}
@@ -227,6 +228,7 @@ def lower_kernel(L: FunctionLowering, op) -> None:
 
 
 lowers(T.Conv2DOp)(lower_conv2d)  # passes/lower_conv.py
+lowers(T.ScanOp)(lower_scan)  # passes/lower_scan.py
 
 
 @lowers(T.ConcatOp)
