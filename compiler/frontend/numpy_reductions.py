@@ -158,9 +158,8 @@ def ufunc_accumulate(ufunc, inputs, kwargs):
     dtype = _numpy_dtype(ufunc, "accumulate", x.dtype, given)
     if axis is None:
         raise ArgumentError(f"{name}: axis=None is not valid (numpy accumulates along one axis)", user_location())
-    if ufunc in (np.logical_and, np.logical_or):
-        x = ops.cast(x, np.bool_)
-    return ops.cast(_scan(ufunc, ops.cast(x, dtype) if x.dtype != np.bool_ else x, axis), dtype)
+    # numpy's loop runs in the result dtype: np.add.accumulate of bool counts in int64
+    return _scan(ufunc, ops.cast(x, dtype), axis)
 
 
 # On bool, numpy's add and maximum are logical or, multiply and minimum logical and.
