@@ -455,7 +455,9 @@ class ScanOp(TensorOp):
         if ("b" if t.element == i1 else "f" if t.element in FLOAT else "i") not in starts:
             raise self.error(f"kiln.scan kind {kind!r} does not take {t.element}", DTypeError)
         if rounding != t.element and not (rounding == f16 and t.element in (f32, f64)):
-            raise self.error(f"kiln.scan rounding must be {t.element} or f16 (of f32 or f64), got {rounding}", DTypeError)
+            raise self.error(
+                f"kiln.scan rounding must be {t.element} or f16 (of f32 or f64), got {rounding}", DTypeError
+            )
         return [t]
 
     def evaluate(self, x):

@@ -337,8 +337,12 @@ def _log_step_scan(b, x, axis, combine):
     n, d = shape[axis], 1
 
     def part(value, lo, hi):
-        return b.slice(value, [lo if k == axis else 0 for k in range(len(shape))],
-                       [hi if k == axis else e for k, e in enumerate(shape)], [1] * len(shape))
+        return b.slice(
+            value,
+            [lo if k == axis else 0 for k in range(len(shape))],
+            [hi if k == axis else e for k, e in enumerate(shape)],
+            [1] * len(shape),
+        )
 
     while d < n:
         combined = b.op(combine, part(x, 0, n - d), part(x, d, n))

@@ -15,9 +15,9 @@ moved at half the bytes. After it no kernel computes in f16, and no code
 generator needs half-precision arithmetic: only conversions and loads/stores.
 
 Each op rounds its own result, as numpy rounds each ufunc's (a ``kiln.scan`` rounds its
-running value at every step, ``rounding = f16``, as numpy's float16 accumulate does): fusion later puts
-the conversions in one kernel, and canonicalization never folds a rounding
-``f32 -> f16 -> f32`` pair away (only widenings are exact).
+running value at every step, ``rounding = f16``, as numpy's float16 accumulate does):
+fusion later puts the conversions in one kernel, and canonicalization never folds a
+rounding ``f32 -> f16 -> f32`` pair away (only widenings are exact).
 
 Before::
 

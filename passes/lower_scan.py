@@ -9,7 +9,7 @@ x[..., 0] exactly and an empty axis runs no step. Before::
       func.return %0 : tensor<3x4xf32>
     }
 
-After (``rounding = f16``: each step is rounded to float16 and widened again, as numpy's
+After (with ``rounding = f16`` each step is rounded to float16 and widened again, as numpy's
 float16 accumulate rounds every step)::
 
     func.func @f(%x: memref<3x4xf32>, %out0: memref<3x4xf32>) attributes {kiln.buffers = ["x", "out0"]} {

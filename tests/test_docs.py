@@ -11,7 +11,15 @@ import pytest
 
 import kiln.passes
 from kiln.dialects import parse_ir, print_ir
-from kiln.passes import autodiff, cache_read, default_schedule, loop_transforms, lower_tensor_to_affine, vectorize
+from kiln.passes import (
+    autodiff,
+    cache_read,
+    default_schedule,
+    loop_transforms,
+    lower_scan,
+    lower_tensor_to_affine,
+    vectorize,
+)
 from kiln.passes.registry import PASSES, run_passes
 from kiln.passes.schedule import apply_step
 
@@ -53,6 +61,7 @@ def with_default_schedule(module):
 # What turns each module's "Before" into its "After", as its docstring says.
 DOCSTRING_EXAMPLES = {
     lower_tensor_to_affine: lambda module: run_passes(module, ["lower-tensor-to-affine"]),
+    lower_scan: lambda module: run_passes(module, ["lower-tensor-to-affine"]),
     autodiff: lambda module: run_passes(module, ["value-and-grad"]),
     loop_transforms: step(("split", "k0.j", 8)),
     vectorize: step(("vectorize", "k0.j", 8)),

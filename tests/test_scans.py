@@ -82,8 +82,10 @@ def test_nan_forms_and_the_array_api_functions():
     x = awkward((4, 9), np.float64, 5)
     same(kiln.compile(lambda a: np.nancumsum(a, axis=1))(x), np.nancumsum(x, axis=1))
     same(kiln.compile(lambda a: np.nancumprod(a, axis=0))(x), np.nancumprod(x, axis=0))
-    same(kiln.compile(lambda a: np.cumulative_sum(a, axis=0, include_initial=True))(x),
-         np.cumulative_sum(x, axis=0, include_initial=True))
+    same(
+        kiln.compile(lambda a: np.cumulative_sum(a, axis=0, include_initial=True))(x),
+        np.cumulative_sum(x, axis=0, include_initial=True),
+    )
     same(kiln.compile(lambda a: np.cumulative_prod(a, axis=1))(x), np.cumulative_prod(x, axis=1))
 
 
@@ -148,7 +150,17 @@ def test_float16_scans_round_every_step_as_numpy(shape, axis, target):
     half_bits(kiln.compile(lambda a: np.cumsum(a, axis=axis), **options)(specials), np.cumsum(specials, axis=axis))
 
 
-HALF_SHAPES = [(3000, 2), (2, 3000), (3000, 1), (1, 3000), (50, 1, 7), (7, 1, 50), (20, 30, 4), (4, 30, 20), (3, 1, 4, 5)]
+HALF_SHAPES = [
+    (3000, 2),
+    (2, 3000),
+    (3000, 1),
+    (1, 3000),
+    (50, 1, 7),
+    (7, 1, 50),
+    (20, 30, 4),
+    (4, 30, 20),
+    (3, 1, 4, 5),
+]
 
 
 @pytest.mark.parametrize("shape", HALF_SHAPES, ids=str)
@@ -183,7 +195,7 @@ def test_the_scan_round_trips_and_verifies():
 }"""
     module = parse_ir(text)
     printed = print_ir(module)
-    assert "kiln.scan %x {axis = 1, kind = \"mul\", rounding = f16} : tensor<3x4xf32>" in printed
+    assert 'kiln.scan %x {axis = 1, kind = "mul", rounding = f16} : tensor<3x4xf32>' in printed
     assert print_ir(parse_ir(printed)) == printed
     generic = print_ir(module, generic=True)
     assert print_ir(parse_ir(generic)) == printed

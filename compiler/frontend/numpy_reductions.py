@@ -142,8 +142,7 @@ def ufunc_accumulate(ufunc, inputs, kwargs):
     name = f"np.{ufunc.__name__}.accumulate"
     if ufunc not in _ACCUMULATE:
         raise UnsupportedError(
-            f"{name} is not supported by kiln (it accumulates "
-            f"{', '.join(u.__name__ for u in _ACCUMULATE)})",
+            f"{name} is not supported by kiln (it accumulates {', '.join(u.__name__ for u in _ACCUMULATE)})",
             user_location(),
         )
     if len(inputs) != 1:

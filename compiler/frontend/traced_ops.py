@@ -300,14 +300,14 @@ def _sum_over_count(x, axis, dtype, keepdims) -> Tracer:
     float16 (no float32 mean as ``_mean`` takes)."""
     if dtype is None:
         dtype = x.dtype if x.dtype.kind == "f" else np.float64  # numpy means ints in float64
-    total = reduce("sum", x, axis, keepdims, dtype)
+    total = _reduce_kind("sum", cast(x, dtype), axis, keepdims, None)
     return _per_count(total, reduced_count(x, axis))
 
 
 def var(x, axis=None, dtype=None, ddof=0, keepdims=False) -> Tracer:
     x = as_tracer(x)
     centered = x - _sum_over_count(x, axis, dtype, keepdims=True)
-    squares = reduce("sum", centered * centered, axis, keepdims, dtype)
+    squares = _reduce_kind("sum", centered * centered, axis, keepdims, dtype)
     return _per_count(squares, max(reduced_count(x, axis) - ddof, 0))
 
 
@@ -805,5 +805,5 @@ def var_where(x, axis=None, dtype=None, ddof=0, keepdims=False, where=None, mean
         # Zeroed rather than only left out of the sum, so that a NaN or inf left out gives no
         # NaN gradient (0 * inf) through the square.
         deviation = np.where(where, deviation, 0)
-    squares = reduce("sum", deviation * deviation, axes, keepdims, dtype)
+    squares = _reduce_kind("sum", deviation * deviation, axes, keepdims, dtype)
     return divide_by_count(squares, np.maximum(count - ddof, 0))
