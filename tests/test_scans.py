@@ -326,3 +326,28 @@ def test_nvcc_compiles_the_cuda_c_of_scans(tmp_path):
             [NVCC, "-c", "-diag-suppress", "177", str(path), "-o", os.devnull], capture_output=True, text=True
         )
         assert result.returncode == 0, result.stderr[-3000:]
+
+
+MLIR_OPT = next(
+    (p for p in ("/usr/lib/llvm-19/bin/mlir-opt", shutil.which("mlir-opt") or "") if os.access(p, os.X_OK)), None
+)
+
+
+@pytest.mark.skipif(MLIR_OPT is None, reason="mlir-opt not found (Debian: apt-get install mlir-19-tools)")
+def test_mlir_opt_accepts_every_stage_of_scans():
+    for fn, spec in [
+        (lambda a: np.cumsum(a, axis=0), kiln.f16[40, 3]),
+        (lambda a: a.sum(0), kiln.f16[40, 3]),
+        (lambda a: np.maximum.accumulate(a, axis=1), kiln.u8[4, 9]),
+        (kiln.grad(lambda a: np.sum(np.cumprod(a))), kiln.f64[7]),
+    ]:
+        lowered = kiln.compile(fn).lower(spec)
+        for stage, generic, flags in [
+            ("tensor", True, ["--allow-unregistered-dialect"]),
+            ("optimized", True, ["--allow-unregistered-dialect"]),
+            ("affine", False, []),
+            ("scheduled", False, []),
+        ]:
+            text = lowered.text(stage, generic=generic)
+            result = subprocess.run([MLIR_OPT, *flags, "-"], input=text, capture_output=True, text=True)
+            assert result.returncode == 0, f"mlir-opt rejected the {stage} stage:\n{result.stderr}\n{text}"
