@@ -300,7 +300,7 @@ def _sum_over_count(x, axis, dtype, keepdims) -> Tracer:
     float16 (no float32 mean as ``_mean`` takes)."""
     if dtype is None:
         dtype = x.dtype if x.dtype.kind == "f" else np.float64  # numpy means ints in float64
-    total = _reduce_kind("sum", cast(x, dtype), axis, keepdims, None)
+    total = _reduce_kind("sum", x, axis, keepdims, dtype)
     return _per_count(total, reduced_count(x, axis))
 
 
