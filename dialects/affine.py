@@ -495,3 +495,11 @@ class VectorStoreOp(_Access):
         parser.expect(",")
         parser.parse_type()
         return cls([value, memref, *operands], {"map": amap})
+
+
+def partials_escape(loop, update) -> bool:
+    """Whether `update`, the op that computes one of `loop`'s carried values, has a result read
+    by anything but the loop's yield: a scan (kiln.scan) stores every partial value, so its
+    steps can neither be reordered nor split into lanes or threads, as a reduction's can."""
+    terminator = loop.body.ops[-1]
+    return any(user is not terminator for result in update.results for user, _ in result.uses)

@@ -394,6 +394,85 @@ class ReduceMinOp(ReduceOp):
     numpy_fn = staticmethod(_ieee_at_zeros(np.min, -0.0))
 
 
+# -- scans -------------------------------------------------------------------
+# A scan's combiners, by `kind`: the elementwise op each step applies (numpy's ufunc whose
+# accumulate it is), and the value the running result starts from, so that the first step
+# gives x[0] exactly (-0.0 + x is x for every float x, -0.0 included).
+SCAN_KINDS = {
+    "add": (AddOp, {"f": -0.0, "i": 0, "b": False}),
+    "mul": (MulOp, {"f": 1.0, "i": 1, "b": True}),
+    "max": (MaximumOp, {"f": -np.inf, "i": "min", "b": False}),
+    "min": (MinimumOp, {"f": np.inf, "i": "max", "b": True}),
+    "and": (AndOp, {"b": True}),
+    "or": (OrOp, {"b": False}),
+    "bitwise_and": (BitwiseAndOp, {"i": -1}),
+    "bitwise_or": (BitwiseOrOp, {"i": 0}),
+    "bitwise_xor": (BitwiseXorOp, {"i": 0}),
+}
+
+
+def scan_identity(kind: str, dtype):
+    """The start of a `kind` scan's running value in `dtype`, as a numpy scalar."""
+    dtype = np.dtype(dtype)
+    start = SCAN_KINDS[kind][1]["b" if dtype == np.bool_ else "f" if dtype.kind == "f" else "i"]
+    if start in ("min", "max"):
+        start = getattr(np.iinfo(dtype), start)
+    return np.array(start).astype(dtype)[()]  # -1 as uint8 is 255: every bit set
+
+
+class ScanOp(TensorOp):
+    """``kiln.scan``: the inclusive scan of a tensor along `axis`, numpy's ufunc.accumulate
+    (np.cumsum is kind "add"): ``out[..., 0] = x[..., 0]`` and ``out[..., j] =
+    combine(out[..., j - 1], x[..., j])``, strictly in that order, as numpy's loop runs.
+    After every step the running value is rounded to `rounding` (the element type itself,
+    or f16 for a float16 scan computed in f32: numpy rounds each float16 step). Same shape
+    and element type in and out::
+
+        %1 = kiln.scan %0 {axis = 1, kind = "add", rounding = f16} : tensor<3x4xf32>
+
+    The combiner is named by `kind` (a row of SCAN_KINDS: add, mul, max, min, and, or,
+    bitwise_and/or/xor), not held in a region: each kind is one elementwise op, so lowering
+    reuses that op's scalar rule, autodiff has one rule per kind, the CUDA and LLVM code
+    generators see ordinary arith in a loop, and the op prints in a form ``mlir-opt`` reads
+    (a region of kiln ops inside would need a region interpreter in every consumer, for
+    combiners numpy does not have anyway). Errors: an unknown kind, an axis out of range,
+    an element type the kind's op does not take, a `rounding` that is not the element type
+    or f16 below f32/f64."""
+
+    name = "kiln.scan"
+    operand_names = _UNARY
+    attribute_names = ("axis", "kind", "rounding")
+
+    def infer_result_types(self):
+        t = self.tensor_operand(0)
+        kind, axis, rounding = self.attributes["kind"], self.attributes["axis"], self.attributes["rounding"]
+        if kind not in SCAN_KINDS:
+            raise self.error(f"kiln.scan kind must be one of {', '.join(SCAN_KINDS)}, got {kind!r}")
+        if not isinstance(axis, int) or isinstance(axis, bool) or not 0 <= axis < t.rank:
+            raise self.error(f"kiln.scan axis {axis!r} is out of range for rank {t.rank}", ShapeError)
+        combine, starts = SCAN_KINDS[kind]
+        self.check_element(t, combine.allowed)
+        if ("b" if t.element == i1 else "f" if t.element in FLOAT else "i") not in starts:
+            raise self.error(f"kiln.scan kind {kind!r} does not take {t.element}", DTypeError)
+        if rounding != t.element and not (rounding == f16 and t.element in (f32, f64)):
+            raise self.error(
+                f"kiln.scan rounding must be {t.element} or f16 (of f32 or f64), got {rounding}", DTypeError
+            )
+        return [t]
+
+    def evaluate(self, x):
+        """numpy's loop, one step at a time along the axis, every other axis at once."""
+        combine = SCAN_KINDS[self.kind][0].numpy_fn
+        rounded = self.rounding.dtype
+        moved = np.moveaxis(np.asarray(x), self.axis, -1)
+        out = np.empty_like(moved)
+        running = np.full(moved.shape[:-1], scan_identity(self.kind, moved.dtype), moved.dtype)
+        for j in range(moved.shape[-1]):
+            running = np.asarray(combine(running, moved[..., j])).astype(rounded).astype(moved.dtype)
+            out[..., j] = running
+        return np.moveaxis(out, -1, self.axis)
+
+
 # -- linear algebra ----------------------------------------------------------
 class MatmulOp(TensorOp):
     """``kiln.matmul``: [..., M, K] x [..., K, N] -> [..., M, N]; batch dims equal (broadcast is explicit)."""

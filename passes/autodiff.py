@@ -113,6 +113,19 @@ def value_and_grad(function: F.FuncOp, wrt) -> F.FuncOp:
     if new_loss in active:
         seed = TensorBuilder(new.body, getattr(new_loss, "op", None) and new_loss.op.loc)
         cotangents[new_loss] = seed.full(1, new_loss.type)
+    backpropagate(forward, active, cotangents, new.body)
+
+    end = TensorBuilder(new.body, function.body.ops[-1].loc)
+    grads = [cotangents.get(new.arguments[i]) or end.zeros(new.arguments[i].type) for i in wrt]
+    outputs = [mapping[v] for v in results] + grads
+    new.body.append(F.ReturnOp(outputs, {}, []))
+    new.attributes["function_type"] = FunctionType(tuple(a.type for a in new.arguments), tuple(v.type for v in outputs))
+    return new
+
+
+def backpropagate(forward, active, cotangents, block) -> None:
+    """Reverse mode over the ops `forward` (in order), appending to `block`: `cotangents`
+    (value -> its cotangent) starts with the seeds and ends with every active value's."""
     for op in reversed(forward):
         g = cotangents.get(op.results[0]) if op.results else None
         needs = [v in active for v in op.operands]
@@ -121,17 +134,10 @@ def value_and_grad(function: F.FuncOp, wrt) -> F.FuncOp:
         rule = VJP.get(type(op))
         if rule is None:
             raise VerificationError(f"no gradient rule for {op.name}", op.loc)
-        b = TensorBuilder(new.body, op.loc)
+        b = TensorBuilder(block, op.loc)
         for value, grad, need in zip(op.operands, rule(b, op, g, needs), needs):
             if need and grad is not None:
                 cotangents[value] = b.add(cotangents[value], grad) if value in cotangents else grad
-
-    end = TensorBuilder(new.body, function.body.ops[-1].loc)
-    grads = [cotangents.get(new.arguments[i]) or end.zeros(new.arguments[i].type) for i in wrt]
-    outputs = [mapping[v] for v in results] + grads
-    new.body.append(F.ReturnOp(outputs, {}, []))
-    new.attributes["function_type"] = FunctionType(tuple(a.type for a in new.arguments), tuple(v.type for v in outputs))
-    return new
 
 
 @declare_pass("value-and-grad", "append to each function's results the gradients of its first result")
@@ -344,6 +350,56 @@ def _scatter_at(b, op, g, needs):
     count = b.add(dest_hit, scatter(b.zeros(dest.type), b.cast(source_hit, dest_dtype), "add"))
     share = b.div(g, b.select(b.cmp(count, b.zeros(dest.type), "eq"), b.full(1, dest.type), count))
     return [b.mul(share, dest_hit), None, b.mul(at_updates(share), source_hit)]
+
+
+def _reversed(b, x, axis):
+    shape = x.type.shape
+    start = [shape[axis] - 1 if k == axis else 0 for k in range(len(shape))]
+    stop = [-1 if k == axis else d for k, d in enumerate(shape)]
+    return b.slice(x, start, stop, [-1 if k == axis else 1 for k in range(len(shape))])
+
+
+@vjp(T.ScanOp)
+def _scan(b, op, g, needs):
+    """cumsum: each x[j] reaches every out[k], k >= j, with slope 1, so its cotangent is the
+    reversed cumsum of g. cumprod, and max/min, have no closed form that survives zeros
+    (out[k] / x[j] is 0 / 0) and ties: their gradient is that of the Hillis-Steele log-step
+    network computing the same scan from elementwise ops (_log_step_scan), differentiated
+    op by op, so a zero's cotangent is the product of the others, exactly."""
+    if op.kind == "add":
+        rounding = op.rounding
+        scan = b.op(T.ScanOp, _reversed(b, g, op.axis), axis=op.axis, kind="add", rounding=rounding)
+        return [_reversed(b, scan, op.axis)]
+    forward, result = _log_step_scan(b, op.operand, op.axis, T.SCAN_KINDS[op.kind][0])
+    cotangents = {result: g}
+    active = {op.operand}
+    for step in forward:
+        if any(v in active for v in step.operands):
+            active.update(step.results)
+    backpropagate(forward, active, cotangents, b.block)
+    return [cotangents.get(op.operand) or b.zeros(op.operand.type)]
+
+
+def _log_step_scan(b, x, axis, combine):
+    """The ops (appended to `b`'s block) of the inclusive scan of `x` along `axis` by
+    Hillis-Steele's log-step form: step d combines every element with the one d before it,
+    for d = 1, 2, 4, ... < n; returns (the ops, the scan's value)."""
+    shape, start = x.type.shape, len(b.block.ops)
+    n, d = shape[axis], 1
+
+    def part(value, lo, hi):
+        return b.slice(
+            value,
+            [lo if k == axis else 0 for k in range(len(shape))],
+            [hi if k == axis else e for k, e in enumerate(shape)],
+            [1] * len(shape),
+        )
+
+    while d < n:
+        combined = b.op(combine, part(x, 0, n - d), part(x, d, n))
+        x = b.op(T.ConcatOp, part(x, 0, d), combined, axis=axis)
+        d *= 2
+    return list(b.block.ops[start:]), x
 
 
 @vjp(T.MatmulOp)

@@ -14,9 +14,10 @@ conversions themselves) keep float16, so float16 data is still stored and
 moved at half the bytes. After it no kernel computes in f16, and no code
 generator needs half-precision arithmetic: only conversions and loads/stores.
 
-Each op rounds its own result, as numpy rounds each ufunc's: fusion later puts
-the conversions in one kernel, and canonicalization never folds a rounding
-``f32 -> f16 -> f32`` pair away (only widenings are exact).
+Each op rounds its own result, as numpy rounds each ufunc's (a ``kiln.scan`` rounds its
+running value at every step, ``rounding = f16``, as numpy's float16 accumulate does):
+fusion later puts the conversions in one kernel, and canonicalization never folds a
+rounding ``f32 -> f16 -> f32`` pair away (only widenings are exact).
 
 Before::
 
@@ -76,6 +77,9 @@ def emulate_f16(block) -> int:
             if _is_f16(result):
                 result.type = result.type.with_element(f32)
                 narrowed.append(result)
+        if isinstance(op, T.ScanOp) and narrowed:
+            # numpy's float16 accumulate rounds its running value at every step, not once.
+            op.attributes["rounding"] = f16
         after = InsertPoint.after(op)  # the conversions back, in order, right after op
         for result in narrowed:
             uses = list(result.uses)

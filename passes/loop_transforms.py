@@ -419,7 +419,7 @@ def reduction_combines(loop) -> list:
             or acc.type.name not in BLOCK_COMBINES.get(type(update), ())
         ):
             return None
-        if list(update.operands).count(acc) != 1:
+        if list(update.operands).count(acc) != 1 or A.partials_escape(loop, update):
             return None
         users = [op for op in loop.walk() if op is not loop and acc in op.operands]
         if users != [update]:

@@ -45,6 +45,7 @@ from .index_maps import operand_index
 from .kernel_emitter import KernelEmitter
 from .lower_conv import lower_conv2d
 from .lower_indexed import LOWERINGS as INDEXED_LOWERINGS
+from .lower_scan import lower_scan
 from .pass_spec import Option, declare_pass
 
 LOWERINGS: dict = {}
@@ -233,6 +234,7 @@ def lower_kernel(L: FunctionLowering, op) -> None:
 
 lowers(T.Conv2DOp)(lower_conv2d)  # passes/lower_conv.py
 LOWERINGS.update(INDEXED_LOWERINGS)  # gathers and scatters: passes/lower_indexed.py
+lowers(T.ScanOp)(lower_scan)  # passes/lower_scan.py
 
 
 @lowers(T.ConcatOp)

@@ -288,6 +288,8 @@ def _reduction_kind(loop, k: int) -> str:
     yielded = loop.body.ops[-1].operands[k]
     op = getattr(yielded, "op", None)
     if type(op) in _REDUCTIONS and arg in op.operands and all(u is op for u, _ in arg.uses):
+        if A.partials_escape(loop, op):
+            raise ScheduleError(f"vectorize({loop_name(loop)}): its iter_arg #{k} is a scan, whose every step is read")
         return _REDUCTIONS[type(op)]
     raise ScheduleError(
         f"vectorize({loop_name(loop)}): its iter_arg #{k} is not a sum, product, "

@@ -17,6 +17,7 @@ from kiln.passes import (
     default_schedule,
     gpu_default_schedule,
     loop_transforms,
+    lower_scan,
     lower_tensor_to_affine,
     vectorize,
 )
@@ -56,6 +57,7 @@ def step(*steps):
 # What turns each module's "Before" into its "After", as its docstring says.
 DOCSTRING_EXAMPLES = {
     lower_tensor_to_affine: lambda module: run_passes(module, ["lower-tensor-to-affine"]),
+    lower_scan: lambda module: run_passes(module, ["lower-tensor-to-affine"]),
     autodiff: lambda module: run_passes(module, ["value-and-grad"]),
     loop_transforms: step(("split", "k0.j", 8)),
     vectorize: step(("vectorize", "k0.j", 8)),

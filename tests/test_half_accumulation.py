@@ -2,7 +2,9 @@
 and ``HALF_multiply`` reduce loops accumulate in float32 and round to float16 once
 (numpy/_core/src/umath/loops.c.src), so a sum of 3000 ones is 3000 and a product of 1000
 float16(1.001) is 2.654. numpy is the oracle, bit for bit; the rules per op are the table
-"float16 accumulation" in docs/numpy.md."""
+"float16 accumulation" in docs/numpy.md. Scans, and sums along an axis numpy's iterator does not
+run innermost, round every step: their rows are checked here and, shape by shape, in
+tests/test_scans.py."""
 
 import numpy as np
 import pytest
@@ -346,3 +348,12 @@ def test_a_two_axis_resize_rounds_once_not_after_each_axis(mode):
     # The reference weighs in float64 and casts once at the end: the exact result, rounded.
     reference = ReferenceEvaluator(model).run(None, {"x": x})[0]
     within_one_ulp(kiln.onnx.load(model)(x)[0], reference.astype(np.float64))
+
+
+def test_scans_and_strided_sums_round_every_step():
+    # numpy's float16 accumulate and its sum along a kept inner axis add in float16, one step at a time
+    ones = np.ones((3000, 2), H)
+    same_bits(kiln.compile(lambda x: np.cumsum(x, axis=0))(ones), np.cumsum(ones, axis=0))  # ends at 2048
+    same_bits(kiln.compile(lambda x: x.sum(0))(ones), ones.sum(0))  # 2048
+    same_bits(kiln.compile(lambda x: x.mean(0))(ones), ones.mean(0))  # a mean sums in float32: 1
+    same_bits(kiln.compile(lambda x: x.sum(0))(ones[:, :1].copy()), ones[:, :1].sum(0))  # (3000, 1): 3000

@@ -636,6 +636,8 @@ def _full_reduction(op):
         return None
     if any(v is accumulator for inner in loops[-1].body.ops if inner is not update for v in inner.operands):
         return None
+    if A.partials_escape(loops[-1], update):  # a scan stores every step: one thread runs it in order
+        return None
     tree, identity = combine
     producer = getattr(op.inits[0], "op", None)
     if not isinstance(producer, AR.ConstantOp) or producer.value != identity:

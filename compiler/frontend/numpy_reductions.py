@@ -2,8 +2,10 @@
 ``accumulate``.
 
 Each is composed from the tensor ops the tracer already has (reductions, selects, slices,
-concatenates), so it lowers, fuses and differentiates like any other traced code. Scans are
-Hillis-Steele log-step scans (traced_ops.scan): ceil(log2 n) elementwise steps.
+concatenates), so it lowers, fuses and differentiates like any other traced code. Scans
+(cumsum, cumprod, their nan forms, cumulative_sum/prod, ufunc.accumulate) are one
+``kiln.scan`` each (traced_ops.scan): numpy's sequential loop, a running value carried along
+the axis, so their results are numpy's bits in every dtype (float16 rounds every step).
 """
 
 from __future__ import annotations
@@ -121,8 +123,18 @@ def ufunc_reduceat(ufunc, inputs, kwargs):
     return ops.concatenate(parts, axis)
 
 
-# ufunc.accumulate on associative ufuncs: the scan's combine step is the ufunc itself.
-_ACCUMULATE = (np.add, np.multiply, np.maximum, np.minimum, np.logical_and, np.logical_or)
+# ufunc.accumulate on associative ufuncs: the kiln.scan kind that runs the ufunc each step.
+_ACCUMULATE = {
+    np.add: "add",
+    np.multiply: "mul",
+    np.maximum: "max",
+    np.minimum: "min",
+    np.logical_and: "and",
+    np.logical_or: "or",
+    np.bitwise_and: "bitwise_and",
+    np.bitwise_or: "bitwise_or",
+    np.bitwise_xor: "bitwise_xor",
+}
 
 
 def ufunc_accumulate(ufunc, inputs, kwargs):
@@ -130,8 +142,7 @@ def ufunc_accumulate(ufunc, inputs, kwargs):
     name = f"np.{ufunc.__name__}.accumulate"
     if ufunc not in _ACCUMULATE:
         raise UnsupportedError(
-            f"{name} is not supported by kiln (it accumulates add, multiply, maximum, minimum, "
-            "logical_and and logical_or)",
+            f"{name} is not supported by kiln (it accumulates {', '.join(u.__name__ for u in _ACCUMULATE)})",
             user_location(),
         )
     if len(inputs) != 1:
@@ -146,13 +157,21 @@ def ufunc_accumulate(ufunc, inputs, kwargs):
     dtype = _numpy_dtype(ufunc, "accumulate", x.dtype, given)
     if axis is None:
         raise ArgumentError(f"{name}: axis=None is not valid (numpy accumulates along one axis)", user_location())
-    if ufunc in (np.logical_and, np.logical_or):
-        x = ops.cast(x, np.bool_)
-    return ops.cast(_scan(ufunc, ops.cast(x, dtype) if x.dtype != np.bool_ else x, axis), dtype)
+    # numpy's loop runs in the result dtype: np.add.accumulate of bool counts in int64
+    return _scan(ufunc, ops.cast(x, dtype), axis)
+
+
+# On bool, numpy's add and maximum are logical or, multiply and minimum logical and.
+_BOOL_KINDS = {"add": "or", "max": "or", "bitwise_or": "or", "mul": "and", "min": "and", "bitwise_and": "and"}
 
 
 def _scan(ufunc, x, axis):
-    return ops.scan(lambda earlier, later: ufunc(earlier, later), x, axis)
+    kind = _ACCUMULATE[ufunc]
+    if x.dtype == np.bool_ and kind not in ("and", "or"):
+        if kind not in _BOOL_KINDS:
+            raise UnsupportedError(f"np.{ufunc.__name__}.accumulate of bool is not supported by kiln", user_location())
+        kind = _BOOL_KINDS[kind]
+    return ops.scan(kind, x, axis)
 
 
 def _cumulative(name, ufunc, a, axis, dtype, nan_fill=None):

@@ -300,14 +300,14 @@ def _sum_over_count(x, axis, dtype, keepdims) -> Tracer:
     float16 (no float32 mean as ``_mean`` takes)."""
     if dtype is None:
         dtype = x.dtype if x.dtype.kind == "f" else np.float64  # numpy means ints in float64
-    total = reduce("sum", x, axis, keepdims, dtype)
+    total = _reduce_kind("sum", x, axis, keepdims, dtype)
     return _per_count(total, reduced_count(x, axis))
 
 
 def var(x, axis=None, dtype=None, ddof=0, keepdims=False) -> Tracer:
     x = as_tracer(x)
     centered = x - _sum_over_count(x, axis, dtype, keepdims=True)
-    squares = reduce("sum", centered * centered, axis, keepdims, dtype)
+    squares = _reduce_kind("sum", centered * centered, axis, keepdims, dtype)
     return _per_count(squares, max(reduced_count(x, axis) - ddof, 0))
 
 
@@ -575,21 +575,15 @@ NUMPY_PROTOCOL.update(astype=astype)  # indexing: numpy_indexing
 
 
 # -- scans and sorting networks ----------------------------------------------------------------
-def scan(combine, x, axis) -> Tracer:
-    """The inclusive scan of `x` along `axis` under the associative `combine(earlier, later)`
-    (np.add for cumsum): Hillis-Steele's log-step form, where step d combines every element
-    with the one d before it, for d = 1, 2, 4, ... < n. That is ceil(log2 n) slices, combines
-    and concatenates, each elementwise, so the IR stays small and fuses. Integer scans are
-    exact (wrap-around is the same in any order); float sums round differently from numpy's
-    left-to-right loop, as a pairwise sum does."""
+def scan(kind: str, x, axis) -> Tracer:
+    """The inclusive scan of `x` along `axis` under the combiner `kind` (a row of
+    kiln.dialects.tensor.SCAN_KINDS: "add" for np.cumsum, "mul" for np.cumprod, ...): one
+    ``kiln.scan``, which runs numpy's sequential loop, so every dtype gives numpy's bits
+    (float16 rounds each step, once emulate_floats widens it). Same shape and dtype out."""
     x = as_tracer(x)
     axis = normalize_axis(axis, x.ndim)
-    x = moveaxis(x, axis, -1)
-    n, step = x.shape[-1], 1
-    while step < n:
-        x = concatenate([x[..., :step], combine(x[..., : n - step], x[..., step:])], -1)
-        step *= 2
-    return strong(moveaxis(x, -1, axis))
+    element = tensor_type((), x.dtype).element
+    return strong(current_context().emit(T.ScanOp, [x], {"axis": axis, "kind": kind, "rounding": element}))
 
 
 def _goes_first(a, b, a_index, b_index, descending: bool):
@@ -677,7 +671,52 @@ _IDENTITIES = {"sum": 0, "prod": 1, "any": False, "all": True}
 _COMBINE = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
+def half_rounding_steps(shape, axes):
+    """How numpy's float16 sum or product of a C-ordered array of `shape` over `axes` rounds:
+    None when it rounds once (float32 throughout), else the reduced axes whose every step
+    rounds to float16, in C order. numpy's iterator drops size-1 axes and runs the last axis
+    of size > 1 as its inner loop. When that axis is kept, the inner loop is the elementwise
+    float16 add of one slice into the result, rounded: every reduced axis steps in float16
+    (3000 ones along axis 0 of a (3000, 2) array give 2048). When it is reduced, the inner
+    loop is HALF_add's (HALF_multiply's) reduce loop over the trailing run of reduced axes,
+    accumulating in float32 into the result and rounding once per call: the reduced axes
+    before that run step in float16. From numpy/_core/src/umath/loops.c.src and the
+    iterator's axis order; see docs/numpy.md, "float16 accumulation"."""
+    sized = [a for a, d in enumerate(shape) if d != 1]
+    if not sized or not any(shape[a] > 1 for a in axes):
+        return None
+    inner = []
+    for a in reversed(sized):
+        if a not in axes:
+            break
+        inner.append(a)
+    steps = [a for a in sized if a in axes and a not in inner]
+    return steps or None
+
+
+def _half_sequential(kind, x, axes, steps, keepdims):
+    """The float16 sum or product of `x` over `axes`, rounded after each step along `steps`
+    (the rest reduced first, in float32): the last step of a kiln.scan over those steps,
+    moved to the front, running in f32 and rounding every step to f16."""
+    inner = tuple(a for a in axes if a not in steps)
+    wide = cast(x, np.float32)
+    if inner:
+        wide = reduce("sum", wide, inner, True) if kind == "sum" else prod(wide, inner, True)
+    kept = [a for a in range(x.ndim) if a not in steps]
+    count = reduced_count(x, steps)
+    moved = reshape(transpose(wide, list(steps) + kept), (count,) + tuple(wide.shape[a] for a in kept))
+    attributes = {"axis": 0, "kind": "add" if kind == "sum" else "mul", "rounding": tensor_type((), np.float16).element}
+    last = cast(current_context().emit(T.ScanOp, [moved], attributes)[count - 1], np.float16)
+    shape = tuple(1 if a in axes else d for a, d in enumerate(x.shape) if keepdims or a not in axes)
+    return strong(reshape(last, shape))
+
+
 def _reduce_kind(kind, x, axis, keepdims, dtype):
+    if kind in ("sum", "prod") and x.dtype == np.float16 and dtype in (None, np.float16):
+        axes = reduction_axes(axis, x.ndim)
+        steps = half_rounding_steps(x.shape, axes)
+        if steps:
+            return _half_sequential(kind, x, axes, steps, keepdims)
     if kind == "prod":
         return prod(x, axis, keepdims, dtype)
     if kind in ("any", "all"):
@@ -766,5 +805,5 @@ def var_where(x, axis=None, dtype=None, ddof=0, keepdims=False, where=None, mean
         # Zeroed rather than only left out of the sum, so that a NaN or inf left out gives no
         # NaN gradient (0 * inf) through the square.
         deviation = np.where(where, deviation, 0)
-    squares = reduce("sum", deviation * deviation, axes, keepdims, dtype)
+    squares = _reduce_kind("sum", deviation * deviation, axes, keepdims, dtype)
     return divide_by_count(squares, np.maximum(count - ddof, 0))
