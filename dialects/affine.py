@@ -14,13 +14,14 @@ the access's index operands (loop induction variables).
 from __future__ import annotations
 
 from .affine_expr import AffineMap, Const, Dim, substitute
-from .ir import Block, Operation, Region
+from .ir import Block, Operation, Region, declare_note
 from .printer import format_attr_dict
+from .traits import AFFINE_READ, AFFINE_WRITE, LOOP_LIKE
 from .types import MemRefType, VectorType, index
 
 # A loop's name, which schedules, tuning records and tools use ("k0.i", "k0.i.o", ...). It is an
 # attribute because MLIR treats SSA names as cosmetic: mlir-opt renumbers them, the attribute stays.
-LOOP = "kiln.loop"
+LOOP = declare_note("kiln.loop")
 BIND = "kiln.bind"  # a GPU schedule's hardware index for a loop: "blockIdx.x", "threadIdx.y", ...
 GPU_AXES = tuple(f"{kind}.{axis}" for kind in ("blockIdx", "threadIdx") for axis in "xyz")
 
@@ -65,6 +66,7 @@ class ForOp(Operation):
     """
 
     name = "affine.for"
+    traits = frozenset({LOOP_LIKE})
     operand_names = ("operands*",)
     attribute_names = ("lower", "upper", "step")
     num_regions = 1
@@ -189,6 +191,7 @@ class ParallelOp(Operation):
     """
 
     name = "affine.parallel"
+    traits = frozenset({LOOP_LIKE})
     attribute_names = ("upper",)
     num_regions = 1
 
@@ -349,6 +352,7 @@ def parse_subscript(parser):
 
 class LoadOp(_Access):
     name = "affine.load"
+    traits = frozenset({AFFINE_READ})
 
     def infer_result_types(self):
         return [self.check_access().element]
@@ -366,6 +370,7 @@ class LoadOp(_Access):
 
 class StoreOp(_Access):
     name = "affine.store"
+    traits = frozenset({AFFINE_WRITE})
     memref_position = 1
 
     def infer_result_types(self):
@@ -394,6 +399,7 @@ class VectorLoadOp(_Access):
     elements along the last dimension, starting at the index."""
 
     name = "affine.vector_load"
+    traits = frozenset({AFFINE_READ})
 
     def verify(self):
         super().verify()
@@ -415,6 +421,7 @@ class VectorLoadOp(_Access):
 
 class VectorStoreOp(_Access):
     name = "affine.vector_store"
+    traits = frozenset({AFFINE_WRITE})
     memref_position = 1
 
     def infer_result_types(self):

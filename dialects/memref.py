@@ -14,13 +14,13 @@ attribute, not its SSA name (MLIR treats those as cosmetic; mlir-opt renumbers t
 from __future__ import annotations
 
 from .elided import is_elements
-from .ir import Operation
+from .ir import Operation, declare_note
 from .printer import format_attr_dict, format_attribute, format_dense, format_symbol
 from .types import MemRefType, scalar_type_of
 
 ALIGNMENT = 64  # bytes; a cache line, and enough for any vector width
-BUFFER = "kiln.buffer"
-ARGUMENT_BUFFERS = "kiln.buffers"
+BUFFER = declare_note("kiln.buffer")
+ARGUMENT_BUFFERS = declare_note("kiln.buffers")
 IN_PLACE_OF = "kiln.in_place_of"  # on a view that overwrites another in place: that one's name
 
 

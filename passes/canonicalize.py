@@ -41,9 +41,9 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.dialects import func as F
-from kiln.dialects import math as M
 from kiln.dialects import tensor as T
 from kiln.dialects.diagnostics import VerificationError
+from kiln.dialects.traits import ELEMENTWISE, TARGET_DEPENDENT_FLOAT
 
 from .dce import eliminate_dead_code
 from .registry import register_pass
@@ -120,7 +120,7 @@ def simplify(op, b: TensorBuilder):
     # constants
     if not _folds_exactly(op):
         return None
-    if isinstance(op, T.ElementwiseOp) or isinstance(op, (T.SelectOp, T.ConvertOp, T.BitcastOp)):
+    if op.has_trait(ELEMENTWISE):
         splats = [splat_value(v) for v in op.operands]
         if all(s is not None for s in splats) and not all(
             constant_value(v) is not None and constant_value(v).shape == result.type.shape for v in op.operands
@@ -134,24 +134,9 @@ def simplify(op, b: TensorBuilder):
     return None
 
 
-# Float ops whose value depends on a target's math library or order of additions.
-# The math library's transcendental functions differ by an ulp between numpy, libm and CUDA.
-_TARGET_DEPENDENT = (
-    T.ExpOp,
-    T.LogOp,
-    T.TanhOp,
-    T.SinOp,
-    T.CosOp,
-    T.PowOp,
-    T.ReduceSumOp,
-    T.MatmulOp,
-    T.Conv2DOp,
-) + tuple(T.FLOAT_FUNCTION_OPS[f.op] for f in M.FLOAT_FUNCTIONS if not f.exact)
-
-
 def _folds_exactly(op) -> bool:
     """Whether numpy's value of `op` is bit for bit what every target computes."""
-    return not (isinstance(op, _TARGET_DEPENDENT) and op.results[0].type.element.is_float)
+    return not (op.has_trait(TARGET_DEPENDENT_FLOAT) and op.results[0].type.element.is_float)
 
 
 def _evaluate(op, inputs):

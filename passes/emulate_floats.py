@@ -38,12 +38,10 @@ from __future__ import annotations
 
 from kiln.dialects import func as F
 from kiln.dialects import tensor as T
+from kiln.dialects.traits import MOVES_ELEMENTS
 from kiln.dialects.types import TensorType, f16, f32
 
 from .registry import register_pass
-
-# Ops that move float16 elements without computing with them.
-_MOVES_ONLY = T.VIEW_OPS + (T.ConvertOp, T.BitcastOp, T.ConstantOp, T.SelectOp, T.ConcatOp, T.InsertSliceOp)
 
 
 def _is_f16(value) -> bool:
@@ -61,7 +59,7 @@ def emulate_f16(block) -> int:
     many were rewritten."""
     rewritten, ops = 0, []
     for op in block.ops:
-        computes = isinstance(op, T.TensorOp) and not isinstance(op, _MOVES_ONLY)  # not func.return
+        computes = isinstance(op, T.TensorOp) and not op.has_trait(MOVES_ELEMENTS)  # not func.return
         if not computes or not any(_is_f16(v) for v in op.operands + op.results):
             ops.append(op)
             continue

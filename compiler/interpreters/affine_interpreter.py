@@ -23,6 +23,7 @@ from kiln.dialects import math as M
 from kiln.dialects import memref as MR
 from kiln.dialects import vector as V
 from kiln.dialects.diagnostics import KilnError
+from kiln.dialects.traits import AFFINE_READ, AFFINE_WRITE
 from kiln.errors import OutOfBoundsError
 
 
@@ -78,13 +79,13 @@ class _Runner:
             for i in range(op.upper):
                 env[op.induction_variable] = i
                 self.block(op.body.ops)
-        elif isinstance(op, (A.LoadOp, A.VectorLoadOp)):
+        elif op.has_trait(AFFINE_READ):
             array, index = self.access(op)
             if isinstance(op, A.VectorLoadOp):
                 env[op.result] = array[index[:-1]][index[-1] : index[-1] + op.result.type.lanes].copy()
             else:
                 env[op.result] = array[index]
-        elif isinstance(op, (A.StoreOp, A.VectorStoreOp)):
+        elif op.has_trait(AFFINE_WRITE):
             array, index = self.access(op)
             value = env[op.operands[0]]
             if isinstance(op, A.VectorStoreOp):
