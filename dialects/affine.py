@@ -16,7 +16,7 @@ from __future__ import annotations
 from .affine_expr import AffineMap, Const, Dim, substitute
 from .ir import Block, Operation, Region, declare_note
 from .printer import format_attr_dict
-from .traits import AFFINE_READ, AFFINE_WRITE, LOOP_LIKE
+from .traits import AFFINE_READ, AFFINE_WRITE, LOOP_LIKE, TERMINATOR
 from .types import MemRefType, VectorType, index
 
 # A loop's name, which schedules, tuning records and tools use ("k0.i", "k0.i.o", ...). It is an
@@ -271,6 +271,7 @@ def print_body(printer, block: Block) -> None:
 
 class YieldOp(Operation):
     name = "affine.yield"
+    traits = frozenset({TERMINATOR})
     operand_names = ("values*",)
 
     def infer_result_types(self):

@@ -126,7 +126,7 @@ class Operation:
         super().__init_subclass__(**kwargs)
         declared = set()
         for klass in cls.__mro__:
-            for trait in getattr(klass, "__dict__", {}).get("traits", ()):
+            for trait in vars(klass).get("traits", ()):
                 declared |= trait.closure()
         cls.all_traits = frozenset(declared)
         if cls.__dict__.get("name"):

@@ -16,6 +16,7 @@ from __future__ import annotations
 from .elided import is_elements
 from .ir import Operation, declare_note
 from .printer import format_attr_dict, format_attribute, format_dense, format_symbol
+from .traits import ALLOCATION
 from .types import MemRefType, scalar_type_of
 
 ALIGNMENT = 64  # bytes; a cache line, and enough for any vector width
@@ -52,6 +53,8 @@ def set_buffer_name(value, name: str) -> None:
 
 class _Allocation(Operation):
     """``memref.alloc`` and ``memref.alloca``: a new buffer of the result's type."""
+
+    traits = frozenset({ALLOCATION})
 
     def verify(self):
         super().verify()

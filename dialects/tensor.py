@@ -40,6 +40,7 @@ from .traits import (
     MOVES_ELEMENTS,
     REDUCTION,
     TARGET_DEPENDENT_FLOAT,
+    TERMINATOR,
     TRANSCENDENTAL,
     VIEW,
 )
@@ -732,6 +733,7 @@ class YieldOp(Operation):
     """``kiln.yield``: the results of a kiln.fused body."""
 
     name = "kiln.yield"
+    traits = frozenset({TERMINATOR})
     operand_names = ("values*",)
 
     def infer_result_types(self):

@@ -80,7 +80,14 @@ TRANSCENDENTAL = Trait(
     implies=(TARGET_DEPENDENT_FLOAT,),
 )
 
+# -- any level -----------------------------------------------------------------------
+TERMINATOR = Trait("Terminator", "Ends its block and runs nothing itself (MLIR's IsTerminator).")
+
 # -- loop level --------------------------------------------------------------------
+ALLOCATION = Trait(
+    "Allocation",
+    "Its result is a new buffer, overlapping no other (MLIR's MemoryEffects::Allocate: memref.alloc, memref.alloca).",
+)
 LOOP_LIKE = Trait("LoopLike", "A loop over a named induction variable (affine.for, affine.parallel).")
 AFFINE_ACCESS = Trait("AffineAccess", "Reads or writes a memref at an affine index (its `map` of its `indices`).")
 AFFINE_READ = Trait(

@@ -9,7 +9,7 @@ import inspect
 import numpy as np
 import pytest
 
-import kiln  # noqa: F401  (registers every code generator's handlers)
+import kiln  # (importing it registers every code generator's handlers)
 from kiln.codegen import cuda_codegen
 from kiln.codegen.cuda_ops import EXPRESSIONS
 from kiln.codegen.llvm_emitter import HANDLERS
@@ -20,9 +20,11 @@ from kiln.dialects import tensor as T
 from kiln.dialects.traits import (
     AFFINE_ACCESS,
     AFFINE_READ,
+    ALLOCATION,
     ELEMENTWISE,
     MOVES_ELEMENTS,
     TARGET_DEPENDENT_FLOAT,
+    TERMINATOR,
     TRANSCENDENTAL,
     VIEW,
 )
@@ -105,6 +107,22 @@ def test_traits_are_inherited_and_implied():
     assert T.TransposeOp.has_trait(VIEW) and T.TransposeOp.has_trait(MOVES_ELEMENTS)
     assert A.VectorLoadOp.has_trait(AFFINE_READ) and A.VectorLoadOp.has_trait(AFFINE_ACCESS)
     assert not T.AddOp.has_trait(TARGET_DEPENDENT_FLOAT) and not T.MatmulOp.has_trait(ELEMENTWISE)
+
+
+def test_exactly_the_last_op_of_every_block_is_a_terminator():
+    def softmax(x):
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    lowered = kiln.compile(softmax).lower(kiln.f32[3, 5])
+    for stage in ("tensor", "optimized", "affine", "scheduled"):
+        blocks = [b for op in lowered.module(stage).walk() for r in op.regions for b in r.blocks]
+        for block in blocks:
+            if block.ops and block.ops[0].name != "func.func":  # a module's body ends with no terminator
+                assert [op.has_trait(TERMINATOR) for op in block.ops] == [False] * (len(block.ops) - 1) + [True]
+    ops = list(lowered.module("affine").walk())
+    allocations = [op for op in ops if op.has_trait(ALLOCATION)]
+    assert allocations == [op for op in ops if op.name in ("memref.alloc", "memref.alloca")] != []
 
 
 def test_math_library_calls_are_transcendental_and_exact_functions_are_not():

@@ -23,7 +23,7 @@ from kiln.dialects import math as M
 from kiln.dialects import memref as MR
 from kiln.dialects import vector as V
 from kiln.dialects.diagnostics import KilnError
-from kiln.dialects.traits import AFFINE_READ, AFFINE_WRITE
+from kiln.dialects.traits import AFFINE_READ, AFFINE_WRITE, ALLOCATION
 from kiln.errors import OutOfBoundsError
 
 
@@ -92,7 +92,7 @@ class _Runner:
                 array[index[:-1]][index[-1] : index[-1] + len(value)] = value
             else:
                 array[index] = value
-        elif isinstance(op, (MR.AllocOp, MR.AllocaOp)):
+        elif op.has_trait(ALLOCATION):
             env[op.result] = _fresh(op.result.type)
         elif isinstance(op, MR.ViewOp):
             env[op.result] = self.view(op)
