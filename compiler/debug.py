@@ -21,6 +21,7 @@ from kiln.codegen.status import OUT_OF_BOUNDS
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
 from kiln.dialects import tensor as T
+from kiln.dialects.traits import LOOP_LIKE
 from kiln.errors import NonFiniteError, OutOfBoundsError
 
 
@@ -38,7 +39,7 @@ def out_of_bounds_error(pipeline, status: int) -> OutOfBoundsError:
         top.parent is not None and top.parent.parent is not None and not isinstance(top.parent.parent.parent, F.FuncOp)
     ):
         top = top.parent.parent.parent
-    kernel = A.kernel_of(top) if isinstance(top, (A.ForOp, A.ParallelOp)) else "?"
+    kernel = A.kernel_of(top) if top.has_trait(LOOP_LIKE) else "?"
     tensor_kernels = pipeline.kernels()
     number = int(kernel[1:]) if kernel[1:].isdigit() else -1
     source = tensor_kernels[number] if 0 <= number < len(tensor_kernels) else None

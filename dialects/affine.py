@@ -14,13 +14,14 @@ the access's index operands (loop induction variables).
 from __future__ import annotations
 
 from .affine_expr import AffineMap, Const, Dim, substitute
-from .ir import Block, Operation, Region
+from .ir import Block, Operation, Region, declare_note
 from .printer import format_attr_dict
+from .traits import AFFINE_MAPPED, AFFINE_READ, AFFINE_WRITE, LOOP_LIKE, TERMINATOR
 from .types import MemRefType, VectorType, index
 
 # A loop's name, which schedules, tuning records and tools use ("k0.i", "k0.i.o", ...). It is an
 # attribute because MLIR treats SSA names as cosmetic: mlir-opt renumbers them, the attribute stays.
-LOOP = "kiln.loop"
+LOOP = declare_note("kiln.loop")
 BIND = "kiln.bind"  # a GPU schedule's hardware index for a loop: "blockIdx.x", "threadIdx.y", ...
 GPU_AXES = tuple(f"{kind}.{axis}" for kind in ("blockIdx", "threadIdx") for axis in "xyz")
 
@@ -65,6 +66,7 @@ class ForOp(Operation):
     """
 
     name = "affine.for"
+    traits = frozenset({LOOP_LIKE})
     operand_names = ("operands*",)
     attribute_names = ("lower", "upper", "step")
     num_regions = 1
@@ -189,6 +191,7 @@ class ParallelOp(Operation):
     """
 
     name = "affine.parallel"
+    traits = frozenset({LOOP_LIKE})
     attribute_names = ("upper",)
     num_regions = 1
 
@@ -268,6 +271,7 @@ def print_body(printer, block: Block) -> None:
 
 class YieldOp(Operation):
     name = "affine.yield"
+    traits = frozenset({TERMINATOR})
     operand_names = ("values*",)
 
     def infer_result_types(self):
@@ -364,6 +368,7 @@ class ApplyOp(Operation):
     by the schedules like an access's (``memref_position`` -1: no memref before them)."""
 
     name = "affine.apply"
+    traits = frozenset({AFFINE_MAPPED})
     operand_names = ("operands*",)
     attribute_names = ("map",)
     memref_position = -1
@@ -438,10 +443,12 @@ class ScalarStore:
 
 class LoadOp(ScalarLoad, _Access):
     name = "affine.load"
+    traits = frozenset({AFFINE_READ})
 
 
 class StoreOp(ScalarStore, _Access):
     name = "affine.store"
+    traits = frozenset({AFFINE_WRITE})
 
 
 class VectorLoadOp(_Access):
@@ -449,6 +456,7 @@ class VectorLoadOp(_Access):
     elements along the last dimension, starting at the index."""
 
     name = "affine.vector_load"
+    traits = frozenset({AFFINE_READ})
 
     def verify(self):
         super().verify()
@@ -470,6 +478,7 @@ class VectorLoadOp(_Access):
 
 class VectorStoreOp(_Access):
     name = "affine.vector_store"
+    traits = frozenset({AFFINE_WRITE})
     memref_position = 1
 
     def infer_result_types(self):

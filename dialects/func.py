@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .ir import Block, Operation, Region
 from .printer import format_attr_dict, format_symbol
+from .traits import TERMINATOR
 from .types import FunctionType
 
 
@@ -72,6 +73,7 @@ class FuncOp(Operation):
 
 class ReturnOp(Operation):
     name = "func.return"
+    traits = frozenset({TERMINATOR})
     operand_names = ("values*",)
 
     def infer_result_types(self):

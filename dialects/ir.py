@@ -14,6 +14,16 @@ attributes and regions. Each op class declares what it takes at the top::
 An operand name ending in ``*`` is variadic (it takes all remaining operands).
 Attributes are plain Python values (bool, int, float, str, tuples, types,
 numpy arrays); the location is a note kept apart from them.
+
+An op class declares its traits (``traits = frozenset({ELEMENTWISE})``, see
+``traits.py``); ``op.has_trait(T)`` and ``cls.has_trait(T)`` ask for one, inherited
+and implied traits included.
+
+Some attributes are notes, not meaning: a loop's name, a buffer's name. They print in
+the attribute dictionary like the others (as MLIR prints its discardable attributes),
+but two ops that differ only in notes compute the same thing: common-subexpression
+elimination and the kernels' structural hash compare ``semantic_attributes()``. A
+dialect declares its note keys with ``declare_note``.
 """
 
 from __future__ import annotations
@@ -24,6 +34,14 @@ from .diagnostics import VerificationError
 from .types import Type
 
 OP_REGISTRY: dict = {}
+NOTE_KEYS: set = set()  # attribute keys that are notes (declare_note)
+
+
+def declare_note(key: str) -> str:
+    """Declare the attribute `key` a note: printed, kept by clone, left out of
+    ``semantic_attributes()``. Returns `key`, so a dialect writes ``LOOP = declare_note("kiln.loop")``."""
+    NOTE_KEYS.add(key)
+    return key
 
 
 class Value:
@@ -100,9 +118,17 @@ class Operation:
     isolated_from_above: ClassVar[bool] = False
     # Ops inside which printed SSA numbering starts again from %0 (functions, modules).
     restarts_numbering: ClassVar[bool] = False
+    # What the class declares (traits.py); all_traits adds its bases' and the implied ones.
+    traits: ClassVar[frozenset] = frozenset()
+    all_traits: ClassVar[frozenset] = frozenset()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        declared = set()
+        for klass in cls.__mro__:
+            for trait in vars(klass).get("traits", ()):
+                declared |= trait.closure()
+        cls.all_traits = frozenset(declared)
         if cls.__dict__.get("name"):
             if cls.name in OP_REGISTRY:
                 raise ValueError(f"operation {cls.name} is defined twice")
@@ -179,6 +205,16 @@ class Operation:
         if self.parent is not None:
             self.parent.ops.remove(self)
             self.parent = None
+
+    # -- traits and notes ----------------------------------------------------
+    @classmethod
+    def has_trait(cls, trait) -> bool:
+        """Whether this op (class) has `trait`: declared, inherited or implied."""
+        return trait in cls.all_traits
+
+    def semantic_attributes(self) -> dict:
+        """The attributes that say what the op computes: every attribute but the notes."""
+        return {k: v for k, v in self.attributes.items() if k not in NOTE_KEYS}
 
     # -- semantics (overridden per op) ---------------------------------------
     def infer_result_types(self):

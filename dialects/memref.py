@@ -18,13 +18,14 @@ from __future__ import annotations
 from .affine import MemoryAccess, ScalarLoad, ScalarStore
 from .affine_expr import AffineMap, Dim
 from .elided import is_elements
-from .ir import Operation
+from .ir import Operation, declare_note
 from .printer import format_attr_dict, format_attribute, format_dense, format_symbol
+from .traits import ALLOCATION, MEMORY_READ, MEMORY_WRITE
 from .types import MemRefType, index, scalar_type_of
 
 ALIGNMENT = 64  # bytes; a cache line, and enough for any vector width
-BUFFER = "kiln.buffer"
-ARGUMENT_BUFFERS = "kiln.buffers"
+BUFFER = declare_note("kiln.buffer")
+ARGUMENT_BUFFERS = declare_note("kiln.buffers")
 IN_PLACE_OF = "kiln.in_place_of"  # on a view that overwrites another in place: that one's name
 
 
@@ -56,6 +57,8 @@ def set_buffer_name(value, name: str) -> None:
 
 class _Allocation(Operation):
     """``memref.alloc`` and ``memref.alloca``: a new buffer of the result's type."""
+
+    traits = frozenset({ALLOCATION})
 
     def verify(self):
         super().verify()
@@ -197,10 +200,12 @@ class _IndexedAccess(MemoryAccess):
 
 class LoadOp(ScalarLoad, _IndexedAccess):
     name = "memref.load"
+    traits = frozenset({MEMORY_READ})
 
 
 class StoreOp(ScalarStore, _IndexedAccess):
     name = "memref.store"
+    traits = frozenset({MEMORY_WRITE})
 
 
 class ViewOp(Operation):

@@ -33,6 +33,17 @@ from .elided import is_elements
 from .ir import Operation
 from .math import FLOAT_FUNCTIONS
 from .printer import format_attr_dict, format_dense
+from .traits import (
+    CONSTANT_LIKE,
+    CONTRACTION,
+    ELEMENTWISE,
+    MOVES_ELEMENTS,
+    REDUCTION,
+    TARGET_DEPENDENT_FLOAT,
+    TERMINATOR,
+    TRANSCENDENTAL,
+    VIEW,
+)
 from .types import SCALAR_TYPES, TensorType, f16, f32, f64, i1, tensor_type
 
 FLOAT = (f16, f32, f64)
@@ -73,6 +84,7 @@ class TensorOp(Operation):
 
 # -- elementwise -------------------------------------------------------------
 class ElementwiseOp(TensorOp):
+    traits = frozenset({ELEMENTWISE})
     allowed: ClassVar[tuple] = NUMERIC
     numpy_fn: ClassVar[Callable]
 
@@ -100,12 +112,13 @@ class ElementwiseOp(TensorOp):
         return type(self).numpy_fn(*inputs)
 
 
-def _elementwise(class_name, op_name, operands, numpy_fn, allowed=NUMERIC):
+def _elementwise(class_name, op_name, operands, numpy_fn, allowed=NUMERIC, traits=frozenset()):
     cls = type(
         class_name,
         (ElementwiseOp,),
         {
             "name": op_name,
+            "traits": frozenset(traits),
             "operand_names": operands,
             "allowed": allowed,
             "numpy_fn": staticmethod(numpy_fn),
@@ -124,17 +137,17 @@ MulOp = _elementwise("MulOp", "kiln.mul", _BINARY, np.multiply)
 DivOp = _elementwise("DivOp", "kiln.div", _BINARY, np.true_divide, FLOAT)
 MaximumOp = _elementwise("MaximumOp", "kiln.maximum", _BINARY, np.maximum)
 MinimumOp = _elementwise("MinimumOp", "kiln.minimum", _BINARY, np.minimum)
-PowOp = _elementwise("PowOp", "kiln.pow", _BINARY, np.power)
+PowOp = _elementwise("PowOp", "kiln.pow", _BINARY, np.power, traits={TRANSCENDENTAL})
 AndOp = _elementwise("AndOp", "kiln.and", _BINARY, np.logical_and, (i1,))
 OrOp = _elementwise("OrOp", "kiln.or", _BINARY, np.logical_or, (i1,))
 NegOp = _elementwise("NegOp", "kiln.neg", _UNARY, np.negative)
 AbsOp = _elementwise("AbsOp", "kiln.abs", _UNARY, np.absolute)
-ExpOp = _elementwise("ExpOp", "kiln.exp", _UNARY, np.exp, FLOAT)
-LogOp = _elementwise("LogOp", "kiln.log", _UNARY, np.log, FLOAT)
+ExpOp = _elementwise("ExpOp", "kiln.exp", _UNARY, np.exp, FLOAT, {TRANSCENDENTAL})
+LogOp = _elementwise("LogOp", "kiln.log", _UNARY, np.log, FLOAT, {TRANSCENDENTAL})
 SqrtOp = _elementwise("SqrtOp", "kiln.sqrt", _UNARY, np.sqrt, FLOAT)
-TanhOp = _elementwise("TanhOp", "kiln.tanh", _UNARY, np.tanh, FLOAT)
-SinOp = _elementwise("SinOp", "kiln.sin", _UNARY, np.sin, FLOAT)
-CosOp = _elementwise("CosOp", "kiln.cos", _UNARY, np.cos, FLOAT)
+TanhOp = _elementwise("TanhOp", "kiln.tanh", _UNARY, np.tanh, FLOAT, {TRANSCENDENTAL})
+SinOp = _elementwise("SinOp", "kiln.sin", _UNARY, np.sin, FLOAT, {TRANSCENDENTAL})
+CosOp = _elementwise("CosOp", "kiln.cos", _UNARY, np.cos, FLOAT, {TRANSCENDENTAL})
 NotOp = _elementwise("NotOp", "kiln.not", _UNARY, np.logical_not, (i1,))
 FModOp = _elementwise("FModOp", "kiln.fmod", _BINARY, np.fmod)
 RemainderOp = _elementwise("RemainderOp", "kiln.remainder", _BINARY, np.remainder)
@@ -194,6 +207,7 @@ FLOAT_FUNCTION_OPS = {
         _BINARY if len(f.op.operand_names) == 2 else _UNARY,
         f.numpy_fn,
         FLOAT,
+        () if f.exact else {TRANSCENDENTAL},
     )
     for f in FLOAT_FUNCTIONS
 }
@@ -232,6 +246,7 @@ class SelectOp(TensorOp):
     """``kiln.select``: np.where(condition, true_value, false_value), all of one shape."""
 
     name = "kiln.select"
+    traits = frozenset({ELEMENTWISE, MOVES_ELEMENTS})
     operand_names = ("condition", "true_value", "false_value")
 
     def infer_result_types(self):
@@ -252,6 +267,7 @@ class ConvertOp(TensorOp):
     """``kiln.convert``: numpy's astype to the result's element type (same shape)."""
 
     name = "kiln.convert"
+    traits = frozenset({ELEMENTWISE, MOVES_ELEMENTS})
     operand_names = _UNARY
 
     def verify(self):
@@ -280,6 +296,7 @@ class BitcastOp(TensorOp):
     """
 
     name = "kiln.bitcast"
+    traits = frozenset({ELEMENTWISE, MOVES_ELEMENTS})
     operand_names = _UNARY
 
     def verify(self):
@@ -300,6 +317,7 @@ class ConstantOp(TensorOp):
     """``kiln.constant``: a dense array known at compile time."""
 
     name = "kiln.constant"
+    traits = frozenset({CONSTANT_LIKE, MOVES_ELEMENTS})
     attribute_names = ("value",)
 
     def infer_result_types(self):
@@ -327,6 +345,7 @@ class ConstantOp(TensorOp):
 
 # -- reductions --------------------------------------------------------------
 class ReduceOp(TensorOp):
+    traits = frozenset({REDUCTION})
     operand_names = _UNARY
     attribute_names = ("axes", "keepdims")
     allowed: ClassVar[tuple] = NUMERIC
@@ -358,6 +377,7 @@ class ReduceSumOp(ReduceOp):
     """``kiln.reduce_sum`` over `axes`; the element type is kept (the tracer widens first, as numpy does)."""
 
     name = "kiln.reduce_sum"
+    traits = frozenset({TARGET_DEPENDENT_FLOAT})
     numpy_fn = staticmethod(np.sum)
 
 
@@ -478,6 +498,7 @@ class MatmulOp(TensorOp):
     """``kiln.matmul``: [..., M, K] x [..., K, N] -> [..., M, N]; batch dims equal (broadcast is explicit)."""
 
     name = "kiln.matmul"
+    traits = frozenset({CONTRACTION, TARGET_DEPENDENT_FLOAT})
     operand_names = _BINARY
 
     def infer_result_types(self):
@@ -507,6 +528,7 @@ class Conv2DOp(TensorOp):
     f // (F / groups), as in every framework's grouped and depthwise convolutions."""
 
     name = "kiln.conv2d"
+    traits = frozenset({TARGET_DEPENDENT_FLOAT})
     operand_names = ("input", "weight")
     attribute_names = ("stride", "padding")
 
@@ -569,6 +591,7 @@ class ReshapeOp(TensorOp):
     """``kiln.reshape`` to the result type's shape (row-major order, same size)."""
 
     name = "kiln.reshape"
+    traits = frozenset({VIEW})
     operand_names = _UNARY
 
     def verify(self):
@@ -589,6 +612,7 @@ class TransposeOp(TensorOp):
     """``kiln.transpose``: result dim i is operand dim permutation[i]."""
 
     name = "kiln.transpose"
+    traits = frozenset({VIEW})
     operand_names = _UNARY
     attribute_names = ("permutation",)
 
@@ -607,6 +631,7 @@ class BroadcastToOp(TensorOp):
     """``kiln.broadcast_to`` the result shape, aligning trailing dims as numpy does."""
 
     name = "kiln.broadcast_to"
+    traits = frozenset({VIEW})
     operand_names = _UNARY
 
     def verify(self):
@@ -653,6 +678,7 @@ class SliceOp(StridedSlice):
     ``slice.indices`` normal form; step may be negative, stop -1 then means "past the front")."""
 
     name = "kiln.slice"
+    traits = frozenset({VIEW})
     operand_names = _UNARY
 
     def infer_result_types(self):
@@ -668,6 +694,7 @@ class InsertSliceOp(StridedSlice):
     `source`. Made by autodiff: the gradient of a slice, and the dilation in conv2d's."""
 
     name = "kiln.insert_slice"
+    traits = frozenset({MOVES_ELEMENTS})
     operand_names = ("source", "dest")
 
     def infer_result_types(self):
@@ -691,6 +718,7 @@ class ConcatOp(TensorOp):
     """``kiln.concat`` of one or more tensors along `axis`."""
 
     name = "kiln.concat"
+    traits = frozenset({MOVES_ELEMENTS})
     operand_names = ("inputs*",)
     attribute_names = ("axis",)
 
@@ -784,6 +812,7 @@ class YieldOp(Operation):
     """``kiln.yield``: the results of a kiln.fused body."""
 
     name = "kiln.yield"
+    traits = frozenset({TERMINATOR})
     operand_names = ("values*",)
 
     def infer_result_types(self):
@@ -802,16 +831,18 @@ class YieldOp(Operation):
         return cls(operands, {})
 
 
-ELEMENTWISE_OPS = tuple(
-    c
-    for c in list(globals().values())
-    if isinstance(c, type) and issubclass(c, ElementwiseOp) and c.__dict__.get("name")
-) + (SelectOp, ConvertOp, BitcastOp)
-REDUCTION_OPS = (ReduceSumOp, ReduceMaxOp, ReduceMinOp)
-VIEW_OPS = (BroadcastToOp, TransposeOp, ReshapeOp, SliceOp)
-
 TENSOR_OPS = tuple(
     cls
     for cls in list(globals().values())
     if isinstance(cls, type) and issubclass(cls, TensorOp) and cls.__dict__.get("name")
 )
+
+
+def ops_with(trait) -> tuple:
+    """The tensor op classes that have `trait` (for tables keyed by op class)."""
+    return tuple(cls for cls in TENSOR_OPS if cls.has_trait(trait))
+
+
+ELEMENTWISE_OPS = ops_with(ELEMENTWISE)
+REDUCTION_OPS = ops_with(REDUCTION)
+VIEW_OPS = ops_with(VIEW)

@@ -19,6 +19,7 @@ import numpy as np
 
 from .diagnostics import DTypeError, OutOfBoundsError, ShapeError
 from .tensor import ALL, TensorOp
+from .traits import MOVES_ELEMENTS
 from .types import i64
 
 # ufunc.at's kinds: how an update combines with the element it lands on (numpy's ufunc).
@@ -45,6 +46,7 @@ class GatherOp(TensorOp):
     type. `axis` is optional: the last axis when absent."""
 
     name = "kiln.gather"
+    traits = frozenset({MOVES_ELEMENTS})  # its elements are the source's, nothing computed
     operand_names = ("source", "index")
 
     @property
@@ -112,6 +114,3 @@ class ScatterAtOp(TensorOp):
                 current = result[..., position].astype(source.dtype)
                 result[..., position] = ufunc(current, flat[..., b]).astype(dest.dtype)
         return result
-
-
-INDEXED_OPS = (GatherOp, ScatterAtOp)

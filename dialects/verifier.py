@@ -30,6 +30,7 @@ from . import arith as AR
 from . import memref as MR
 from .diagnostics import VerificationError
 from .ir import Operation
+from .traits import AFFINE_READ, AFFINE_WRITE
 from .types import VectorType, element_of
 
 
@@ -128,7 +129,7 @@ def _not_in_place(old: _Placement, new: _Placement, top) -> str:
     if old.last != new.first:
         return f" ({new.name} is marked in place of {old.name}, which is still used after the op that first writes it)"
     for op in top[old.last].walk():
-        if isinstance(op, (A.LoadOp, A.VectorLoadOp)) and op.memref is old.view.result:
+        if op.has_trait(AFFINE_READ) and op.memref is old.view.result:
             if not (_written_after(op, new.view.result) or _packs(op)):
                 return (
                     f" ({new.name} is marked in place of {old.name}, but the kernel reads {old.name} "
@@ -166,7 +167,7 @@ def _packs(load) -> bool:
     """Whether `load` only copies into a stack tile (a cache_read's packing copy)."""
     users = [user for user, _ in load.result.uses]
     return bool(users) and all(
-        isinstance(user, (A.StoreOp, A.VectorStoreOp))
+        user.has_trait(AFFINE_WRITE)
         and user.operands[0] is load.result
         and isinstance(getattr(user.memref, "op", None), MR.AllocaOp)
         for user in users

@@ -49,6 +49,18 @@ from .pass_spec import declare_pass
 from .tensor_builder import TensorBuilder
 
 VJP: dict = {}
+# Tensor ops without a rule, and why none is needed (tests/test_op_registry.py checks that
+# every tensor op is in VJP or here).
+_NO_FLOAT_RESULT = "its result is never a float, so no gradient flows through it"
+NOT_DIFFERENTIABLE: dict = {
+    **{
+        cls: _NO_FLOAT_RESULT
+        for cls in (T.AndOp, T.OrOp, T.NotOp, T.CmpOp, T.CheckIndexOp)
+        + (T.BitwiseAndOp, T.BitwiseOrOp, T.BitwiseXorOp, T.LeftShiftOp, T.RightShiftOp)
+    },
+    T.ConstantOp: "it has no operands to differentiate with respect to",
+    T.FusedOp: "fusion runs after differentiation: gradients are taken of unfused tensor IR",
+}
 
 
 def vjp(*op_classes):

@@ -65,6 +65,7 @@ from kiln.dialects.affine import loop_name
 from kiln.dialects.affine_expr import AffineMap, Const, Dim, bounds, linear_form
 from kiln.dialects.ir import BlockArgument
 from kiln.dialects.rewriter import InsertPoint, Rewriter
+from kiln.dialects.traits import AFFINE_READ, AFFINE_WRITE
 from kiln.dialects.types import MemRefType
 
 from .loop_transforms import ScheduleError
@@ -85,18 +86,14 @@ def cache_read(loop, buffer_name: str, layout=None, spanning=(), memory_space: s
     tile's allocation and its copy nest's loops, outermost first."""
     name = loop_name(loop)
     step = f"cache_read({name}, {buffer_name})"
-    named = [
-        op
-        for op in loop.walk()
-        if isinstance(op, (A.LoadOp, A.VectorLoadOp)) and MR.buffer_name(op.memref) == buffer_name
-    ]
+    named = [op for op in loop.walk() if op.has_trait(AFFINE_READ) and MR.buffer_name(op.memref) == buffer_name]
     if not named:
         raise ScheduleError(f"{step}: the loop reads no buffer named {buffer_name}")
     source = named[0].memref
     if any(op.memref is not source for op in named):
         raise ScheduleError(f"{step}: the loop reads several buffers named {buffer_name}")
     reads = named
-    if any(isinstance(op, (A.StoreOp, A.VectorStoreOp)) and op.memref is source for op in loop.walk()):
+    if any(op.has_trait(AFFINE_WRITE) and op.memref is source for op in loop.walk()):
         raise ScheduleError(f"{step}: the loop also writes it")
     inner = {op.induction_variable: op for op in loop.walk() if isinstance(op, A.ForOp) and op is not loop}
     inner.update((op.induction_variable, op) for op in spanning)

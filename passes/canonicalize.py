@@ -43,10 +43,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiln.dialects import math as M
 from kiln.dialects import tensor as T
 from kiln.dialects.ir import Operation
 from kiln.dialects.patterns import Pattern, apply_patterns
+from kiln.dialects.traits import ELEMENTWISE, TARGET_DEPENDENT_FLOAT
 
 from .dce import eliminate_dead_code
 from .pass_spec import Option, declare_pass, function_pass, positive
@@ -144,7 +144,7 @@ def fold_constants(op, b):
     if len(op.results) != 1 or op.regions or not _folds_exactly(op):
         return None
     result = op.result
-    if isinstance(op, T.ElementwiseOp) or isinstance(op, (T.SelectOp, T.ConvertOp, T.BitcastOp)):
+    if op.has_trait(ELEMENTWISE):
         splats = [splat_value(v) for v in op.operands]
         if all(s is not None for s in splats) and not all(
             constant_value(v) is not None and constant_value(v).shape == result.type.shape for v in op.operands
@@ -174,24 +174,9 @@ PATTERNS = (
 )
 
 
-# Float ops whose value depends on a target's math library or order of additions.
-# The math library's transcendental functions differ by an ulp between numpy, libm and CUDA.
-_TARGET_DEPENDENT = (
-    T.ExpOp,
-    T.LogOp,
-    T.TanhOp,
-    T.SinOp,
-    T.CosOp,
-    T.PowOp,
-    T.ReduceSumOp,
-    T.MatmulOp,
-    T.Conv2DOp,
-) + tuple(T.FLOAT_FUNCTION_OPS[f.op] for f in M.FLOAT_FUNCTIONS if not f.exact)
-
-
 def _folds_exactly(op) -> bool:
     """Whether numpy's value of `op` is bit for bit what every target computes."""
-    return not (isinstance(op, _TARGET_DEPENDENT) and op.results[0].type.element.is_float)
+    return not (op.has_trait(TARGET_DEPENDENT_FLOAT) and op.results[0].type.element.is_float)
 
 
 def _evaluate(op, inputs):

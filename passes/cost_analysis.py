@@ -32,6 +32,7 @@ from fractions import Fraction
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
 from kiln.dialects import memref as MR
+from kiln.dialects.traits import LOOP_LIKE, MEMORY_ACCESS, MEMORY_WRITE
 from kiln.dialects.types import MemRefType, VectorType
 
 NOT_FLOPS = {
@@ -48,8 +49,6 @@ NOT_FLOPS = {
 }
 # Top-level ops that set up memory or return rather than compute.
 HOST_OPS = (MR.AllocOp, MR.AllocaOp, MR.DeallocOp, MR.ViewOp, MR.GetGlobalOp, F.ReturnOp)
-_WRITES = (A.StoreOp, A.VectorStoreOp, MR.StoreOp)
-_ACCESSES = (A.LoadOp, A.VectorLoadOp, MR.LoadOp) + _WRITES
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,7 @@ def kernel_units(function: F.FuncOp) -> list:
     for op in function.body.ops:
         if isinstance(op, HOST_OPS) or op.name == "arith.constant":
             continue
-        name = A.kernel_of(op) if isinstance(op, (A.ForOp, A.ParallelOp)) else "scalar"
+        name = A.kernel_of(op) if op.has_trait(LOOP_LIKE) else "scalar"
         if units and units[-1][0] == name:
             units[-1][1].append(op)
         else:
@@ -82,7 +81,7 @@ def kernel_units(function: F.FuncOp) -> list:
 def count_flops(op, multiplier=1, enclosing=None) -> int:
     """Floating-point operations `op` executes, `multiplier` times over (the enclosing trips;
     `enclosing` maps the induction variables of the loops around `op` to their loops)."""
-    if isinstance(op, (A.ForOp, A.ParallelOp)):
+    if op.has_trait(LOOP_LIKE):
         enclosing = dict(enclosing or {})
         trips = _mean_trips(op, enclosing) if isinstance(op, A.ForOp) else op.upper
         if isinstance(op, A.ForOp):
@@ -125,10 +124,10 @@ def buffer_bytes(ops) -> tuple:
     read, written = {}, {}
     for top in ops:
         for op in top.walk():
-            memref = op.memref if isinstance(op, _ACCESSES) else None
+            memref = op.memref if op.has_trait(MEMORY_ACCESS) else None
             if memref is not None and isinstance(memref.type, MemRefType) and memref not in inside:
                 size = memref.type.size * memref.type.dtype.itemsize
-                (written if isinstance(op, _WRITES) else read)[memref] = size
+                (written if op.has_trait(MEMORY_WRITE) else read)[memref] = size
     accessed = {**read, **written}
     return sum(read.values()), sum(written.values()), sum(accessed.values())
 

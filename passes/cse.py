@@ -1,7 +1,8 @@
 """Common-subexpression elimination: one op per distinct computation.
 
 Two ops are the same computation when they have the same name, operands,
-semantic attributes and result types; locations are notes and do not count.
+semantic attributes and result types; locations and the notes among the
+attributes (``Operation.semantic_attributes``) do not count.
 Constants compare by value. Before::
 
     %0 = kiln.constant dense<1.0> : tensor<f32>
@@ -36,7 +37,7 @@ def op_key(op):
     """What makes two ops interchangeable (None for ops with regions, kept as they are)."""
     if op.regions or not op.results:
         return None
-    attributes = tuple(sorted((k, _hashable(v)) for k, v in op.attributes.items()))
+    attributes = tuple(sorted((k, _hashable(v)) for k, v in op.semantic_attributes().items()))
     return (op.name, tuple(id(v) for v in op.operands), attributes, tuple(r.type for r in op.results))
 
 

@@ -52,6 +52,7 @@ from kiln.dialects import verify
 from kiln.dialects.affine_expr import dims_of
 from kiln.dialects.collection import collection_paused
 from kiln.dialects.diagnostics import KilnError
+from kiln.dialects.traits import LOOP_LIKE
 
 from .loop_transforms import ScheduleError
 from .pass_spec import Option, declare_pass, power_of_two_from
@@ -259,7 +260,7 @@ def vector_candidates(nest) -> list:
 
 
 def _contains_loops(loop) -> bool:
-    return any(isinstance(op, (A.ForOp, A.ParallelOp)) for op in loop.walk() if op is not loop)
+    return any(op.has_trait(LOOP_LIKE) for op in loop.walk() if op is not loop)
 
 
 def _widest_element(loop) -> int:

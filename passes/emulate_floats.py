@@ -40,15 +40,18 @@ from __future__ import annotations
 from kiln.dialects import tensor as T
 from kiln.dialects import tensor_indexed as TI
 from kiln.dialects.rewriter import InsertPoint, Rewriter
+from kiln.dialects.traits import MOVES_ELEMENTS
 from kiln.dialects.types import TensorType, f16, f32
 
 from .pass_spec import declare_pass, function_pass
 
-# Ops that move float16 elements without computing with them.
-# A scatter rounds each of its updates to float16 itself (dialects/tensor_indexed.py):
+
+# Left in float16: ops that move elements without computing with them (MOVES_ELEMENTS:
+# views, conversions, constants, select, concatenation, gathers), and the in-order scatter,
+# which rounds each of its updates to float16 itself (dialects/tensor_indexed.py):
 # computing it in f32 and rounding once would round differently from numpy's ufunc.at.
-_MOVES_ONLY = T.VIEW_OPS + (T.ConvertOp, T.BitcastOp, T.ConstantOp, T.SelectOp, T.ConcatOp, T.InsertSliceOp)
-_MOVES_ONLY += TI.INDEXED_OPS
+def _keeps_float16(op) -> bool:
+    return op.has_trait(MOVES_ELEMENTS) or isinstance(op, TI.ScatterAtOp)
 
 
 def _is_f16(value) -> bool:
@@ -66,7 +69,7 @@ def emulate_f16(block) -> int:
     many were rewritten."""
     rewritten = 0
     for op in list(block.ops):
-        computes = isinstance(op, T.TensorOp) and not isinstance(op, _MOVES_ONLY)  # not func.return
+        computes = isinstance(op, T.TensorOp) and not _keeps_float16(op)  # not func.return
         if not computes or not any(_is_f16(v) for v in op.operands + op.results):
             continue
         for index, value in enumerate(op.operands):

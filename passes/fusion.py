@@ -48,24 +48,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kiln.dialects import math as M
 from kiln.dialects import tensor as T
 from kiln.dialects.affine_expr import Dim, dims_of
 from kiln.dialects.diagnostics import VerificationError
 from kiln.dialects.ir import Block, Region
 from kiln.dialects.rewriter import InsertPoint, Rewriter
+from kiln.dialects.traits import CONSTANT_LIKE, CONTRACTION, ELEMENTWISE, REDUCTION, TRANSCENDENTAL, VIEW
 
 from .dce import eliminate_dead_code
 from .index_maps import operand_index
 from .pass_spec import Option, declare_pass, function_pass, positive
 
-FUSABLE = T.ELEMENTWISE_OPS + T.REDUCTION_OPS + (T.MatmulOp,)
-EXPENSIVE = T.REDUCTION_OPS + (T.MatmulOp,)
-# Calls into the math library cost tens of cycles an element: compute them in one place only.
-TRANSCENDENTAL = (T.ExpOp, T.LogOp, T.TanhOp, T.SinOp, T.CosOp, T.PowOp) + tuple(
-    T.FLOAT_FUNCTION_OPS[f.op] for f in M.FLOAT_FUNCTIONS if not f.exact
-)
-FREE = T.VIEW_OPS + (T.ConstantOp,)
+
+def fusable(op) -> bool:
+    """Whether `op` may join a group: elementwise ops, reductions and matmuls."""
+    return op.has_trait(ELEMENTWISE) or expensive(op)
+
+
+def expensive(op) -> bool:
+    """Reductions and matmuls: loops of their own inside each result element."""
+    return op.has_trait(REDUCTION) or op.has_trait(CONTRACTION)
+
+
+def free(op) -> bool:
+    """Views and constants: copied into every group that reads them, never materialized."""
+    return op.has_trait(VIEW) or op.has_trait(CONSTANT_LIKE)
+
+
 MAX_PLACES = 8
 ROW_BUFFER_BYTES = 16384  # a row buffer stays in L1 and on the stack of the thread that runs it
 # The most a pipeline may ask for: a row buffer is on the stack of an OpenMP thread, whose
@@ -92,7 +101,7 @@ def computing_uses(value):
     while stack:
         current, views = stack.pop()
         for user, position in current.uses:
-            if isinstance(user, FREE):
+            if free(user):
                 stack.append((user.results[0], views + (user,)))
             else:
                 found.append((user, position, views))
@@ -112,7 +121,7 @@ class Group:
     def operand_placement(self, user, placement, position):
         """(index, loops) at which `user`, computed at `placement`, reads operand `position`."""
         index, loops = placement
-        if isinstance(user, T.ELEMENTWISE_OPS):
+        if user.has_trait(ELEMENTWISE):
             return index, loops
         level = _level(index, loops)
         fresh = []
@@ -156,7 +165,7 @@ def _level(index, loops) -> int:
 
 def plan_groups(body, limits: Limits = Limits()) -> dict:
     """op -> Group, for every computing op of `body` (consumers decide first)."""
-    computing = [op for op in body.ops[:-1] if not isinstance(op, FREE)]
+    computing = [op for op in body.ops[:-1] if not free(op)]
     group_of = {}
     for op in reversed(computing):
         group = _joinable_group(op, group_of, limits)
@@ -169,10 +178,10 @@ def plan_groups(body, limits: Limits = Limits()) -> dict:
 
 
 def _joinable_group(op, group_of, limits: Limits):
-    if not isinstance(op, FUSABLE):
+    if not fusable(op):
         return None
     uses = computing_uses(op.results[0])
-    if not uses or any(user not in group_of or not isinstance(user, FUSABLE) for user, _, _ in uses):
+    if not uses or any(user not in group_of or not fusable(user) for user, _, _ in uses):
         return None
     groups = {id(group_of[user]) for user, _, _ in uses}
     if len(groups) != 1:
@@ -188,7 +197,7 @@ def _joinable_group(op, group_of, limits: Limits):
     places = list(places.values())
     if len(places) > limits.max_places or any(group.recomputes(*place) for place in places):
         return None
-    if isinstance(op, EXPENSIVE + TRANSCENDENTAL) and len(places) != 1:
+    if (expensive(op) or op.has_trait(TRANSCENDENTAL)) and len(places) != 1:
         row = _row_of(group, op, places, limits.row_buffer_bytes)
         if row is None:
             return None
@@ -203,7 +212,7 @@ def _row_of(group, op, places, row_buffer_bytes: int):
     (see the module docstring), else None. Every place must read the whole row in a loop of
     its own (index[axis] the innermost loop, over the whole axis), and agree on the rest of
     the index and on the loops outside."""
-    if not isinstance(op, TRANSCENDENTAL) or op.results[0].type.rank == 0:
+    if not op.has_trait(TRANSCENDENTAL) or op.results[0].type.rank == 0:
         return None
     shape = op.results[0].type.shape
     axes = {k for k in range(len(shape)) if len({place[0][k] for place in places}) > 1}
@@ -244,7 +253,7 @@ def _check_acyclic(body, group_of) -> None:
 
 def _computing_producer(value):
     op = getattr(value, "op", None)
-    while isinstance(op, T.VIEW_OPS):
+    while op is not None and op.has_trait(VIEW):
         op = getattr(op.operand, "op", None)
     return None if op is None or isinstance(op, T.ConstantOp) else op
 
@@ -276,7 +285,7 @@ def _outline(body, group) -> None:
                 work.pop()
                 continue
             producer = getattr(current, "op", None)
-            if not isinstance(producer, FREE):  # a value computed elsewhere becomes an input
+            if producer is None or not free(producer):  # a value computed elsewhere becomes an input
                 mapping[current] = inner.add_argument(current.type, f"in{len(inputs)}")
                 inputs.append(current)
                 work.pop()

@@ -54,6 +54,7 @@ from kiln.dialects import gpu as G
 from kiln.dialects import memref as MR
 from kiln.dialects.affine import BIND, loop_name
 from kiln.dialects.rewriter import InsertPoint, Rewriter
+from kiln.dialects.traits import AFFINE_WRITE, LOOP_LIKE
 
 from .cache_read import cache_read
 from .loop_transforms import ScheduleError
@@ -108,7 +109,7 @@ def gpu_cache_read(loop, buffer_name: str, layout=None):
         raise ScheduleError(f"{step}: {buffer_name} is already staged in shared memory in this loop")
     kernel = around[-1] if around else loop
     for op in kernel.walk():
-        if isinstance(op, (A.StoreOp, A.VectorStoreOp)) and MR.buffer_name(op.memref) == buffer_name:
+        if op.has_trait(AFFINE_WRITE) and MR.buffer_name(op.memref) == buffer_name:
             raise ScheduleError(f"{step}: the kernel also writes {buffer_name}; its threads would race with the copy")
     used = sum(
         op.result.type.size * op.result.type.dtype.itemsize
@@ -149,6 +150,6 @@ def _ancestors(op):
     """The loops around `op`, innermost first."""
     while op.parent is not None and op.parent.parent is not None:
         op = op.parent.parent.parent
-        if not isinstance(op, (A.ForOp, A.ParallelOp)):
+        if not op.has_trait(LOOP_LIKE):
             return
         yield op

@@ -35,6 +35,7 @@ from __future__ import annotations
 from kiln.dialects import affine as A
 from kiln.dialects.affine import loop_name
 from kiln.dialects.affine_expr import dims_of
+from kiln.dialects.traits import LOOP_LIKE
 
 from .loop_transforms import reduction_combines
 from .schedule import kernels
@@ -54,7 +55,7 @@ def row_reduction_recipe(function, kernel) -> list:
         loop = rows[-1]
         if loop.inits or not loop.constant_bounds or loop.lower != 0 or loop.step != 1:
             return []
-        inner = [op for op in loop.body.ops if isinstance(op, (A.ForOp, A.ParallelOp))]
+        inner = [op for op in loop.body.ops if op.has_trait(LOOP_LIKE)]
         if len(inner) == 1 and isinstance(inner[0], A.ForOp) and not inner[0].inits:
             rows.append(inner[0])  # scalar work beside it (a row's maximum loaded) runs in every thread
         else:

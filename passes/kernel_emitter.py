@@ -29,6 +29,7 @@ from kiln.dialects import memref as MR
 from kiln.dialects import tensor as T
 from kiln.dialects.affine_expr import Const, Dim, ceildiv, dims_of
 from kiln.dialects.rewriter import InsertPoint, Rewriter
+from kiln.dialects.traits import ELEMENTWISE, REDUCTION, VIEW
 from kiln.dialects.types import MemRefType
 
 from .affine_builder import LOOP_NAMES, REDUCTION_NAMES, View, access
@@ -124,7 +125,7 @@ class KernelEmitter:
             op = getattr(v, "op", None)
             if op is not None and self.inside(op) and "row_buffer" in op.attributes and not self.grid_sums:
                 level.memo[(v, idx)] = self.row_buffer(op, idx, chain, level)
-            elif op is not None and self.inside(op) and isinstance(op, T.ELEMENTWISE_OPS):
+            elif op is not None and self.inside(op) and op.has_trait(ELEMENTWISE):
                 missing = [(o, idx) for o in op.operands if self.known(o, idx, chain) is None]
                 if missing:
                     pending.extend(reversed(missing))  # the first operand is computed first
@@ -177,7 +178,7 @@ class KernelEmitter:
         """`value` at `index` with the views of this kernel followed to what they read: a
         view is index arithmetic, never a computed value."""
         op = getattr(value, "op", None)
-        while op is not None and self.inside(op) and isinstance(op, T.VIEW_OPS):
+        while op is not None and self.inside(op) and op.has_trait(VIEW):
             value, index = op.operand, operand_index(op, index)
             op = getattr(value, "op", None)
         return value, index
@@ -198,7 +199,7 @@ class KernelEmitter:
             if op not in self.outer.memo:
                 self.outer.memo[op] = View.identity(self.outer.insert(self.constant_view(op)).result)
             return self.load(self.outer.memo[op], index, level)
-        if isinstance(op, T.REDUCTION_OPS):
+        if op.has_trait(REDUCTION):
             return self.reduction(op, index, chain, level)
         if isinstance(op, T.MatmulOp):
             return self.matmul(op, index, chain, level)
@@ -304,7 +305,7 @@ class KernelEmitter:
                 exprs = self.outside(v).through(index).exprs
             elif isinstance(op, T.ConstantOp):
                 exprs = index
-            elif isinstance(op, T.ELEMENTWISE_OPS):
+            elif op.has_trait(ELEMENTWISE):
                 pending.extend((o, index) for o in op.operands)
                 continue
             elif last.index not in dims_of(*index):  # computed once a row (softmax's maximum)

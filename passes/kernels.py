@@ -22,15 +22,14 @@ from kiln.dialects import builtin, print_ir
 from kiln.dialects import func as F
 from kiln.dialects import memref as MR
 from kiln.dialects.affine_expr import AffineMap
+from kiln.dialects.traits import LOOP_LIKE
 from kiln.dialects.types import MemRefType
-
-_NAMES = (A.LOOP, MR.BUFFER, MR.ARGUMENT_BUFFERS)  # what the hash leaves out
 
 
 def kernel_names(function: F.FuncOp) -> list:
     names = []
     for op in function.body.ops:
-        if isinstance(op, (A.ForOp, A.ParallelOp)):
+        if op.has_trait(LOOP_LIKE):
             name = A.kernel_of(op)
             if name not in names:
                 names.append(name)
@@ -38,7 +37,7 @@ def kernel_names(function: F.FuncOp) -> list:
 
 
 def nests_of(function: F.FuncOp, kernel: str) -> list:
-    return [op for op in function.body.ops if isinstance(op, (A.ForOp, A.ParallelOp)) and A.kernel_of(op) == kernel]
+    return [op for op in function.body.ops if op.has_trait(LOOP_LIKE) and A.kernel_of(op) == kernel]
 
 
 def _outside_values(function: F.FuncOp, kernel: str) -> list:
@@ -107,7 +106,7 @@ def extract(function: F.FuncOp, kernel: str) -> builtin.ModuleOp:
         copy = nest.clone(mapping)
         new.body.append(copy)
         for op in copy.walk():
-            if isinstance(op, (A.ForOp, A.ParallelOp)):
+            if op.has_trait(LOOP_LIKE):
                 A.set_loop_name(op, "k0" + A.loop_name(op)[len(kernel) :])
     new.body.append(F.ReturnOp([], {}))
     module = builtin.ModuleOp.empty()
@@ -117,12 +116,11 @@ def extract(function: F.FuncOp, kernel: str) -> builtin.ModuleOp:
 
 def structural_hash(module: builtin.ModuleOp) -> str:
     """What identifies a kernel: its extracted text with SSA names made positional, and
-    without loop and buffer names (which say where a kernel sits, not what it does; leaving
-    them out keeps the hashes tuning databases were recorded under)."""
+    without its notes, the loop and buffer names (which say where a kernel sits, not what it
+    does; leaving them out keeps the hashes tuning databases were recorded under)."""
     module = module.clone({})
     for op in module.walk():
-        for key in _NAMES:
-            op.attributes.pop(key, None)
+        op.attributes = op.semantic_attributes()
     text = print_ir(module, locations=False)
     names = {}
     canonical = re.sub(r"%[A-Za-z0-9_$.]+", lambda m: names.setdefault(m.group(0), f"%v{len(names)}"), text)

@@ -46,9 +46,9 @@ from kiln.dialects.diagnostics import KilnError
 from kiln.dialects.ir import Block
 from kiln.dialects.rewriter import InsertPoint, OpList, Rewriter
 
-# What reads loop variables through an affine map: an index of a memref.load or
-# memref.store is an affine.apply's result, so the schedules rewrite it with the accesses.
-ACCESS_OPS = (A.LoadOp, A.StoreOp, A.VectorLoadOp, A.VectorStoreOp, A.ApplyOp)
+# What reads loop variables through an affine map (AFFINE_MAPPED): the accesses, and the
+# affine.apply whose result indexes a memref.load or memref.store, rewritten with them.
+from kiln.dialects.traits import AFFINE_MAPPED, AFFINE_WRITE, LOOP_LIKE
 
 
 class ScheduleError(KilnError, ValueError):
@@ -61,7 +61,7 @@ def replace_index(ops, old, new_values, expr) -> None:
     an affine expression over `new_values` (Dim(k) is new_values[k])."""
     for top in ops:
         for op in top.walk():
-            if isinstance(op, ACCESS_OPS):
+            if op.has_trait(AFFINE_MAPPED):
                 head = op.operands[: op.memref_position + 1]
                 indices, amap = _rewrite(list(op.indices), op.map.results, old, new_values, expr)
                 if indices is not None:
@@ -322,7 +322,7 @@ def parallel(loop):
     private = {op.results[0] for op in loop.walk() if op.name == "memref.alloca"}  # each thread has its own
     _refuse_indexed_stores(loop, f"parallel({name})")
     for op in loop.walk():
-        if isinstance(op, (A.StoreOp, A.VectorStoreOp)) and op.memref not in private and not _writes_depend_on(op, iv):
+        if op.has_trait(AFFINE_WRITE) and op.memref not in private and not _writes_depend_on(op, iv):
             raise ScheduleError(
                 f"parallel({name}): iterations would write the same element (a store that does not depend on {name})"
             )
@@ -380,7 +380,7 @@ def bind(loop, axis: str) -> None:
                 )
     iv = loop.induction_variable
     for op in loop.walk():
-        if isinstance(op, (A.StoreOp, A.VectorStoreOp)) and not _writes_depend_on(op, iv):
+        if op.has_trait(AFFINE_WRITE) and not _writes_depend_on(op, iv):
             raise ScheduleError(
                 f"bind({name}, {axis}): iterations would write the same element "
                 f"(a store that does not depend on {name})"
@@ -463,7 +463,7 @@ def _check_bound_reduction(loop, axis) -> None:
 
 def _kernel_root(loop):
     """The top-level loop nest `loop` is in."""
-    loops = [op for op in _ancestors(loop) if isinstance(op, (A.ForOp, A.ParallelOp))]
+    loops = [op for op in _ancestors(loop) if op.has_trait(LOOP_LIKE)]
     return loops[-1] if loops else loop
 
 

@@ -38,6 +38,7 @@ from kiln.dialects import memref as MR
 from kiln.dialects import tensor as T
 from kiln.dialects.affine_expr import Dim
 from kiln.dialects.rewriter import InsertPoint, Rewriter
+from kiln.dialects.traits import LOOP_LIKE
 from kiln.dialects.types import MemRefType, i8, index, memref_of
 
 from .affine_builder import AffineBuilder, View
@@ -132,7 +133,7 @@ class FunctionLowering:
         name_loops(self.function)
 
     def _note_nests(self, origin) -> None:
-        nests = sum(isinstance(op, (A.ForOp, A.ParallelOp)) for op in self.function.body.ops)
+        nests = sum(op.has_trait(LOOP_LIKE) for op in self.function.body.ops)
         self.nest_origins += [origin] * (nests - len(self.nest_origins))
 
     # -- helpers ----------------------------------------------------------------------
@@ -202,10 +203,10 @@ def nest_origins(function: F.FuncOp, grid_sums: bool = False) -> list:
 def name_loops(function) -> None:
     """Prefix every loop's name with its kernel: the loop i of the third loop nest is k2.i,
     the name schedules use."""
-    nests = [op for op in function.body.ops if isinstance(op, (A.ForOp, A.ParallelOp))]
+    nests = [op for op in function.body.ops if op.has_trait(LOOP_LIKE)]
     for number, nest in enumerate(nests):
         for op in nest.walk():
-            if isinstance(op, (A.ForOp, A.ParallelOp)):
+            if op.has_trait(LOOP_LIKE):
                 A.set_loop_name(op, f"k{number}.{A.loop_name(op)}")
 
 

@@ -38,8 +38,9 @@ from kiln.dialects import func as F
 from kiln.dialects import tensor as T
 from kiln.dialects.diagnostics import VerificationError
 from kiln.dialects.rewriter import Rewriter
+from kiln.dialects.traits import ELEMENTWISE
 
-from .fusion import FREE, computing_uses
+from .fusion import computing_uses, free
 from .pass_spec import Option, declare_pass, function_pass, power_of_two_from
 
 ALIGNMENT = 64
@@ -99,7 +100,7 @@ def _aligned(n: int, alignment: int) -> int:
 
 
 def is_kernel(op) -> bool:
-    return not isinstance(op, FREE + (F.ReturnOp,))
+    return not (free(op) or isinstance(op, F.ReturnOp))
 
 
 def schedule_for_memory(function: F.FuncOp) -> None:
@@ -250,13 +251,13 @@ def _reads_only_written_element(op, position, views) -> bool:
     the index of the result element it is computing."""
     if views:
         return False
-    if isinstance(op, T.ELEMENTWISE_OPS):
+    if op.has_trait(ELEMENTWISE):
         return True
     if not isinstance(op, T.FusedOp):
         return False
     body = op.body.ops[:-1]
     # With a reduction or matmul in the group, lowering computes in stages; keep to plain chains.
-    if not all(isinstance(m, T.ELEMENTWISE_OPS + (T.ConstantOp, T.BroadcastToOp)) for m in body):
+    if not all(m.has_trait(ELEMENTWISE) or isinstance(m, (T.ConstantOp, T.BroadcastToOp)) for m in body):
         return False
     # Every op the argument flows into must be elementwise up to the result: a broadcast
     # or any other view in between would read it at another index.
@@ -265,7 +266,7 @@ def _reads_only_written_element(op, position, views) -> bool:
         for user, _ in stack.pop().uses:
             if isinstance(user, T.YieldOp) or user in seen:
                 continue
-            if not isinstance(user, T.ELEMENTWISE_OPS):
+            if not user.has_trait(ELEMENTWISE):
                 return False
             seen.add(user)
             stack.append(user.results[0])

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from kiln.dialects import tensor as T
 from kiln.dialects.rewriter import InsertPoint, Rewriter
+from kiln.dialects.traits import ELEMENTWISE
 
 from .dce import eliminate_dead_code
 from .pass_spec import Option, declare_pass, function_pass, positive
@@ -36,7 +37,7 @@ def rematerialize_block(block, gap: int = GAP) -> int:
     after the previous one); returns how many copies were made."""
     copies = 0
     for op in list(block.ops):
-        if not isinstance(op, T.ELEMENTWISE_OPS) or op.parent is None:
+        if not op.has_trait(ELEMENTWISE) or op.parent is None:
             continue
         position = {o: k for k, o in enumerate(block.ops)}
         uses = sorted(

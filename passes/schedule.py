@@ -29,6 +29,7 @@ from kiln.dialects import func as F
 from kiln.dialects import verify
 from kiln.dialects.diagnostics import KilnError
 from kiln.dialects.ir import Block, Region
+from kiln.dialects.traits import LOOP_LIKE
 
 from . import loop_transforms as T
 from .cache_read import cache_read
@@ -154,7 +155,7 @@ def _text(arg) -> str:
 
 def kernels(function: F.FuncOp) -> list:
     """The function's top-level loop nests, in order."""
-    return [op for op in function.body.ops if isinstance(op, (A.ForOp, A.ParallelOp))]
+    return [op for op in function.body.ops if op.has_trait(LOOP_LIKE)]
 
 
 def find_loop(function: F.FuncOp, name: str):
@@ -166,11 +167,11 @@ def find_loop(function: F.FuncOp, name: str):
     if isinstance(name, str):
         kernel = name.split(".")[0]
         for nest in function.body.ops:
-            if isinstance(nest, (A.ForOp, A.ParallelOp)) and A.kernel_of(nest) == kernel:
+            if nest.has_trait(LOOP_LIKE) and A.kernel_of(nest) == kernel:
                 for op in nest.walk():
-                    if isinstance(op, (A.ForOp, A.ParallelOp)) and A.loop_name(op) == name:
+                    if op.has_trait(LOOP_LIKE) and A.loop_name(op) == name:
                         return _unless_parallel(op, name)
-    loops = [op for op in function.walk() if isinstance(op, (A.ForOp, A.ParallelOp))]
+    loops = [op for op in function.walk() if op.has_trait(LOOP_LIKE)]
     for op in loops:
         if A.loop_name(op) == name:
             return _unless_parallel(op, name)
@@ -229,9 +230,7 @@ def trial_copy(function: F.FuncOp, step) -> F.FuncOp:
     wanted = {n.split(".")[0] for n in names}
     body = function.body
     roots = [
-        op
-        for op in body.ops
-        if isinstance(op, F.ReturnOp) or (isinstance(op, (A.ForOp, A.ParallelOp)) and A.kernel_of(op) in wanted)
+        op for op in body.ops if isinstance(op, F.ReturnOp) or (op.has_trait(LOOP_LIKE) and A.kernel_of(op) in wanted)
     ]
     keep = top_level_inputs(body, roots) | set(roots)
     block = Block([a.type for a in body.args], [a.name_hint for a in body.args])

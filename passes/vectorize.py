@@ -61,6 +61,7 @@ from kiln.dialects.affine import loop_name
 from kiln.dialects.affine_expr import AffineMap, Dim, linear_form, substitute
 from kiln.dialects.ir import Operation
 from kiln.dialects.rewriter import InsertPoint, OpList, Rewriter
+from kiln.dialects.traits import AFFINE_READ
 from kiln.dialects.types import VectorType, element_of, i1
 
 from .loop_transforms import ScheduleError, remainder_loop, replace_loop
@@ -267,7 +268,7 @@ def _dependent_values(loop) -> set:
             if op is loop:
                 continue
             grows = any(v in dependent for v in op.operands)
-            if isinstance(op, (A.LoadOp, A.VectorLoadOp)) and iv in op.indices:
+            if op.has_trait(AFFINE_READ) and iv in op.indices:
                 grows = True
             if isinstance(op, A.ForOp):
                 for arg, init, result, yielded in zip(op.body.args[1:], op.inits, op.results, op.body.ops[-1].operands):

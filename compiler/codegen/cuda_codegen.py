@@ -44,6 +44,7 @@ from kiln.dialects import gpu as G
 from kiln.dialects import memref as MR
 from kiln.dialects.affine import BIND
 from kiln.dialects.affine_expr import Binary, Const, Dim
+from kiln.dialects.traits import LOOP_LIKE
 from kiln.dialects.types import MemRefType
 
 
@@ -112,7 +113,7 @@ class _FunctionEmitter:
         }
         shared_declarations = [f"__device__ {C_TYPES[v.type.name]} {g};" for v, g in self.shared.items()]
         for op in fn.body.ops:
-            parallel = isinstance(op, (A.ForOp, A.ParallelOp)) and not op.results
+            parallel = op.has_trait(LOOP_LIKE) and not op.results
             reduction = _full_reduction(op)
             if loose and (parallel or reduction or not _is_device(op)):
                 kernel_sources.append(self.kernel(None, host, loose))

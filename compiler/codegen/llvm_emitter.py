@@ -19,21 +19,16 @@ import re
 import llvmlite.ir as ir
 
 from kiln.codegen.status import OUT_OF_BOUNDS
-from kiln.dialects import affine as A
 from kiln.dialects import func as F
-from kiln.dialects import memref as MR
 from kiln.dialects.affine_expr import Binary, Const, Dim
+from kiln.dialects.traits import MEMORY_ACCESS
 from kiln.dialects.types import MemRefType, VectorType
 
 
 def access_sites(function) -> list:
     """Every load and store of a scheduled function, in a fixed order: the numbering
     debug builds use to say which access went out of bounds."""
-    return [
-        op
-        for op in function.walk()
-        if isinstance(op, (A.LoadOp, A.StoreOp, A.VectorLoadOp, A.VectorStoreOp, MR.LoadOp, MR.StoreOp))
-    ]
+    return [op for op in function.walk() if op.has_trait(MEMORY_ACCESS)]
 
 
 I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)

@@ -26,6 +26,7 @@ from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import func as F
 from kiln.dialects import memref as MR
+from kiln.dialects.traits import ALLOCATION
 from kiln.dialects.types import MemRefType
 
 # Ops a kernel function computes again from its parameters instead of taking their values.
@@ -113,7 +114,7 @@ def _is_base(value) -> bool:
     checks) or an allocation of the function's own."""
     if not isinstance(value.type, MemRefType):
         return False
-    return getattr(value, "op", None) is None or isinstance(value.op, (MR.AllocOp, MR.AllocaOp))
+    return getattr(value, "op", None) is None or value.op.has_trait(ALLOCATION)
 
 
 def is_kernel(e: FunctionEmitter, op) -> bool:

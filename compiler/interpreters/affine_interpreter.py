@@ -23,6 +23,7 @@ from kiln.dialects import math as M
 from kiln.dialects import memref as MR
 from kiln.dialects import vector as V
 from kiln.dialects.diagnostics import KilnError
+from kiln.dialects.traits import ALLOCATION, MEMORY_READ, MEMORY_WRITE
 from kiln.errors import OutOfBoundsError
 
 
@@ -78,20 +79,20 @@ class _Runner:
             for i in range(op.upper):
                 env[op.induction_variable] = i
                 self.block(op.body.ops)
-        elif isinstance(op, (A.LoadOp, A.VectorLoadOp, MR.LoadOp)):
+        elif op.has_trait(MEMORY_READ):
             array, index = self.access(op)
             if isinstance(op, A.VectorLoadOp):
                 env[op.result] = array[index[:-1]][index[-1] : index[-1] + op.result.type.lanes].copy()
             else:
                 env[op.result] = array[index]
-        elif isinstance(op, (A.StoreOp, A.VectorStoreOp, MR.StoreOp)):
+        elif op.has_trait(MEMORY_WRITE):
             array, index = self.access(op)
             value = env[op.operands[0]]
             if isinstance(op, A.VectorStoreOp):
                 array[index[:-1]][index[-1] : index[-1] + len(value)] = value
             else:
                 array[index] = value
-        elif isinstance(op, (MR.AllocOp, MR.AllocaOp)):
+        elif op.has_trait(ALLOCATION):
             env[op.result] = _fresh(op.result.type)
         elif isinstance(op, MR.ViewOp):
             env[op.result] = self.view(op)

@@ -30,9 +30,9 @@ import numpy as np
 from tqdm import tqdm
 
 from kiln.dialects import affine as A
-from kiln.dialects import func as F
 from kiln.dialects import parse_ir, print_ir
 from kiln.dialects import tensor as T
+from kiln.dialects.traits import TERMINATOR
 from kiln.errors import ArgumentError, KilnError
 from kiln.frontend import pytree
 from kiln.frontend.specs import TensorSpec
@@ -120,7 +120,7 @@ def interpreter_ops(module) -> int:
     total, work = 0, [(op, 1) for op in module.body.ops[-1].body.ops]
     while work:
         op, times = work.pop()
-        if isinstance(op, (A.YieldOp, F.ReturnOp)):  # they end a block rather than run
+        if op.has_trait(TERMINATOR):  # they end a block rather than run
             continue
         total += times
         if isinstance(op, A.ForOp):

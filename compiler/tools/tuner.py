@@ -33,6 +33,7 @@ from kiln.dialects import affine as A
 from kiln.dialects import memref as MR
 from kiln.dialects import parse_ir, print_ir
 from kiln.dialects.affine_expr import dims_of
+from kiln.dialects.traits import AFFINE_WRITE
 from kiln.errors import KilnError
 from kiln.passes.default_schedule import default_schedule, root_chain, vector_candidates
 from kiln.passes.kernels import extract, kernel_names, structural_hash
@@ -230,7 +231,7 @@ class KernelBench:
             {
                 function.arguments.index(op.memref)
                 for op in function.walk()
-                if isinstance(op, (A.StoreOp, A.VectorStoreOp)) and op.memref in function.arguments
+                if op.has_trait(AFFINE_WRITE) and op.memref in function.arguments
             }
         )
 
