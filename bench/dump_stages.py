@@ -20,8 +20,9 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
-import kiln  # noqa: E402
 from op_table import CASES  # noqa: E402
+
+import kiln  # noqa: E402
 
 TARGETS = ("cpu", "cuda-emulate")
 

@@ -25,7 +25,8 @@ import sys
 from kiln import timings
 from kiln.dialects.printer import ELIDE_CONSTANTS_OVER
 from kiln.errors import KilnError, as_user_error, filtering_off
-from kiln.jit import TARGETS, target_stages
+from kiln.jit import target_stages
+from kiln.target import TARGETS, TUNED, resolve_target
 from kiln.tools.targets import load_function, load_target, random_arguments
 from kiln.version import __version__
 
@@ -74,10 +75,10 @@ def cmd_tune(args) -> int:
         os.environ["KILN_NUM_THREADS"] = str(args.threads)
     db = TuningDB(args.db)
     target = _target(args) if args.function and not (args.report or args.verify) else None
-    kind = target.compiled.target if target else args.target or "cpu"
-    if kind not in ("cpu", "cuda", "cuda-emulate"):
-        raise KilnError(f"kiln tune tunes --target cpu, cuda or cuda-emulate, not {kind}")
-    tuning = CpuTuning() if kind == "cpu" else GpuTuning(kind)
+    kind = resolve_target(target.compiled.target if target else args.target or "cpu")
+    if kind.tuning is None:
+        raise KilnError(f"kiln tune tunes --target {', '.join(TUNED)}, not {kind}")
+    tuning = GpuTuning(kind) if kind.tuning == "gpu" else CpuTuning()
     if args.report:
         records = db.for_host(tuning.host())
         if not records:
@@ -162,9 +163,9 @@ def cmd_build(args) -> int:
     if args.db:
         compiled.tuning_db = args.db
     grad = None if args.grad is None else parse_argnums(args.grad, target.compiled.fn)
-    if compiled.target in ("cuda", "cuda-emulate"):
+    if compiled.target_info.code == "cuda":
         from kiln.tools.build_cuda import build_cuda_library as build_library
-    elif compiled.target != "cpu":
+    elif compiled.target_info.code != "llvm":
         raise KilnError(f"kiln build makes native code: --target cpu, cuda or cuda-emulate, not {compiled.target}")
     paths = build_library(
         compiled,
