@@ -22,6 +22,7 @@ from kiln.dialects import Location
 from kiln.dialects.diagnostics import DTypeError, KilnError, OutOfBoundsError, ParseError, ShapeError, VerificationError
 from kiln.dialects.elided import ElidedConstantError
 from kiln.passes.loop_transforms import ScheduleError
+from kiln.runtime import config
 from kiln.runtime.cuda import CudaUnavailable
 from kiln.runtime.library import LoadError
 from kiln.version import source_roots
@@ -125,7 +126,7 @@ __all__ = [
 
 def filtering_off() -> bool:
     """``KILN_TRACEBACK_FILTERING=off`` (or 0, false, no): keep every frame."""
-    return os.environ.get("KILN_TRACEBACK_FILTERING", "on").lower() in ("off", "0", "false", "no")
+    return not config.get("KILN_TRACEBACK_FILTERING")
 
 
 @functools.lru_cache(maxsize=None)

@@ -29,6 +29,7 @@ from kiln.frontend.trace import bind, leaf_spec, trace
 from kiln.frontend.tracing import Tracer
 from kiln.passes.schedule import Schedule
 from kiln.pipeline import Pipeline
+from kiln.runtime import config
 from kiln.target import GRAPH_PASSES, LEGALIZE_PASSES, REMAT_PASSES, resolve_target
 from kiln.tools.profiler import profile
 
@@ -221,7 +222,7 @@ class CompiledFunction:
 
 def _dump(pipeline: Pipeline, stages) -> None:
     """With KILN_DUMP_DIR set, write every stage of each new signature to files."""
-    directory = os.environ.get("KILN_DUMP_DIR")
+    directory = config.get("KILN_DUMP_DIR")
     if directory:
         digest = hashlib.sha256(pipeline.text("tensor").encode()).hexdigest()[:10]
         pipeline.dump(directory, digest, stages)

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import os
 import sys
 
 from kiln import timings
 from kiln.dialects.printer import ELIDE_CONSTANTS_OVER
 from kiln.errors import KilnError, as_user_error, filtering_off
 from kiln.jit import target_stages
+from kiln.runtime import config
 from kiln.target import TARGETS, TUNED, resolve_target
 from kiln.tools.targets import load_function, load_target, random_arguments
 from kiln.version import __version__
@@ -72,7 +72,7 @@ def cmd_tune(args) -> int:
     from kiln.tools.tuning_db import TuningDB
 
     if args.threads:
-        os.environ["KILN_NUM_THREADS"] = str(args.threads)
+        config.update("KILN_NUM_THREADS", args.threads)  # for this process, not written to the environment
     db = TuningDB(args.db)
     target = _target(args) if args.function and not (args.report or args.verify) else None
     kind = resolve_target(target.compiled.target if target else args.target or "cpu")
@@ -256,7 +256,12 @@ def add_timings(parser) -> None:
 
 def main(argv=None) -> int:
 
-    parser = argparse.ArgumentParser(prog="kiln", description="kiln: an ahead-of-time tensor compiler for numpy")
+    parser = argparse.ArgumentParser(
+        prog="kiln",
+        description="kiln: an ahead-of-time tensor compiler for numpy",
+        epilog="environment variables:\n" + config.help_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"kiln {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     dump = commands.add_parser("dump", help="print the IR of a function at one stage or all stages")

@@ -46,6 +46,7 @@ import filelock
 import platformdirs
 import yaml
 
+from kiln.runtime import config
 from kiln.target import TARGETS, gpu_description, host_fingerprint, resolve_target  # noqa: F401  (the keys)
 
 # A record's ``schedule``: the kernel was searched and the default schedule kept (its ``steps``
@@ -64,7 +65,7 @@ def find_path(path: str | None = None) -> str:
     """
     return (
         path
-        or os.environ.get("KILN_TUNING_DB")
+        or config.get("KILN_TUNING_DB")
         or os.path.join(platformdirs.user_data_dir("kiln", appauthor=False), "tuning.yaml")
     )
 
