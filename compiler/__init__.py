@@ -10,7 +10,7 @@ print(predict.lower(kiln.f32[64, 784], kiln.f32[784, 10], kiln.f32[10]).text("te
 
 from kiln import random
 from kiln.aot import Compiled, Lowered
-from kiln.cuda_executable import to_device
+from kiln.devices import to_device
 from kiln.dlpack import from_dlpack
 from kiln.errors import (
     ArgumentError,

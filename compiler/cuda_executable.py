@@ -71,25 +71,3 @@ def cuda_status_error(status: int) -> Exception:
     if status >= CUDA_ERROR_BASE:
         return KilnError(f"the CUDA kernels failed: {cuda.error_string(status - CUDA_ERROR_BASE)}")
     return status_error(status)
-
-
-def to_device(array, target: str = "cuda") -> cuda.DeviceArray:
-    """Copy `array` to the GPU once, so that compiled functions take it without copies and
-    return their results there (``.numpy()`` copies back). ``target="cuda-emulate"`` keeps
-    it in host memory for the emulated backend. Without a GPU, ``target="cuda"`` raises
-    ``kiln.KilnError`` saying what is missing (nvcc, the CUDA runtime or a device).
-
-    >>> d = kiln.to_device(np.arange(4.0, dtype=np.float32), target="cuda-emulate")
-    >>> d.shape, d.numpy()
-    ((4,), array([0., 1., 2., 3.], dtype=float32))
-    """
-    if target not in ("cuda", "cuda-emulate"):
-        raise KilnError(f"to_device: target must be 'cuda' or 'cuda-emulate', got {target!r}")
-    emulate = target == "cuda-emulate"
-    if not emulate:
-        try:
-            nvcc.check_compiler()
-            cuda.check_gpu()
-        except cuda.CudaUnavailable as exc:
-            raise KilnError(str(exc)) from None
-    return cuda.DeviceArray.from_numpy(np.asarray(array), emulate)

@@ -12,8 +12,6 @@ Verification after every pass runs in every mode.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from kiln.codegen.llvm_emitter import access_sites
@@ -23,12 +21,13 @@ from kiln.dialects import func as F
 from kiln.dialects import tensor as T
 from kiln.dialects.traits import LOOP_LIKE
 from kiln.errors import NonFiniteError, OutOfBoundsError
+from kiln.runtime import config
 
 
 def enabled(debug: bool | None) -> bool:
     if debug is not None:
         return bool(debug)
-    return os.environ.get("KILN_DEBUG", "") not in ("", "0")
+    return config.get("KILN_DEBUG")
 
 
 def out_of_bounds_error(pipeline, status: int) -> OutOfBoundsError:

@@ -23,6 +23,7 @@ from kiln.dialects.diagnostics import DTypeError, KilnError, OutOfBoundsError, P
 from kiln.dialects.elided import ElidedConstantError
 from kiln.passes.loop_transforms import ScheduleError
 from kiln.passes.registry import PassPipelineError
+from kiln.runtime import config
 from kiln.runtime.cuda import CudaUnavailable
 from kiln.runtime.library import LoadError
 from kiln.version import source_roots
@@ -127,7 +128,7 @@ __all__ = [
 
 def filtering_off() -> bool:
     """``KILN_TRACEBACK_FILTERING=off`` (or 0, false, no): keep every frame."""
-    return os.environ.get("KILN_TRACEBACK_FILTERING", "on").lower() in ("off", "0", "false", "no")
+    return not config.get("KILN_TRACEBACK_FILTERING")
 
 
 @functools.lru_cache(maxsize=None)

@@ -21,27 +21,22 @@ import numpy as np
 from kiln import debug as debug_mode
 from kiln import plain_call, timings
 from kiln.aot import Lowered, Signature
-from kiln.cuda_executable import CudaExecutable
 from kiln.dlpack import dlpack_leaves
 from kiln.errors import ArgumentError, KilnError, user_facing
-from kiln.executable import Compilation, Executable, call_signature
+from kiln.executable import Compilation, call_signature
 from kiln.frontend.specs import TensorSpec
 from kiln.frontend.trace import bind, leaf_spec, trace
 from kiln.frontend.tracing import Tracer
 from kiln.passes.schedule import Schedule
-from kiln.pipeline import GRAPH_PASSES, LEGALIZE_PASSES, REMAT_PASSES, STAGES, Pipeline
+from kiln.pipeline import Pipeline
+from kiln.runtime import config
+from kiln.target import GRAPH_PASSES, LEGALIZE_PASSES, REMAT_PASSES, resolve_target
 from kiln.tools.profiler import profile
 
-TARGETS = ("cpu", "interpret", "cuda", "cuda-emulate")
 
-
-def target_stages(target: str) -> tuple:
-    """The stages a function compiled for `target` (one of TARGETS) goes through."""
-    if target == "interpret":
-        return ("tensor",)
-    if target.startswith("cuda"):
-        return ("tensor", "optimized", "affine", "scheduled", "cuda")
-    return STAGES
+def target_stages(target) -> tuple:
+    """The stages a function compiled for `target` (a name of ``kiln.target.TARGETS``, or a Target) goes through."""
+    return resolve_target(target).stages
 
 
 class CompiledFunction:
@@ -77,11 +72,10 @@ class CompiledFunction:
         tuning_db=None,
         debug=None,
     ):
-        if target not in TARGETS:
-            raise KilnError(f"unknown target {target!r}; this version of kiln compiles for: {', '.join(TARGETS)}")
+        self.target_info = resolve_target(target)  # the one place the name is looked at
         functools.update_wrapper(self, fn)
         self.fn = fn
-        self.target = target
+        self.target = self.target_info.name
         self.debug = debug_mode.enabled(debug)
         self.optimize = optimize
         self.remat = remat
@@ -134,7 +128,7 @@ class CompiledFunction:
             traced = trace(self.fn, call, specs)
         passes = (REMAT_PASSES if self.remat else GRAPH_PASSES) if self.optimize else LEGALIZE_PASSES
         pipeline = Pipeline(
-            self.fn.__name__, traced.module, passes, self.schedule, self.tuning_db, self.target, self.debug
+            self.fn.__name__, traced.module, passes, self.schedule, self.tuning_db, self.target_info, self.debug
         )
         _dump(pipeline, self.stages)
         return traced, pipeline
@@ -150,7 +144,7 @@ class CompiledFunction:
 
     @property
     def stages(self) -> tuple:
-        return target_stages(self.target)
+        return self.target_info.stages
 
     @user_facing
     def lower(self, *args, **kwargs) -> Lowered:
@@ -167,7 +161,7 @@ class CompiledFunction:
         call, key = self._specialize(args, kwargs, allow_specs=True)
         traced, pipeline = self._traces[key]
         specs = [leaf_spec(path, leaf) for path, leaf in zip(call.paths, call.leaves)]
-        build = (lambda: None) if self.target == "interpret" else (lambda: self._executable(key))
+        build = (lambda: None) if self.target_info.make_executable is None else (lambda: self._executable(key))
         signature = Signature(
             self.fn,
             self._signature,
@@ -193,14 +187,12 @@ class CompiledFunction:
             records.append(Compilation(signature, executable.from_cache, executable.seconds))
         return records
 
-    def _executable(self, key) -> Executable:
+    def _executable(self, key):
         return self._once(self._executables, key, lambda: self._build(key))
 
     def _build(self, key):
         traced, pipeline = self._traces[key]
-        if self.target.startswith("cuda"):
-            return CudaExecutable(pipeline, traced, emulate=self.target == "cuda-emulate")
-        return Executable(pipeline, traced)
+        return self.target_info.make_executable(pipeline, traced)
 
     @user_facing
     def __call__(self, *args, out=None, **kwargs):
@@ -213,7 +205,7 @@ class CompiledFunction:
         if key is None:
             return self.fn(*args, **kwargs)  # called from inside another trace: inline it
         traced, pipeline = self._traces[key]
-        executable = None if self.target == "interpret" else self._executable(key)
+        executable = None if self.target_info.make_executable is None else self._executable(key)
         if not self.debug and executable is not None and plain_call.lookup(self._plain_calls, args) is None:
             plain = plain_call.PlainCall.of(call, args, kwargs, executable, traced)
             if plain is not None:
@@ -230,7 +222,7 @@ class CompiledFunction:
 
 def _dump(pipeline: Pipeline, stages) -> None:
     """With KILN_DUMP_DIR set, write every stage of each new signature to files."""
-    directory = os.environ.get("KILN_DUMP_DIR")
+    directory = config.get("KILN_DUMP_DIR")
     if directory:
         digest = hashlib.sha256(pipeline.text("tensor").encode()).hexdigest()[:10]
         pipeline.dump(directory, digest, stages)

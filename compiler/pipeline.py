@@ -14,7 +14,6 @@ import hashlib
 import os
 import threading
 import time
-import warnings
 from dataclasses import dataclass
 
 from kiln import timings
@@ -22,21 +21,16 @@ from kiln.codegen import llvm_codegen, llvm_target
 from kiln.codegen.constant_pool import ConstantPool, pool_symbol
 from kiln.codegen.cuda_codegen import emit_cuda
 from kiln.codegen.llvm_emitter import symbol_name
-from kiln.dialects import print_ir, verify
-from kiln.dialects.affine import BIND, loop_name
-from kiln.passes import canonicalize, cse, dce, emulate_floats, fusion, memory_plan, remat  # noqa: F401  (register the passes)
-from kiln.passes.default_schedule import default_schedule
-from kiln.passes.gpu_default_schedule import gpu_default_schedule
-from kiln.passes.kernels import absolute_steps, extract, kernel_names, structural_hash
-from kiln.passes.loop_transforms import ScheduleError
-from kiln.passes.lower_tensor_to_affine import lower_tensor_to_affine  # noqa: F401
+from kiln.dialects import print_ir
+from kiln.passes import canonicalize, cse, dce, emulate_floats, fusion, lower_tensor_to_affine, memory_plan, remat  # noqa: F401, E501  (register the passes)
 from kiln.passes.memory_plan import is_kernel, read_plan
 from kiln.passes.registry import run_passes
-from kiln.passes.schedule import GPU_PRIMITIVES, Schedule, apply_schedule, apply_step
 from kiln.runtime import threads
 from kiln.runtime.cache import DiskCache
 from kiln.runtime.native import LLVM_LOCK
-from kiln.tools.tuning_db import DEFAULT_KEPT, TuningDB, host_fingerprint, records_key
+from kiln.scheduling import Scheduler
+from kiln.target import GRAPH_PASSES, SCHEDULE, TARGETS, resolve_target
+from kiln.tools.tuning_db import TuningDB
 from kiln.version import __version__, source_roots
 
 POOL_SUFFIX = ".const"  # the cache entry of an object's constant pool, beside its object code (.o)
@@ -52,11 +46,41 @@ class NativeCode:
     from_cache: bool
 
 
-STAGES = ("tensor", "optimized", "affine", "scheduled", "llvm")
-# Legalization every function needs, optimized or not: no code generator computes in f16.
-LEGALIZE_PASSES = ("emulate-unsupported-floats",)
-GRAPH_PASSES = LEGALIZE_PASSES + ("canonicalize", "cse", "dce", "fuse", "plan-memory")
-REMAT_PASSES = LEGALIZE_PASSES + ("canonicalize", "cse", "dce", "rematerialize", "fuse", "plan-memory")
+STAGES = TARGETS["cpu"].stages
+
+
+def run_pipeline(
+    module, target, stop_after=None, after_each=None, *, start_after="tensor", graph_passes=None, scheduler=None
+):
+    """Run `target`'s pipeline (a ``kiln.target.Target`` or its name) on `module`, from the stage
+    after `start_after` (the stage `module` is at) through `stop_after` (None: the last IR
+    stage), and return the result. Passes change IR in place: give a copy of a module kept
+    elsewhere. `after_each(name, module)` sees the module after every pass, and after each step
+    of a given schedule (``schedule: split(k0.i, 8)``; once as ``schedule`` after a default one).
+    `graph_passes` replaces the ``optimized`` stage's list (the function's options); `scheduler`
+    runs the ``schedule`` step (a ``kiln.scheduling.Scheduler``; by default one with the target's
+    recipes and no tuning records). This is the one driver of the stages: ``Pipeline`` (and so
+    ``kiln.compile``), ``kiln.bisect``, ``kiln.profile`` and ``kiln tune`` all run it. A stage the
+    target has not raises KeyError.
+
+    >>> affine = run_pipeline(traced.clone({}), "cuda-emulate", stop_after="affine")
+    """
+    target = resolve_target(target)
+    names = ["tensor"] + [stage for stage, _ in target.pipeline]
+    for stage in (start_after, stop_after):
+        if stage is not None and stage not in names:
+            raise KeyError(f"target {target.name} has no stage {stage!r} (its stages: {', '.join(names)})")
+    first = names.index(start_after) + 1
+    last = len(names) - 1 if stop_after is None else names.index(stop_after)
+    for stage, passes in target.pipeline[first - 1 : last]:
+        if stage == "optimized" and graph_passes is not None:
+            passes = tuple(graph_passes)
+        for name in passes:
+            if name == SCHEDULE:
+                module = (scheduler or Scheduler(target))(module, after_each)
+            else:
+                module = run_passes(module, [name], after_each=after_each)
+    return module
 
 
 @functools.lru_cache(maxsize=None)
@@ -113,11 +137,11 @@ class Pipeline:
         graph_passes=GRAPH_PASSES,
         schedule=None,
         tuning_db=None,
-        target: str = "cpu",
+        target="cpu",
         debug: bool = False,
     ):
         self.name = name
-        self.target = target
+        self.target = resolve_target(target)
         self.debug = debug  # bounds-checked loads and stores
         self.graph_passes = tuple(graph_passes)
         self.requested_schedule = schedule  # None: the default schedule
@@ -135,22 +159,28 @@ class Pipeline:
             return self._module(stage)
 
     def _module(self, stage: str):
+        """`stage`'s module, run from the stage before it (computed first if need be). The graph
+        passes and the schedule change IR in place, so they start from a copy."""
         if stage not in self._modules:
-            if stage == "optimized":  # passes change IR in place: they work on a copy
-                self._modules[stage] = self._run_passes(self.module("tensor").clone({}), self.graph_passes)
-            elif stage == "affine":
-                lowering = "lower-tensor-to-affine-gpu" if self.target.startswith("cuda") else "lower-tensor-to-affine"
-                self._modules[stage] = self._run_passes(self.module("optimized"), [lowering])
-            elif stage == "scheduled":
-                module = self.module("affine")
-                with timings.timed(self.name, "schedule"):
-                    self._modules[stage] = self._scheduled(module)
-            else:
+            stages = ["tensor"] + [s for s, _ in self.target.pipeline]
+            if stage not in stages[1:]:
                 raise KeyError(stage)
+            previous = stages[stages.index(stage) - 1]
+            module = self.module(previous)
+            if stage in ("optimized", "scheduled"):
+                module = module.clone({})
+            if stage == "scheduled":
+                scheduler = Scheduler(self.target, self.requested_schedule, self.tuning_db(), self.debug, self.name)
+                with timings.timed(self.name, "schedule"):
+                    module = run_pipeline(module, self.target, stage, start_after=previous, scheduler=scheduler)
+                self.schedule, self.tuned_kernels = scheduler.schedule, scheduler.tuned_kernels
+            else:
+                module = self._run(module, previous, stage)
+            self._modules[stage] = module
         return self._modules[stage]
 
-    def _run_passes(self, module, names):
-        """run_passes, timing each pass (with the verification after it)."""
+    def _run(self, module, previous: str, stage: str):
+        """run_pipeline from `previous` to `stage`, timing each pass (with the verification after it)."""
         last = time.perf_counter()
 
         def timed_pass(name, _module):
@@ -159,7 +189,9 @@ class Pipeline:
             timings.record(self.name, f"pass {name}", now - last)
             last = now
 
-        return run_passes(module, names, after_each=timed_pass)
+        return run_pipeline(
+            module, self.target, stage, timed_pass, start_after=previous, graph_passes=self.graph_passes
+        )
 
     def tuning_db(self):
         """The tuning database's records, read once per pipeline (None if there are none)."""
@@ -169,76 +201,6 @@ class Pipeline:
             db = TuningDB(self.tuning_db_path or None)
             self._tuning_db = db if db.records else None
         return self._tuning_db
-
-    def _scheduled(self, affine):
-        module = affine.clone({})
-        self.tuned_kernels = []
-        function = module.body.ops[-1]
-        gpu = self.target.startswith("cuda")
-        if gpu and self.requested_schedule is None:
-            # Tuned records for this GPU first, then the recipes; other kernels get a thread per element.
-            self.schedule = Schedule()
-            db = self.tuning_db()
-            key = records_key(self.target) if db is not None else None
-            if key is not None:
-                self._apply_tuned(function, db, key)
-            for step in gpu_default_schedule(function, skip=set(self.tuned_kernels)).steps:
-                self.schedule.add(*step)
-        elif gpu:
-            self.schedule = self.requested_schedule
-            for step in self.schedule.steps:
-                if step[0] not in GPU_PRIMITIVES:
-                    raise ScheduleError(
-                        f"{step[0]} is a CPU schedule step; the CUDA backend runs {', '.join(GPU_PRIMITIVES)}"
-                    )
-            apply_schedule(module, self.schedule, verify_each=self.debug, gpu=True)
-        elif self.requested_schedule is None:
-            self.schedule = Schedule()
-            db = self.tuning_db()
-            if db is not None:
-                self._apply_tuned(function, db)
-            steps = default_schedule(
-                function, llvm_target.vector_bits(), threads.available(), skip=set(self.tuned_kernels)
-            )
-            for step in steps.steps:
-                self.schedule.add(*step)
-        else:
-            self.schedule = self.requested_schedule
-            apply_schedule(module, self.schedule, verify_each=self.debug)
-            bound = [op for op in function.walk() if BIND in op.attributes]
-            if bound:
-                raise ScheduleError(
-                    f"bind is a GPU schedule step ({loop_name(bound[0])} is bound "
-                    f"to {bound[0].attributes[BIND]}); compile with target='cuda' to use it"
-                )
-        verify(module)
-        return module
-
-    def _apply_tuned(self, function, db, host: str | None = None) -> None:
-        """Kernels with a record for `host` (by default this CPU) get its steps; the others the default."""
-        host = host or host_fingerprint()
-        found = {k: db.lookup(structural_hash(extract(function, k)), host) for k in kernel_names(function)}
-        for kernel, record in found.items():
-            if record is None or record.get("schedule") == DEFAULT_KEPT:  # searched; the default was kept
-                continue
-            trial = function.clone({})
-            steps = absolute_steps(record["steps"], kernel, trial)
-            gpu = self.target.startswith("cuda")  # a GPU record's cache_read stages in shared memory
-            try:
-                for step in steps:
-                    apply_step(trial, step, gpu=gpu)
-            except ScheduleError as exc:
-                warnings.warn(
-                    f"kiln: the tuning record for kernel {kernel} of {self.name} no longer applies "
-                    f"({exc}); using the default schedule",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-                continue
-            for step in absolute_steps(record["steps"], kernel, function):
-                apply_step(function, step, gpu=gpu)
-                self.schedule.add(*step)
-            self.tuned_kernels.append(kernel)
 
     def cuda_source(self) -> str:
         with self._lock:  # the emitter reads the scheduled module, which another thread may be building

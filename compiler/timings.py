@@ -16,11 +16,12 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-import os
 import sys
 import threading
 import time
 from dataclasses import dataclass
+
+from kiln.runtime import config
 
 log = logging.getLogger("kiln")
 _collector = contextvars.ContextVar("kiln_timings_collector", default=None)
@@ -96,7 +97,7 @@ def _install_handler_if_requested() -> None:
     """With KILN_LOG set (not 0 or off), the kiln logger prints INFO to stderr; read at each
     record, so setting it after import works too."""
     global _handler
-    if _handler is not None or os.environ.get("KILN_LOG", "").lower() in ("", "0", "off", "false", "no"):
+    if _handler is not None or not config.get("KILN_LOG"):
         return
     with _handler_lock:
         if _handler is None:

@@ -24,6 +24,8 @@ import warnings
 import filelock
 import platformdirs
 
+from kiln.runtime import config
+
 MAGIC = b"KILNOBJ1"
 
 # Seconds to wait for another builder of the same entry. One that takes longer is stuck
@@ -33,7 +35,7 @@ LOCK_TIMEOUT = 600.0
 
 def default_directory() -> str:
     """``$KILN_CACHE_DIR``, else the user's cache directory for kiln (``~/.cache/kiln`` on Linux)."""
-    return os.environ.get("KILN_CACHE_DIR") or platformdirs.user_cache_dir("kiln", appauthor=False)
+    return config.get("KILN_CACHE_DIR") or platformdirs.user_cache_dir("kiln", appauthor=False)
 
 
 class DiskCache:

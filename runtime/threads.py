@@ -19,6 +19,8 @@ import warnings
 
 import llvmlite.binding as llvm
 
+from kiln.runtime import config
+
 # OpenMP keeps the thread count per calling thread (omp_set_num_threads sets the caller's
 # only; other threads start from OMP_NUM_THREADS or every core), so each thread that runs
 # compiled code applies the process's count itself: see use_in_this_thread.
@@ -156,14 +158,8 @@ def full_team_limit() -> int:
 
 
 def thread_count() -> int:
-    value = os.environ.get("KILN_NUM_THREADS", "")
-    if value:
-        try:
-            count = int(value)
-        except ValueError:
-            raise ValueError(f"KILN_NUM_THREADS must be a positive integer, got {value!r}") from None
-        if count < 1:
-            raise ValueError(f"KILN_NUM_THREADS must be a positive integer, got {value!r}")
+    count = config.get("KILN_NUM_THREADS")
+    if count is not None:
         return count
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 

@@ -86,8 +86,9 @@ def test_bisect_names_a_broken_graph_pass(monkeypatch):
     assert "first step that changes the numbers: cse" in str(report)
 
 
-def test_bisect_names_a_broken_lowering(monkeypatch):
-    lower = registry.PASSES["lower-tensor-to-affine"]
+def break_lowering(monkeypatch, name: str) -> None:
+    """Plant a fault in the registered lowering `name`: its constant 2.0 comes out 2.5."""
+    lower = registry.PASSES[name]
 
     def broken_lowering(module):
         module = lower(module)
@@ -96,7 +97,11 @@ def test_bisect_names_a_broken_lowering(monkeypatch):
                 op.attributes["value"] = 2.5
         return module
 
-    monkeypatch.setitem(registry.PASSES, "lower-tensor-to-affine", broken_lowering)
+    monkeypatch.setitem(registry.PASSES, name, broken_lowering)
+
+
+def test_bisect_names_a_broken_lowering(monkeypatch):
+    break_lowering(monkeypatch, "lower-tensor-to-affine")
     report = kiln.bisect(scaled_sum, *args())
     assert report.first_bad.name == "lower-tensor-to-affine"
 
@@ -107,6 +112,32 @@ def test_bisect_names_a_broken_schedule_step(monkeypatch):
     report = kiln.bisect(f, *args())
     assert report.first_bad.name == "schedule: split(k0.i, 4)"
     assert "OutOfBoundsError" in report.first_bad.failure  # rows 7 of 7: caught, not read
+
+
+def row_sums(x, y):
+    return (x * 2.0).sum(axis=1) + y
+
+
+def row_args():
+    return np.random.default_rng(3).standard_normal((5, 70)).astype(np.float32), np.ones(5, np.float32)
+
+
+def test_a_cuda_emulate_function_is_bisected_through_the_gpu_lowering_and_schedule():
+    # The pipeline kiln.compile runs for the target: the GPU lowering, then the GPU default
+    # schedule's steps (a block per row, a thread per element of its sum), then the CUDA code.
+    report = kiln.bisect(kiln.compile(row_sums, target="cuda-emulate"), *row_args())
+    names = [s.name for s in report.steps]
+    assert report.first_bad is None, str(report)
+    assert "lower-tensor-to-affine-gpu" in names and "lower-tensor-to-affine" not in names
+    assert "schedule: bind(k0.i, blockIdx.x)" in names and names[-1] == "native code"
+
+
+def test_bisect_of_a_cuda_emulate_function_names_a_broken_gpu_lowering(monkeypatch):
+    break_lowering(monkeypatch, "lower-tensor-to-affine-gpu")
+    assert kiln.bisect(kiln.compile(row_sums), *row_args()).first_bad is None  # the CPU's lowering is not it
+    report = kiln.bisect(kiln.compile(row_sums, target="cuda-emulate"), *row_args())
+    assert report.first_bad.name == "lower-tensor-to-affine-gpu"
+    assert "2.5" in report.ir_after and "2.5" not in report.ir_before
 
 
 def test_bisect_reports_its_estimate_and_every_step_as_it_goes():

@@ -31,8 +31,11 @@ def host_features() -> str:
     return llvm.get_host_cpu_features().flatten()
 
 
+@functools.lru_cache(maxsize=None)
 def host_fingerprint() -> str:
-    """What object code depends on: triple, CPU and its features."""
+    """What object code depends on: triple, CPU and its features (computed once: none of them
+    changes while a process runs). The key of tuning records is made from it
+    (``kiln.target.host_fingerprint``)."""
     return f"{llvm.get_process_triple()}|{llvm.get_host_cpu_name()}|{host_features()}"
 
 

@@ -22,6 +22,7 @@ import tempfile
 import warnings
 
 from kiln.dialects.diagnostics import KilnError
+from kiln.runtime import config
 from kiln.runtime.cache import DiskCache
 from kiln.runtime.cuda import CudaUnavailable
 
@@ -45,7 +46,7 @@ def arch_flags() -> list[str]:
     """nvcc's ``-arch`` option from ``KILN_CUDA_ARCH``, or no option where it is unset or empty
     (nvcc's default architecture). ``ValueError`` naming the variable for a value nvcc's -arch
     does not take."""
-    arch = os.environ.get("KILN_CUDA_ARCH", "").strip()
+    arch = config.get("KILN_CUDA_ARCH")
     if not arch:
         return []
     if not _ARCH.fullmatch(arch):
@@ -125,7 +126,7 @@ def _cached_or_built(source: str, emulate: bool, cache: DiskCache, compiler: str
             ]
         result = subprocess.run(command, capture_output=True, text=True)
         if result.returncode:
-            arch = os.environ.get("KILN_CUDA_ARCH", "").strip()
+            arch = config.get("KILN_CUDA_ARCH")
             if not emulate and arch and "Unsupported gpu architecture" in result.stderr:
                 raise CudaArchError(
                     f"KILN_CUDA_ARCH={arch!r}: this nvcc cannot build for that architecture "

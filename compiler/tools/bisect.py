@@ -41,8 +41,8 @@ from kiln.interpreters.affine_interpreter import run_affine
 from kiln.interpreters.tensor_interpreter import run_function
 from kiln.jit import CompiledFunction, compile
 from kiln.passes.kernels import restore_buffer_names
-from kiln.passes.registry import run_passes
-from kiln.passes.schedule import apply_step
+from kiln.pipeline import run_pipeline
+from kiln.scheduling import Scheduler
 
 
 @dataclass
@@ -297,47 +297,44 @@ def bisect(fn, *args, rtol: float | None = None, progress=None) -> BisectReport:
             progress(_step_line(done, total, f"{name}: {verdict}, {duration(elapsed)} elapsed{left}"))
         return step.ok
 
-    module = traced.clone({})
-    for name in pipeline.graph_passes:
-        before = print_ir(module, locations=False)
-        module = run_passes(module.clone({}), [name])
-        if not check(
-            name,
-            lambda m=module: run_function(m.body.ops[0], inputs),
-            lambda b=before: b,
-            lambda m=module: print_ir(m, locations=False),
-        ):
-            return report
-    before = print_ir(module, locations=False)
-    affine = run_passes(module.clone({}), ["lower-tensor-to-affine"])
-    restore_buffer_names(affine.body.ops[-1], pipeline.schedule.steps)  # as a tuning record named them
-    if not check(
-        "lower-tensor-to-affine",
-        lambda: run_affine(affine, inputs, result_dtypes),
-        lambda: before,
-        lambda: print_ir(affine, locations=False),
-        interpreted=True,
-    ):
+    # The pipeline kiln.compile runs, for this function's target, replaying the schedule the
+    # compiled code got: each pass and schedule step is checked as it finishes, and the first
+    # bad one stops the run.
+    target = pipeline.target
+    lowering = target.passes("affine")
+    previous = [print_ir(traced, locations=False)]
+
+    def after_each(name, module):
+        if name in lowering:
+            restore_buffer_names(module.body.ops[-1], pipeline.schedule.steps)  # as a tuning record named them
+        if name in pipeline.graph_passes:  # still tensor IR
+            run = lambda: run_function(module.body.ops[0], inputs)  # noqa: E731
+        else:
+            run = lambda: run_affine(module, inputs, result_dtypes)  # noqa: E731
+        text = print_ir(module, locations=False)
+        ok = check(name, run, lambda b=previous[0]: b, lambda: text, interpreted=name not in pipeline.graph_passes)
+        previous[0] = text
+        if not ok:
+            raise _FirstBad
+
+    replay = Scheduler(target, pipeline.schedule, name=function.sym_name)
+    try:
+        run_pipeline(
+            traced.clone({}), target, after_each=after_each, graph_passes=pipeline.graph_passes, scheduler=replay
+        )
+    except _FirstBad:
         return report
-    for step in pipeline.schedule.steps:
-        before = print_ir(affine, locations=False)
-        affine = affine.clone({})
-        apply_step(affine.body.ops[-1], step)
-        label = f"schedule: {step[0]}({', '.join(map(str, step[1:]))})"
-        if not check(
-            label,
-            lambda m=affine: run_affine(m, inputs, result_dtypes),
-            lambda b=before: b,
-            lambda m=affine: print_ir(m, locations=False),
-            interpreted=True,
-        ):
-            return report
 
     def native():
         return [np.asarray(r) for r in pytree.flatten(compiled(*args))[0]]  # leaves, as the IR returns them
 
-    check("native code", native, lambda: print_ir(affine, locations=False), lambda: pipeline.optimized_llvm())
+    code = pipeline.optimized_llvm if target.code == "llvm" else pipeline.cuda_source
+    check("native code", native, lambda: previous[0], code)
     return report
+
+
+class _FirstBad(Exception):
+    """Raised by bisect's check of a pass to stop the pipeline at the first bad step."""
 
 
 def _step_line(done: int, total: int, text: str) -> str:

@@ -70,7 +70,7 @@ def build_library(
     by default the parameters' names and out0, out1, ...); they are made C identifiers, and
     the header quotes a name that had to change."""
     name = c_name(name or compiled.__name__)
-    if compiled.target in ("cuda", "cuda-emulate"):
+    if compiled.target_info.code == "cuda":
         raise KilnError(
             f"{compiled.__name__} is compiled for target={compiled.target!r}: build it with "
             "kiln.tools.build_cuda.build_cuda_library (kiln build --target cuda)"

@@ -50,9 +50,9 @@ def build_cuda_library(
     (keys library, source, header, readme). The other arguments are ``build_library``'s.
     Raises ``KilnError`` for another target, or where nvcc (for cuda; g++ for the
     emulation) is missing, and ``RuntimeError`` with the compiler's messages if it fails."""
-    if compiled.target not in ("cuda", "cuda-emulate"):
+    if compiled.target_info.code != "cuda":
         raise KilnError(f"build_cuda_library builds target='cuda' or 'cuda-emulate', not {compiled.target!r}")
-    emulate = compiled.target == "cuda-emulate"
+    emulate = compiled.target_info.emulate
     name = c_name(name or compiled.__name__)
     try:
         if not emulate:

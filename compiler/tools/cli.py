@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import os
 import sys
 
 from kiln import timings
 from kiln.dialects.printer import ELIDE_CONSTANTS_OVER
 from kiln.errors import KilnError, as_user_error, filtering_off
-from kiln.jit import TARGETS, target_stages
+from kiln.jit import target_stages
+from kiln.runtime import config
+from kiln.target import TARGETS, TUNED, resolve_target
 from kiln.tools.opt import add_opt
 from kiln.tools.targets import load_function, load_target, random_arguments
 from kiln.version import __version__
@@ -73,13 +74,13 @@ def cmd_tune(args) -> int:
     from kiln.tools.tuning_db import TuningDB
 
     if args.threads:
-        os.environ["KILN_NUM_THREADS"] = str(args.threads)
+        config.update("KILN_NUM_THREADS", args.threads)  # for this process, not written to the environment
     db = TuningDB(args.db)
     target = _target(args) if args.function and not (args.report or args.verify) else None
-    kind = target.compiled.target if target else args.target or "cpu"
-    if kind not in ("cpu", "cuda", "cuda-emulate"):
-        raise KilnError(f"kiln tune tunes --target cpu, cuda or cuda-emulate, not {kind}")
-    tuning = CpuTuning() if kind == "cpu" else GpuTuning(kind)
+    kind = resolve_target(target.compiled.target if target else args.target or "cpu")
+    if kind.tuning is None:
+        raise KilnError(f"kiln tune tunes --target {', '.join(TUNED)}, not {kind}")
+    tuning = GpuTuning(kind) if kind.tuning == "gpu" else CpuTuning()
     if args.report:
         records = db.for_host(tuning.host())
         if not records:
@@ -164,9 +165,9 @@ def cmd_build(args) -> int:
     if args.db:
         compiled.tuning_db = args.db
     grad = None if args.grad is None else parse_argnums(args.grad, target.compiled.fn)
-    if compiled.target in ("cuda", "cuda-emulate"):
+    if compiled.target_info.code == "cuda":
         from kiln.tools.build_cuda import build_cuda_library as build_library
-    elif compiled.target != "cpu":
+    elif compiled.target_info.code != "llvm":
         raise KilnError(f"kiln build makes native code: --target cpu, cuda or cuda-emulate, not {compiled.target}")
     paths = build_library(
         compiled,
@@ -257,7 +258,12 @@ def add_timings(parser) -> None:
 
 def main(argv=None) -> int:
 
-    parser = argparse.ArgumentParser(prog="kiln", description="kiln: an ahead-of-time tensor compiler for numpy")
+    parser = argparse.ArgumentParser(
+        prog="kiln",
+        description="kiln: an ahead-of-time tensor compiler for numpy",
+        epilog="environment variables:\n" + config.help_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"kiln {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     dump = commands.add_parser("dump", help="print the IR of a function at one stage or all stages")

@@ -26,13 +26,10 @@ from kiln.codegen import nvcc
 from kiln.codegen.cuda_codegen import emit_cuda, entry_name
 from kiln.codegen.cuda_prelude import CUDA_ERROR_BASE
 from kiln.dialects import affine as A
-from kiln.dialects import verify
 from kiln.errors import KilnError
-from kiln.passes.gpu_default_schedule import gpu_default_schedule
-from kiln.passes.schedule import Schedule, apply_schedule
 from kiln.runtime import cuda
-from kiln.tools.tuner import KernelBench, SearchSpace, config_key
-from kiln.tools.tuning_db import gpu_description, target_fingerprint
+from kiln.target import TARGETS, gpu_description
+from kiln.tools.tuner import KernelBench, SearchSpace, config_key, schedule_kernel
 
 THREADS_PER_BLOCK_MAX = 1024  # every NVIDIA GPU since compute capability 2.0
 
@@ -118,10 +115,8 @@ class GpuSearchSpace(SearchSpace):
 
 
 def _applies(module, steps) -> bool:
-    trial = module.clone({})
     try:
-        apply_schedule(trial, Schedule(steps), gpu=True)
-        verify(trial)
+        schedule_kernel(module.clone({}), TARGETS["cuda"], steps)  # scheduling is the same emulated or not
     except KilnError:  # ScheduleError included
         return False
     return True
@@ -136,16 +131,12 @@ class GpuKernelBench(KernelBench):
     def __init__(self, module, emulate: bool, seed: int = 0, clock=time.perf_counter, timer=None):
         super().__init__(module, seed, clock)
         self.emulate = emulate
+        self.target = TARGETS["cuda-emulate" if emulate else "cuda"]
         self.timer = None if emulate else timer or cuda.EventTimer()
 
     def build(self, steps):
-        module = self.module.clone({})
+        module = schedule_kernel(self.module.clone({}), self.target, steps)
         function = module.body.ops[-1]
-        if steps is None:
-            gpu_default_schedule(function)
-        else:
-            apply_schedule(module, Schedule(steps), gpu=True)
-        verify(module)
         library = nvcc.build(emit_cuda(module), self.emulate)
         native = cuda.CudaFunction(library, entry_name(function.sym_name), len(self.initial), self.emulate)
 
@@ -181,11 +172,12 @@ class GpuTuning:
     """``tuner.CpuTuning`` for target cuda (on the current GPU) or cuda-emulate (on the CPU).
     Raises ``KilnError`` saying what is missing for cuda: nvcc, the runtime or a GPU."""
 
-    def __init__(self, target: str):
-        if target not in ("cuda", "cuda-emulate"):
+    def __init__(self, target):
+        resolved = TARGETS.get(target) if isinstance(target, str) else target
+        if resolved is None or resolved.tuning != "gpu":
             raise KilnError(f"GpuTuning tunes target 'cuda' or 'cuda-emulate', not {target!r}")
-        self.target = target
-        self.emulate = target == "cuda-emulate"
+        self.target = resolved
+        self.emulate = resolved.emulate
         if self.emulate:
             self.description = "the CUDA emulation on this CPU (wall-clock times, not a GPU's)"
         else:
@@ -199,7 +191,7 @@ class GpuTuning:
                 ) from None
 
     def host(self) -> str:
-        return target_fingerprint(self.target)
+        return self.target.fingerprint()
 
     def space(self, module):
         return GpuSearchSpace.of(module)
@@ -208,4 +200,4 @@ class GpuTuning:
         return GpuKernelBench(module, self.emulate, seed)
 
     def notes(self) -> dict:
-        return {"target": self.target, "device": self.description if not self.emulate else "emulation"}
+        return {"target": self.target.name, "device": self.description if not self.emulate else "emulation"}

@@ -34,7 +34,7 @@ from kiln.errors import KilnError
 from kiln.passes.cost_analysis import buffer_bytes, count_flops, kernel_units
 from kiln.passes.lower_tensor_to_affine import nest_origins
 from kiln.passes.memory_plan import is_kernel
-from kiln.passes.registry import run_passes
+from kiln.pipeline import run_pipeline
 from kiln.runtime.native import LoadedObject
 
 
@@ -134,7 +134,7 @@ def profile(compiled, *args, seconds: float = 2.0, **kwargs) -> Profile:
     >>> p.kernels[0].flops >= 2 * 64**3  # the matmul's multiply-adds, and then the epilogue's
     True
     """
-    if compiled.target != "cpu":
+    if compiled.target_info.code != "llvm":
         raise KilnError(f"kiln.profile times native CPU code; this function's target is {compiled.target!r}")
     compiled(*args, **kwargs)  # compile, and check the arguments the usual way
     lowered = compiled.lower(*args, **kwargs)
@@ -256,5 +256,6 @@ def _tensor_ops(name: str, origins) -> list:
 
 def _kernels_without_fusion(pipeline) -> int:
     passes = [p for p in pipeline.graph_passes if p != "fuse"]
-    function = run_passes(pipeline.module("tensor").clone({}), passes).body.ops[0]
+    module = run_pipeline(pipeline.module("tensor").clone({}), pipeline.target, "optimized", graph_passes=passes)
+    function = module.body.ops[0]
     return sum(1 for op in function.body.ops if is_kernel(op))

@@ -22,7 +22,8 @@ from kiln.errors import KilnError, as_user_error, display_path, filtering_off
 from kiln.frontend import pytree
 from kiln.frontend.specs import TensorSpec
 from kiln.frontend.trace import ssa_name
-from kiln.jit import TARGETS, CompiledFunction, compile
+from kiln.jit import CompiledFunction, compile
+from kiln.target import resolve_target
 from kiln.tools.weights import bind_weights, load_weights
 
 
@@ -78,8 +79,8 @@ def load_target(
     `weights` ("constants" or "arguments"). `compile_target` is ``kiln.compile``'s `target`
     (``"cpu"``, ``"cuda"``, ...); None keeps the function's own (``cpu`` unless the file
     compiled it for another)."""
-    if compile_target is not None and compile_target not in TARGETS:
-        raise KilnError(f"unknown target {compile_target!r}; kiln compiles for: {', '.join(TARGETS)}")
+    if compile_target is not None:
+        resolve_target(compile_target)  # an unknown name raises, listing the known ones
     if is_onnx(target):
         if weights is not None or weights_param is not None:
             raise KilnError("--weights binds a Python function's dict parameter; an ONNX model carries its own weights")

@@ -35,13 +35,16 @@ from kiln.dialects import parse_ir, print_ir
 from kiln.dialects.affine_expr import dims_of
 from kiln.dialects.traits import AFFINE_WRITE
 from kiln.errors import KilnError
-from kiln.passes.default_schedule import default_schedule, root_chain, vector_candidates
+from kiln.passes.default_schedule import root_chain, vector_candidates
 from kiln.passes.kernels import extract, kernel_names, structural_hash
 from kiln.passes.loop_transforms import ScheduleError
 from kiln.passes.schedule import Schedule, apply_schedule
+from kiln.pipeline import run_pipeline
 from kiln.runtime import threads
 from kiln.runtime.native import LoadedObject
-from kiln.tools.tuning_db import DEFAULT_KEPT, host_fingerprint
+from kiln.scheduling import Scheduler
+from kiln.target import TARGETS
+from kiln.tools.tuning_db import DEFAULT_KEPT
 from kiln.version import __version__
 
 
@@ -209,9 +212,19 @@ class Comparison:
 MIN_GAIN = 0.02  # smaller differences are not worth a record
 
 
+def schedule_kernel(module, target, steps):
+    """`module` (an extracted kernel at the affine stage, changed in place) through `target`'s
+    ``scheduled`` stage: scheduled by `steps` (a list), or by the target's default if None, as
+    ``kiln.compile`` schedules it (the same ``run_pipeline``, no tuning records)."""
+    schedule = None if steps is None else Schedule(steps)
+    return run_pipeline(module, target, "scheduled", start_after="affine", scheduler=Scheduler(target, schedule))
+
+
 class KernelBench:
     """Compiles an extracted kernel under a schedule, runs it on fixed random inputs.
     `clock` (seconds, like time.perf_counter) is what every measurement reads."""
+
+    target = TARGETS["cpu"]  # whose scheduled stage `build` runs
 
     def __init__(self, module, seed: int = 0, clock=time.perf_counter):
         self.module = module
@@ -237,12 +250,7 @@ class KernelBench:
 
     def build(self, steps):
         """A callable running the kernel scheduled by `steps` (a list), or by the default if None."""
-        module = self.module.clone({})
-        function = module.body.ops[-1]
-        if steps is None:
-            default_schedule(function, llvm_target.vector_bits(), threads.available())
-        else:
-            apply_schedule(module, Schedule(steps))
+        module = schedule_kernel(self.module.clone({}), self.target, steps)
         tm = llvm_target.host_target_machine()
         pool = ConstantPool.of(module, pool_symbol(llvm_emitter.symbol_name("kernel")))
         llvm_ir = str(llvm_codegen.emit_module(module, tm.triple, str(tm.target_data), pool=pool))
@@ -500,11 +508,11 @@ class CpuTuning:
     """What tuning for the host CPU searches and measures with, and what keys its records.
     ``kiln.tools.gpu_tuner.GpuTuning`` is the same for target cuda and cuda-emulate."""
 
-    target = "cpu"
+    target = TARGETS["cpu"]
     description = "this CPU"
 
     def host(self) -> str:
-        return host_fingerprint()
+        return self.target.fingerprint()
 
     def space(self, module):
         """The kernel's search space, or None when it has nothing to search."""
@@ -553,7 +561,7 @@ def tune_function(
     names = kernel_names(function)
     budget = None if time_budget is None else time_budget / max(1, len(names))
     results = []
-    if tuning.target != "cpu":
+    if tuning.target.gpu:
         out.write(f"tuning for {tuning.description}\n")
     for kernel in names:
         module = extract(function, kernel)

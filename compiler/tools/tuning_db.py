@@ -46,8 +46,8 @@ import filelock
 import platformdirs
 import yaml
 
-from kiln.codegen import llvm_target
-from kiln.runtime import cuda
+from kiln.runtime import config
+from kiln.target import TARGETS, gpu_description, host_fingerprint, resolve_target  # noqa: F401  (the keys)
 
 # A record's ``schedule``: the kernel was searched and the default schedule kept (its ``steps``
 # are empty, and compile applies the default), or a schedule that beat it was found.
@@ -65,51 +65,21 @@ def find_path(path: str | None = None) -> str:
     """
     return (
         path
-        or os.environ.get("KILN_TUNING_DB")
+        or config.get("KILN_TUNING_DB")
         or os.path.join(platformdirs.user_data_dir("kiln", appauthor=False), "tuning.yaml")
     )
 
 
-def host_fingerprint() -> str:
-    """The key of this CPU's records: a hash of its name, features and cores."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    text = f"{llvm_target.host_fingerprint()}|cores={cores}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
 def gpu_fingerprint() -> str:
-    """The key of the current GPU's records: a hash of its name, compute capability and
-    multiprocessor count (a MIG slice of a GPU has the name but not the multiprocessors of
-    the whole). Raises ``kiln.runtime.cuda.CudaUnavailable`` where there is no GPU."""
-    return hashlib.sha256(gpu_description().encode()).hexdigest()[:16]
+    """The key of the current GPU's records (``kiln.target.Target.fingerprint`` of target cuda).
+    Raises ``kiln.runtime.cuda.CudaUnavailable`` where there is no GPU."""
+    return TARGETS["cuda"].fingerprint()
 
 
-def gpu_description() -> str:
-    """The current GPU as its records describe it: ``NVIDIA H100 80GB HBM3, compute capability 9.0, 132 SMs``."""
-    p = cuda.device_properties()
-    return f"{p['name']}, compute capability {p['major']}.{p['minor']}, {p['multiprocessors']} SMs"
-
-
-def target_fingerprint(target: str) -> str:
-    """The key of the records for code compiled for `target`: ``cpu``, the host CPU's; ``cuda``,
-    the current GPU's (CudaUnavailable without one); ``cuda-emulate``, the emulation's on this
-    CPU, apart from the CPU's own records (its kernels are the GPU's, run on the CPU)."""
-    if target == "cuda":
-        return gpu_fingerprint()
-    if target == "cuda-emulate":
-        return hashlib.sha256(f"cuda-emulate|{host_fingerprint()}".encode()).hexdigest()[:16]
-    if target == "cpu":
-        return host_fingerprint()
-    raise ValueError(f"there are no tuning records for target {target!r} (cpu, cuda or cuda-emulate)")
-
-
-def records_key(target: str) -> str | None:
-    """`target_fingerprint`, or None where it cannot be known (target cuda without a GPU, where
-    code is compiled but not run: no record can be for it)."""
-    try:
-        return target_fingerprint(target)
-    except cuda.CudaUnavailable:
-        return None
+def target_fingerprint(target) -> str:
+    """The key of the records for code compiled for `target` (a name or a ``kiln.target.Target``):
+    see ``Target.fingerprint``."""
+    return resolve_target(target).fingerprint()
 
 
 class TuningDB:
