@@ -128,6 +128,9 @@ class DiskCache:
         except OSError as exc:
             if not quiet:
                 _warn_unwritable(self.directory, exc)
+        finally:  # a failed write or rename (a full disk) leaves no temporary file behind
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
 
     # -- large data (a model's weights), mapped instead of read --------------------------
 

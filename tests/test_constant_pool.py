@@ -265,3 +265,18 @@ def test_a_transposed_view_of_immutable_weights_is_a_transpose_of_them_not_a_cop
     assert all(c.flags.c_contiguous for c in constants)  # no constant is read in another order
     assert sum(np.shares_memory(c, weights) for c in constants) == 1  # weights.T: the weights themselves
     assert len(constants) == 2  # weights[::-1].T: copied in C order
+
+
+@pytest.mark.parametrize("how", ["store", "store_mapped"])
+def test_an_entry_that_cannot_be_renamed_into_place_leaves_no_temporary(tmp_path, how):
+    # A rename that fails (the entry's path taken by a directory; a full disk fails the same
+    # way) warns and keeps nothing: a pool's temporary file holds all of a model's weights.
+    cache = DiskCache(str(tmp_path))
+    os.makedirs(cache.path("k" * 64, ".const"))
+    os.makedirs(cache.path("k" * 64, ".o"))
+    with pytest.warns(RuntimeWarning, match="cannot write the compile cache"):
+        if how == "store":
+            cache.store("k" * 64, b"x" * 100000, ".o")
+        else:
+            cache.store_mapped("k" * 64, [np.ones(50000)], ".const")
+    assert glob.glob(str(tmp_path / "**" / ".tmp-*"), recursive=True) == []
