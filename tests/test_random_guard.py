@@ -3,6 +3,7 @@ compiled code): module functions, a captured Generator or RandomState, and a bit
 raw output raise UnsupportedError at the user's line, naming kiln.random's replacement;
 outside the trace, and in other threads during it, numpy's random numbers are numpy's."""
 
+import functools
 import threading
 
 import numpy as np
@@ -130,6 +131,7 @@ def test_a_trace_that_ends_in_one_thread_leaves_another_threads_trace_guarded():
 BOUND_NORMAL = np.random.default_rng(3).normal
 BOUND_RAND = np.random.rand  # numpy's module function is itself a method bound to its global RandomState
 BOUND_RAW = np.random.PCG64(5).random_raw
+NOISE = functools.partial(functools.partial(np.random.default_rng(8).normal, 0.0), size=3)
 
 
 def _noisy_helper(x):
@@ -148,6 +150,7 @@ def _make_closure():
         (lambda x: x + BOUND_NORMAL(size=3), "BOUND_NORMAL"),
         (lambda x: x * (BOUND_RAND(3) > 0.5), "BOUND_RAND"),
         (lambda x: x + BOUND_RAW(3), "BOUND_RAW"),
+        (lambda x: x + NOISE(), "NOISE"),  # functools.partial of a bound method
         (lambda x: _noisy_helper(x) * 2, "BOUND_NORMAL"),  # in a function the traced one calls
         (_make_closure(), "randn"),  # a closure cell
         (lambda x, draw=np.random.default_rng(4).random: x + draw(3), "draw"),  # a default argument

@@ -16,8 +16,9 @@ cache). A method bound before the trace (``draw = rng.normal``, ``from numpy.ran
 rand``) is an object of its own that the swap cannot reach, so ``watching_bound_draws``
 finds the generators such methods belong to among what the traced function can name (its
 globals, closure cells and defaults, and those of the Python functions it names, a few
-levels deep) and compares their states before and after the trace: a state that moved is
-a draw, refused when the trace ends, at the function's line.
+levels deep, looking through ``functools.partial``) and compares their states before and
+after the trace: a state that moved is a draw, refused when the trace ends, at the
+function's line.
 """
 
 from __future__ import annotations
@@ -192,6 +193,8 @@ def _reachable_generators(fn) -> dict:
             continue
         seen.add(id(function))
         for name, value in _named_by(function, code):
+            while isinstance(value, functools.partial):  # partial(rng.normal, size=4): what it calls
+                value = value.func
             bound = isinstance(value, (types.BuiltinMethodType, types.MethodType))
             owner = getattr(value, "__self__", None) if bound else value
             if isinstance(owner, _GENERATORS):
