@@ -238,3 +238,73 @@ def test_storing_a_python_int_argument_checks_it_as_numpy_does(fn):
         for s in awkward_ints(dtype):
             if -(2**63) <= s < 2**64:
                 assert_matches(numpy_or_error(fn, x, s), lambda: compiled(x, s))
+
+
+# Python-int-only arithmetic on an argument, meeting an array: (name, fn(x, s)).
+PYTHON_INT_EXPRESSIONS = [
+    ("x + s*0", lambda x, s: x + s * 0),
+    ("x + s//s", lambda x, s: x + s // s),
+    ("x + s%7", lambda x, s: x + s % 7),
+    ("x + (s-1)", lambda x, s: x + (s - 1)),
+    ("x + (s+1)", lambda x, s: x + (s + 1)),
+    ("x + -s", lambda x, s: x + (-s)),
+    ("x + abs(s)", lambda x, s: x + abs(s)),
+    ("x + (s&255)", lambda x, s: x + (s & 255)),
+    ("x + (s|1)", lambda x, s: x + (s | 1)),
+    ("x + (s^s)", lambda x, s: x + (s ^ s)),
+    ("x + (s>>60)", lambda x, s: x + (s >> 60)),
+    ("x + (s<<0)", lambda x, s: x + (s << 0)),
+    ("x + s**1", lambda x, s: x + s**1),
+    ("x + (s-s)", lambda x, s: x + (s - s)),
+    ("x < s-1", lambda x, s: x < (s - 1)),
+    ("x >= s//2", lambda x, s: x >= s // 2),
+    ("x == s%3", lambda x, s: x == s % 3),
+]
+AROUND_THE_LIMITS = sorted(v + d for v in (2**63, 2**64 - 1, -(2**63)) for d in range(-3, 4) if -(2**63) <= v + d < 2**64)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int64, np.uint8, np.uint64], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name, fn", PYTHON_INT_EXPRESSIONS, ids=[n for n, _ in PYTHON_INT_EXPRESSIONS])
+def test_python_int_arithmetic_past_int64_follows_the_exact_value(dtype, name, fn):
+    """Only a result the computing dtype (int64, or uint64 from 2**63 on) cannot hold may raise,
+    and it names that result; numpy (exact Python ints) is the oracle."""
+    a = sample(dtype)
+    compiled = kiln.compile(fn)
+    for s in AROUND_THE_LIMITS:
+        expected = numpy_or_error(fn, a, s)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                got = compiled(a, s)
+        except kiln.IntegerOverflowError as exc:
+            found = re.search(r"gives (-?\d+), which does not fit in (u?int64)", str(exc))
+            if isinstance(expected, OverflowError) and "out of bounds" in str(exc):
+                continue
+            assert found, f"{name}, s={s}: {exc}"
+            assert not fits_dtype(int(found[1]), found[2]), f"{name}, s={s}: {exc}"
+            continue
+        assert not isinstance(expected, OverflowError), f"{name}, s={s}: numpy raises {expected}"
+        assert got.dtype == expected.dtype, f"{name}, s={s}"
+        np.testing.assert_array_equal(got, expected, err_msg=f"{name}, s={s}")
+
+
+def fits_dtype(value, dtype):
+    info = np.iinfo(dtype)
+    return int(info.min) <= value <= int(info.max)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64], ids=lambda d: np.dtype(d).name)
+def test_a_negative_python_int_exponent_on_unsigned_is_numpys_overflow_error_first(dtype):
+    def power_assign(x):
+        y = x.copy()
+        y **= -2
+        return y
+
+    x = np.array([1, 2], dtype)
+    for fn in (lambda x: x**-1, lambda x: np.power(x, -3), power_assign):
+        with pytest.raises(OverflowError, match=f"Python integer -\\d out of bounds for {np.dtype(dtype).name}"):
+            fn(x)
+        with pytest.raises(kiln.IntegerOverflowError, match=f"Python integer -\\d out of bounds for {np.dtype(dtype).name}"):
+            kiln.compile(fn)(x)
+    with pytest.raises(kiln.IntegerOverflowError, match="out of bounds"):
+        kiln.compile(lambda x, s: x**s)(x, -1)

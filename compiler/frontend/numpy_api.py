@@ -175,14 +175,18 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
         raise UnsupportedError(f"{name} is not supported by kiln", user_location())
 
     operands = [ops.check_operand(x) for x in inputs]
+    lifted = None  # the operands as lifted, where they differ from the operands
     if ufunc in _COMPARISONS:
         outside = _compare_outside_range(ufunc, operands)
         if outside is not None:
             return outside
     keys = tuple(ops.promotion_key(x) for x in operands)
-    if all(isinstance(k, type) for k in keys):
-        # Python scalars only: numpy computes in their default dtypes (int64, float64).
+    python_only = all(isinstance(k, type) for k in keys)
+    if python_only:
+        # Python scalars only: numpy computes in their default dtypes (int64, float64); kiln
+        # computes Python ints in uint64 where one is 2**63 or more (python_ints).
         keys = tuple(np.dtype(k) for k in keys)
+        keys = tuple(python_ints.computing_dtype(operands) if k == np.int64 else k for k in keys)
     try:
         requested = {"casting": casting} if signature is None else {"casting": casting, "signature": signature}
         loop = ufunc.resolve_dtypes(keys + (None,) * ufunc.nout, **requested)
@@ -192,9 +196,6 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
         listed = ", ".join(str(k.__name__ if isinstance(k, type) else k) for k in keys)
         raise DTypeError(f"{name} does not take ({listed}): {exc}", user_location()) from None
     in_dtypes, out_dtypes = loop[: ufunc.nin], loop[ufunc.nin :]
-    if ufunc is np.power and out_dtypes[0].kind in "iu" and _has_negative_constant(operands[1]):
-        # numpy refuses this whatever the base; known now, it is raised now, at the user's line
-        raise InvalidValueError("Integers to negative integer powers are not allowed.", user_location())
     if ufunc in _TRUTH_UFUNCS and signature is None:
         in_dtypes = (np.dtype(bool),) * ufunc.nin
     exact_comparison = (
@@ -205,9 +206,17 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
     )
     if exact_comparison:
         in_dtypes = tuple(_exact_comparison_dtype(x, d) for x, d in zip(operands, in_dtypes))
+    elif python_only and python_ints.is_modular(ufunc):
+        # exact Python ints in 64 bits: their bits are right modulo 2**64 whatever the dtype, and
+        # python_arithmetic checks the exact result itself (2**63 * 0 is 0)
+        lifted = [python_ints.wrapped(x, d) for x, d in zip(operands, in_dtypes)]
     elif ufunc not in _TRUTH_UFUNCS or signature is not None:
         for x, dtype in zip(operands, in_dtypes):
             python_ints.check_conversion(x, dtype)
+    if ufunc is np.power and out_dtypes[0].kind in "iu" and _has_negative_constant(operands[1]):
+        # numpy refuses this whatever the base, after converting the Python int (NEP 50: uint8_array
+        # ** -1 is an OverflowError); known now, it is raised now, at the user's line
+        raise InvalidValueError("Integers to negative integer powers are not allowed.", user_location())
     for dtype in (*in_dtypes, *out_dtypes):
         if dtype not in SUPPORTED_DTYPES:
             listed = ", ".join(str(d) for d in in_dtypes)
@@ -218,7 +227,7 @@ def apply_ufunc(ufunc, method, inputs, kwargs, operator=False):
             )
 
     ctx = ops.context_of(operands)
-    tracers = [ops.lift(ctx, x, d) for x, d in zip(operands, in_dtypes)]
+    tracers = [ops.lift(ctx, x, d) for x, d in zip(lifted if lifted else operands, in_dtypes)]
     shape = ops.broadcast_shapes(*(t.shape for t in tracers))
     tracers = [ops.broadcast_to(t, shape) for t in tracers]
     if (

@@ -102,6 +102,34 @@ def check_conversion(x, dtype) -> None:
         x.ctx.int_checks.append(IntCheck(value, dtype, user_location(), arithmetic=False))
 
 
+def computing_dtype(operands) -> np.dtype:
+    """The dtype kiln computes Python-int-only arithmetic in: int64, or uint64 where an
+    operand is a Python int of 2**63 or more (an argument traced as uint64, or a constant).
+    Either holds the exact result of 2**63 * 0 or (2**64 - 1) % 7; one outside it is an error."""
+    for x in operands:
+        if is_python_int(x) and x >= 2**63 or isinstance(x, Tracer) and x.weak and x.dtype == np.uint64:
+            return np.dtype(np.uint64)
+    return np.dtype(np.int64)
+
+
+# Python's operators whose result modulo 2**64 is that of their operands modulo 2**64: computed
+# on 64-bit operands of either sign, they give the exact result whenever its dtype holds it.
+_MODULAR = {np.add, np.subtract, np.multiply, np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.negative, np.positive}
+
+
+def is_modular(ufunc) -> bool:
+    return ufunc in _MODULAR
+
+
+def wrapped(x, dtype):
+    """A Python int constant `x` as the integer `dtype` holds it modulo 2**64 (-1 as uint64 is
+    2**64 - 1); anything else as it is."""
+    if not is_python_int(x) or np.dtype(dtype).kind not in "iu":
+        return x
+    value = x % 2**64
+    return value - 2**64 if np.dtype(dtype).kind == "i" and value >= 2**63 else value
+
+
 def _power(a, b):
     if b < 0:
         return None  # Python gives a float; kiln's integer power refuses it on its own
