@@ -260,7 +260,9 @@ PYTHON_INT_EXPRESSIONS = [
     ("x >= s//2", lambda x, s: x >= s // 2),
     ("x == s%3", lambda x, s: x == s % 3),
 ]
-AROUND_THE_LIMITS = sorted(v + d for v in (2**63, 2**64 - 1, -(2**63)) for d in range(-3, 4) if -(2**63) <= v + d < 2**64)
+AROUND_THE_LIMITS = sorted(
+    v + d for v in (2**63, 2**64 - 1, -(2**63)) for d in range(-3, 4) if -(2**63) <= v + d < 2**64
+)
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.int64, np.uint8, np.uint64], ids=lambda d: np.dtype(d).name)
@@ -304,7 +306,9 @@ def test_a_negative_python_int_exponent_on_unsigned_is_numpys_overflow_error_fir
     for fn in (lambda x: x**-1, lambda x: np.power(x, -3), power_assign):
         with pytest.raises(OverflowError, match=f"Python integer -\\d out of bounds for {np.dtype(dtype).name}"):
             fn(x)
-        with pytest.raises(kiln.IntegerOverflowError, match=f"Python integer -\\d out of bounds for {np.dtype(dtype).name}"):
+        with pytest.raises(
+            kiln.IntegerOverflowError, match=f"Python integer -\\d out of bounds for {np.dtype(dtype).name}"
+        ):
             kiln.compile(fn)(x)
     with pytest.raises(kiln.IntegerOverflowError, match="out of bounds"):
         kiln.compile(lambda x, s: x**s)(x, -1)
