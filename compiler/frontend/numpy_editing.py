@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from kiln.errors import ArgumentError, DTypeError, OutOfBoundsError, ShapeError, UnsupportedError
+from kiln.frontend import numpy_joining as joining
 from kiln.frontend import numpy_shapes as shapes
 from kiln.frontend import traced_ops as ops
 from kiln.frontend import views
@@ -432,9 +433,9 @@ def _pad_ramp(x: Tracer, widths, end_values) -> Tracer:
         low = ops.squeeze(along(x, axis, slice(0, 1)), axis)
         high = ops.squeeze(along(x, axis, slice(n - 1, n)), axis)
         ramps = [
-            shapes.linspace(first, low, before, endpoint=False, dtype=x.dtype, axis=axis),
+            joining.linspace(first, low, before, endpoint=False, dtype=x.dtype, axis=axis),
             along(
-                shapes.linspace(last, high, after, endpoint=False, dtype=x.dtype, axis=axis),
+                joining.linspace(last, high, after, endpoint=False, dtype=x.dtype, axis=axis),
                 axis,
                 slice(None, None, -1),
             ),
