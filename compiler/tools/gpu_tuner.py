@@ -29,7 +29,8 @@ from kiln.dialects import affine as A
 from kiln.errors import KilnError
 from kiln.runtime import cuda
 from kiln.target import TARGETS, gpu_description
-from kiln.tools.tuner import KernelBench, SearchSpace, config_key, schedule_kernel
+from kiln.tools.tuner import KernelBench, schedule_kernel
+from kiln.tools.tuning_space import SearchSpace, config_key
 
 THREADS_PER_BLOCK_MAX = 1024  # every NVIDIA GPU since compute capability 2.0
 
