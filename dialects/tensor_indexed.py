@@ -96,6 +96,18 @@ class ScatterAtOp(TensorOp):
     def scatter_axis(self) -> int:
         return self.attributes.get("axis", self.operands[0].type.rank - 1)
 
+    @property
+    def scatter_axes(self) -> int:
+        """How many of dest's axes, from `axis` on, the index addresses (`axes`, optional: 1):
+        with several, an index value is their flat position in C order (x[i, j] = v with
+        i * n + j), so that no reshape stands between the scatter and the array it writes."""
+        return self.attributes.get("axes", 1)
+
+    def merged_shape(self) -> tuple:
+        """dest's shape with the addressed axes merged into one (what the index counts in)."""
+        shape, axis, count = self.operands[0].type.shape, self.scatter_axis, self.scatter_axes
+        return shape[:axis] + (int(np.prod(shape[axis : axis + count], dtype=np.int64)),) + shape[axis + count :]
+
     def infer_result_types(self):
         dest, index, source = (self.tensor_operand(k) for k in range(3))
         if self.attributes.get("kind") not in (*SCATTER_KINDS, STORE):
@@ -103,26 +115,26 @@ class ScatterAtOp(TensorOp):
             raise self.error(f"kiln.scatter_at kind must be one of {kinds}, got {self.attributes.get('kind')!r}")
         if index.element != i64:
             raise self.error(f"kiln.scatter_at takes an i64 index, got {index.element}", DTypeError)
-        axis = self.scatter_axis
-        if not isinstance(axis, int) or not 0 <= axis < dest.rank:
-            raise self.error(f"kiln.scatter_at axis {axis!r} is out of range for {dest}", ShapeError)
-        if source.shape != dest.shape[:axis] + index.shape + dest.shape[axis + 1 :]:
+        axis, count = self.scatter_axis, self.scatter_axes
+        if not isinstance(axis, int) or not isinstance(count, int) or not (0 <= axis and 1 <= count <= dest.rank - axis):
+            raise self.error(f"kiln.scatter_at axis {axis!r} (axes {count!r}) is out of range for {dest}", ShapeError)
+        if source.shape != dest.shape[:axis] + index.shape + dest.shape[axis + count :]:
             raise self.error(
                 f"kiln.scatter_at: source {source.shape} must be dest's axes {dest.shape[:axis]} before axis "
-                f"{axis}, the index's {index.shape}, then dest's {dest.shape[axis + 1 :]}",
+                f"{axis}, the index's {index.shape}, then dest's {dest.shape[axis + count :]}",
                 ShapeError,
             )
         self.check_element(dest, ALL)
         self.check_element(source, ALL)
-        if dest.shape[axis] == 0 and index.size:
+        if self.merged_shape()[axis] == 0 and index.size:
             raise self.error("kiln.scatter_at into an empty axis", ShapeError)
         return [dest]
 
     def evaluate(self, dest, index, source):
-        axis = self.scatter_axis
-        _check_positions(self, index, dest.shape[axis])
-        result = np.array(dest, copy=True)
-        flat = source.reshape(dest.shape[:axis] + (np.size(index),) + dest.shape[axis + 1 :])
+        axis, merged = self.scatter_axis, self.merged_shape()
+        _check_positions(self, index, merged[axis])
+        result = np.array(dest, copy=True).reshape(merged)
+        flat = source.reshape(merged[:axis] + (np.size(index),) + merged[axis + 1 :])
         at = (slice(None),) * axis
         ufunc = SCATTER_KINDS.get(self.kind)
         if source.dtype == np.bool_ and self.kind in ("add", "mul"):
@@ -133,4 +145,4 @@ class ScatterAtOp(TensorOp):
                 if ufunc is not None:  # combined with the element in source's type; a store replaces it
                     update = ufunc(result[at + (position,)].astype(source.dtype), update)
                 result[at + (position,)] = update.astype(dest.dtype)
-        return result
+        return result.reshape(dest.shape)

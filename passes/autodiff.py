@@ -327,6 +327,12 @@ def _scatter_at(b, op, g, needs):
     a sum (add, sub), a product (mul: each factor's cotangent is the product of the others,
     without dividing by a zero factor) or an extreme (max, min: ties share the cotangent
     equally, as kiln.reduce_max's). Each is a few scatters and gathers, O(len(index))."""
+    if op.scatter_axes > 1:  # differentiated as the same scatter into dest with those axes merged
+        merged, shape = op.merged_shape(), op.dest.type.shape
+        attributes = {"kind": op.kind, "axis": op.scatter_axis}
+        single = b.op(TI.ScatterAtOp, b.reshape(op.dest, merged), op.index, op.source, **attributes).op
+        d_dest, _, d_source = _scatter_at(b, single, b.reshape(g, merged), needs)
+        return [b.reshape(d_dest, shape), None, d_source]
     dest, index, source, kind = op.dest, op.index, op.source, op.kind
     dest_dtype, source_dtype = dest.type.dtype, source.type.dtype
     if kind == TI.STORE:

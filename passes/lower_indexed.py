@@ -33,6 +33,8 @@ indices stays, as numpy leaves it.
 
 from __future__ import annotations
 
+import numpy as np
+
 from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import memref as MR
@@ -111,16 +113,39 @@ def lower_scatter_at(L, op) -> None:
     dest = L.views[op.dest]  # read before destination() rebinds anything
     out = L.destination(op.result)
     L.copy(dest, out, shape)
-    lead, stop = op.scatter_axis, op.scatter_axis + op.index.type.rank
+    lead, stop, count = op.scatter_axis, op.scatter_axis + op.index.type.rank, op.scatter_axes
     kept, work = op.dest.type.element, op.source.type.element
     with L.b.loops(op.source.type.shape) as ivs:
         dims = [Dim(k) for k in range(len(ivs))]
-        position = _position(L.b, L.views[op.index], dims[lead:stop], ivs, shape[lead])
-        where = indexed_address(L.b, View.identity(out), dims[:lead], ivs, position, dims[stop:])
+        position = _position(L.b, L.views[op.index], dims[lead:stop], ivs, op.merged_shape()[lead])
+        where = [_apply(L.b, d, ivs) for d in dims[:lead]]
+        where += _unflattened(L.b, position, shape[lead : lead + count])
+        where += [_apply(L.b, d, ivs) for d in dims[stop:]]
         update = L.b.load(L.views[op.source], dims, ivs)
         if op.kind != TI.STORE:  # assignment stores the update as it is; the others combine
             update = _combined(L, op, L.b.op(MR.LoadOp, out, *where), update)
         L.b.emit(MR.StoreOp, [convert(L.b, update, work, kept), out, *where], {})
+
+
+def _apply(b, expr, ivs):
+    operands, amap = access((expr,), ivs)
+    return b.op(A.ApplyOp, *operands, map=amap)
+
+
+def _unflattened(b, position, sizes) -> list:
+    """The per-axis ``index`` values of `position`, a flat C-order position over axes of
+    `sizes` (in range: clamped by _position): quotients and remainders by their strides."""
+    where, stride = [], int(np.prod(sizes, dtype=np.int64))
+    for k, n in enumerate(sizes):
+        stride //= max(n, 1)
+        part = position
+        if k:  # the remainder by the previous axes' stride: what is left for this one and after
+            outer = b.op(AR.ConstantOp, result_type=index, value=stride * n)
+            part = b.op(AR.SubIOp, part, b.op(AR.MulIOp, b.op(AR.FloorDivSIOp, part, outer), outer))
+        if stride != 1:
+            part = b.op(AR.FloorDivSIOp, part, b.op(AR.ConstantOp, result_type=index, value=stride))
+        where.append(part)
+    return where
 
 
 def _combined(L, op, current, update):

@@ -568,7 +568,8 @@ def updated(x: Tracer, key, value) -> Tracer:
         where, sliced, shape = _basic_plan(x, key.entries)
         return _insert(x, where, ops.reshape(assigned_value(x.dtype, value, shape), sliced))
     where, region, merged, flat, place = advanced_parts(x, key)
-    if len(key.advanced) == 1 and isinstance(flat, Tracer):
+    advanced = key.advanced
+    if isinstance(flat, Tracer) and advanced == list(range(place, place + len(advanced))):
         return _store_along(x, where, region, key, flat, place, value)
     n_rest, b_shape = merged.ndim - 1, np.shape(flat)
     order = placed_axes(n_rest, len(b_shape), place)
@@ -581,14 +582,16 @@ def updated(x: Tracer, key, value) -> Tracer:
 
 
 def _store_along(x, where, region, key, index: Tracer, axis: int, value) -> Tracer:
-    """x[key] = value for a key with one traced index array (checked, in 0..n-1), at `axis`
-    of the basic part's result `region`: one kiln.scatter_at of kind store along that axis,
-    the region's other axes in place (no transpose), as getitem's gather."""
-    shape = region.shape[:axis] + index.shape + region.shape[axis + 1 :]
+    """x[key] = value for a key whose index arrays are adjacent, from `axis` of the basic
+    part's result `region` on; `index` (traced, checked) is their flat position. One
+    kiln.scatter_at of kind store through those axes, the region's others in place: no
+    transpose, and no reshape, so the scatter writes the array itself."""
+    count = len(key.advanced)
+    shape = region.shape[:axis] + index.shape + region.shape[axis + count :]
     source = assigned_value(x.dtype, value, shape)
     if source.size == 0:
         return x
-    attributes = {"kind": TI.STORE, "axis": axis}
+    attributes = {"kind": TI.STORE, "axis": axis, "axes": count} if count > 1 else {"kind": TI.STORE, "axis": axis}
     written = current_context().emit(TI.ScatterAtOp, [region, ops.cast(index, np.int64), ops.strong(source)], attributes)
     return _insert(x, where, ops.reshape(written, tuple(n for e, n in zip(key.entries, region.shape) if e is not None)))
 
