@@ -15,12 +15,11 @@ interleaved rounds (see bench/harness.py); the ratio is the other's time over ki
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import configure_threads, interleaved  # noqa: E402
+from harness import against_numpy, interleaved, thread_and_round_arguments  # noqa: E402
 
 
 def workloads(np):
@@ -74,24 +73,10 @@ def onnx_scatter_elements(np):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args()
-    configure_threads(args.threads)
+    args = thread_and_round_arguments(__doc__)
     import numpy as np
 
-    import kiln
-
-    print(f"{args.threads} thread(s), medians of {args.rounds} interleaved rounds")
-    for title, fn, inputs in workloads(np):
-        compiled = kiln.compile(fn)
-        np.testing.assert_array_equal(compiled(*inputs), fn(*inputs))
-        times = interleaved({"numpy": lambda: fn(*inputs), "kiln": lambda: compiled(*inputs)}, rounds=args.rounds)
-        print(
-            f"  {title:<52} numpy {times['numpy'] * 1e6:>9.1f} us   kiln {times['kiln'] * 1e6:>9.1f} us   "
-            f"{times['numpy'] / times['kiln']:>6.2f}x numpy"
-        )
+    against_numpy(workloads(np), args.rounds, np.testing.assert_array_equal, width=52)
     found = onnx_scatter_elements(np)
     if found is None:
         print("  ONNX ScatterElements: onnx is not installed")

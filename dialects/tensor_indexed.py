@@ -116,7 +116,11 @@ class ScatterAtOp(TensorOp):
         if index.element != i64:
             raise self.error(f"kiln.scatter_at takes an i64 index, got {index.element}", DTypeError)
         axis, count = self.scatter_axis, self.scatter_axes
-        if not isinstance(axis, int) or not isinstance(count, int) or not (0 <= axis and 1 <= count <= dest.rank - axis):
+        if (
+            not isinstance(axis, int)
+            or not isinstance(count, int)
+            or not (0 <= axis and 1 <= count <= dest.rank - axis)
+        ):
             raise self.error(f"kiln.scatter_at axis {axis!r} (axes {count!r}) is out of range for {dest}", ShapeError)
         if source.shape != dest.shape[:axis] + index.shape + dest.shape[axis + count :]:
             raise self.error(

@@ -160,4 +160,5 @@ def _combined(L, op, current, update):
         combined = SCALAR_RULES[_COMBINE[op.kind]](L.b, op, compute, current, update)
     return convert(L.b, combined, compute, work) if compute != work else combined
 
+
 LOWERINGS = {TI.GatherOp: lower_gather, TI.ScatterAtOp: lower_scatter_at}

@@ -340,14 +340,17 @@ def test_onnx_scatter_nd_matches_the_reference(reduction, dtype):
 
 def test_onnx_scatters_out_of_range_raise_and_size_zero_and_one():
     node = helper.make_node("ScatterElements", ["x", "i", "u"], ["y"], axis=0)
-    model = one_node_model(node, {"x": np.zeros((3, 2), np.float32), "i": np.zeros((1, 2), np.int64),
-                                  "u": np.zeros((1, 2), np.float32)})
+    model = one_node_model(
+        node, {"x": np.zeros((3, 2), np.float32), "i": np.zeros((1, 2), np.int64), "u": np.zeros((1, 2), np.float32)}
+    )
     run = kiln.onnx.load(model)
     with pytest.raises(OutOfBoundsError, match="size 3"):
         run(np.zeros((3, 2), np.float32), np.array([[0, 3]]), np.ones((1, 2), np.float32))
     node = helper.make_node("ScatterND", ["x", "i", "u"], ["y"])
     _onnx_check(node, {"x": values((1, 2), np.float32), "i": np.array([[0], [-1]]), "u": values((2, 2), np.float32)})
-    _onnx_check(node, {"x": values((3, 2), np.float32), "i": np.zeros((0, 1), np.int64), "u": np.zeros((0, 2), np.float32)})
+    _onnx_check(
+        node, {"x": values((3, 2), np.float32), "i": np.zeros((0, 1), np.int64), "u": np.zeros((0, 2), np.float32)}
+    )
 
 
 def test_onnx_gathers_match_the_reference_and_gather_once():

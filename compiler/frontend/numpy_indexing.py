@@ -592,7 +592,9 @@ def _store_along(x, where, region, key, index: Tracer, axis: int, value) -> Trac
     if source.size == 0:
         return x
     attributes = {"kind": TI.STORE, "axis": axis, "axes": count} if count > 1 else {"kind": TI.STORE, "axis": axis}
-    written = current_context().emit(TI.ScatterAtOp, [region, ops.cast(index, np.int64), ops.strong(source)], attributes)
+    written = current_context().emit(
+        TI.ScatterAtOp, [region, ops.cast(index, np.int64), ops.strong(source)], attributes
+    )
     return _insert(x, where, ops.reshape(written, tuple(n for e, n in zip(key.entries, region.shape) if e is not None)))
 
 
