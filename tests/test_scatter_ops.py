@@ -6,6 +6,7 @@ reference implementation, float64 central differences for gradients, mlir-opt fo
 printed stages."""
 
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -263,6 +264,32 @@ def test_cuda_scatter_loops_over_the_index_stay_in_one_thread():
     text = cuda.lower(kiln.f32[64, 10], kiln.i64[7], kiln.f32[64, 7]).text("cuda")
     kernel = next(k for k in text.split("__global__ void ")[1:] if "v2[" in k and "for (long long v" in k)
     assert "t < 64LL" in kernel  # the rows spread over threads; each runs its 7 stores in order
+
+
+@pytest.mark.parametrize("target", ["interpret", "cpu", "cuda-emulate"])
+def test_several_adjacent_and_separated_index_arrays_on_every_target(target):
+    def fn(x, i, j, v):
+        x = x.copy()
+        x[i, :, j] = v  # separated: the broadcast axis first
+        x[:, i, j[:2, None]] = 5  # adjacent: stored through their flat index
+        return x
+
+    x, v = values((6, 6, 6), np.float64), values((4, 6), np.float64)
+    i, j = np.array([1, -1, 1, 3]), np.array([0, 2, 0, -3])
+    assert_same(kiln.compile(fn, target=target)(x, i, j, v), fn(x.copy(), i, j, v))
+
+
+@pytest.mark.skipif(
+    shutil.which("nvcc") is None, reason="nvcc not found (install the CUDA toolkit to check the CUDA C)"
+)
+def test_nvcc_accepts_the_cuda_c_of_store_scatters(tmp_path):
+    from kiln.codegen import nvcc
+    from kiln.runtime.cache import DiskCache
+
+    lowered = kiln.compile(_assigning(lambda i: (i, i)), target="cuda-emulate").lower(
+        kiln.f16[6, 6], kiln.i64[7], kiln.f16[7]
+    )
+    nvcc.build(lowered.text("cuda"), emulate=False, cache=DiskCache(str(tmp_path)))
 
 
 # -- mlir-opt --------------------------------------------------------------------------------------
