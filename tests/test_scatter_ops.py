@@ -300,6 +300,7 @@ def test_nvcc_accepts_the_cuda_c_of_store_scatters(tmp_path):
         (_assigning(lambda i: i), (kiln.f32[6, 3], kiln.i64[7], kiln.f32[7, 3])),
         (_assigning(lambda i: (i, slice(None), i)), (kiln.i8[6, 2, 6], kiln.i32[7], kiln.i8[7, 2])),
         (_assigning(lambda i: (slice(None), i)), (kiln.f16[2, 6], kiln.i64[7], kiln.f16[2, 7])),
+        (_assigning(lambda i: (slice(None), i, i)), (kiln.f32[2, 6, 6], kiln.i64[7], kiln.f32[2, 7])),  # axes = 2
     ],
 )
 def test_every_stage_of_a_store_scatter_is_accepted_by_mlir_opt(fn, args):
