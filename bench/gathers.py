@@ -14,12 +14,11 @@ Both check their results against each other before timing.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import configure_threads, interleaved  # noqa: E402
+from harness import against_numpy, thread_and_round_arguments  # noqa: E402
 
 
 def workloads(np):
@@ -47,24 +46,11 @@ def workloads(np):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=7)
-    args = parser.parse_args()
-    configure_threads(args.threads)
+    args = thread_and_round_arguments(__doc__)
     import numpy as np
 
-    import kiln
-
-    print(f"{args.threads} thread(s), medians of {args.rounds} interleaved rounds")
-    for title, fn, inputs in workloads(np):
-        compiled = kiln.compile(fn)
-        np.testing.assert_allclose(compiled(*inputs), fn(*inputs), rtol=1e-5, atol=1e-5)
-        times = interleaved({"numpy": lambda: fn(*inputs), "kiln": lambda: compiled(*inputs)}, rounds=args.rounds)
-        print(
-            f"  {title:<48} numpy {times['numpy'] * 1e6:>9.1f} us   kiln {times['kiln'] * 1e6:>9.1f} us   "
-            f"{times['numpy'] / times['kiln']:>6.2f}x numpy"
-        )
+    check = lambda got, want: np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)  # noqa: E731
+    against_numpy(workloads(np), args.rounds, check)
 
 
 if __name__ == "__main__":

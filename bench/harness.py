@@ -30,6 +30,19 @@ def configure_threads(threads: int) -> None:
     os.environ.setdefault("XLA_FLAGS", f"--xla_cpu_multi_thread_eigen=true intra_op_parallelism_threads={threads}")
 
 
+def thread_and_round_arguments(doc: str, rounds: int = 7):
+    """--threads (default 1) and --rounds parsed, the threads configured before numpy loads."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    args = parser.parse_args()
+    configure_threads(args.threads)
+    print(f"{args.threads} thread(s), medians of {args.rounds} interleaved rounds")
+    return args
+
+
 def peers():
     found, missing = {}, []
     for name in PEERS:
@@ -77,3 +90,18 @@ def report(title, times, unit, per_call=None):
         rate = f"{per_call(seconds):>10.1f} {unit}" if per_call else ""
         ratio = f"{baseline / seconds:>8.2f}x numpy" if baseline else ""
         print(f"  {name:<22}{seconds * 1e3:>10.3f} ms {rate} {ratio}")
+
+
+def against_numpy(workloads, rounds: int, check, width: int = 48) -> None:
+    """One line per workload (title, function, arguments): the function as it is under numpy
+    and compiled under kiln, `check(kiln's result, numpy's)` first, then timed interleaved."""
+    import kiln
+
+    for title, fn, inputs in workloads:
+        compiled = kiln.compile(fn)
+        check(compiled(*inputs), fn(*inputs))
+        times = interleaved({"numpy": lambda: fn(*inputs), "kiln": lambda: compiled(*inputs)}, rounds=rounds)
+        print(
+            f"  {title:<{width}} numpy {times['numpy'] * 1e6:>9.1f} us   kiln {times['kiln'] * 1e6:>9.1f} us   "
+            f"{times['numpy'] / times['kiln']:>6.2f}x numpy"
+        )

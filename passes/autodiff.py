@@ -316,15 +316,9 @@ def _reduce_extreme(b, op, g, needs):
 @vjp(TI.GatherOp)
 def _gather(b, op, g, needs):
     """A gather's cotangent goes back to the positions it read, summed where an index repeats:
-    a scatter-add, O(len(index)) as the gather."""
-    # the gathered axis moved last (views), scattered into, and moved back
-    rank, axis, count = op.source.type.rank, op.gather_axis, op.index.type.rank
-    rest = [k for k in range(op.result.type.rank) if not axis <= k < axis + count]
-    g = b.transpose(g, rest + list(range(axis, axis + count)))
-    moved = [k for k in range(rank) if k != axis] + [axis]
-    zeros = b.zeros(op.source.type.with_shape(tuple(op.source.type.shape[k] for k in moved)))
-    scattered = b.op(TI.ScatterAtOp, zeros, op.index, g, kind="add")
-    return [b.transpose(scattered, [int(k) for k in np.argsort(moved)]), None]
+    a scatter-add along the gathered axis, O(len(index)) as the gather."""
+    zeros = b.zeros(op.source.type)
+    return [b.op(TI.ScatterAtOp, zeros, op.index, g, kind="add", axis=op.gather_axis), None]
 
 
 @vjp(TI.ScatterAtOp)
@@ -333,14 +327,24 @@ def _scatter_at(b, op, g, needs):
     a sum (add, sub), a product (mul: each factor's cotangent is the product of the others,
     without dividing by a zero factor) or an extreme (max, min: ties share the cotangent
     equally, as kiln.reduce_max's). Each is a few scatters and gathers, O(len(index))."""
+    if op.scatter_axes > 1:  # differentiated as the same scatter into dest with those axes merged
+        merged, shape = op.merged_shape(), op.dest.type.shape
+        attributes = {"kind": op.kind, "axis": op.scatter_axis}
+        single = b.op(TI.ScatterAtOp, b.reshape(op.dest, merged), op.index, op.source, **attributes).op
+        d_dest, _, d_source = _scatter_at(b, single, b.reshape(g, merged), needs)
+        return [b.reshape(d_dest, shape), None, d_source]
     dest, index, source, kind = op.dest, op.index, op.source, op.kind
     dest_dtype, source_dtype = dest.type.dtype, source.type.dtype
+    if kind == TI.STORE:
+        return _scatter_store(b, op, g)
+
+    axis = op.scatter_axis
 
     def at_updates(x):  # x (dest's shape) read at each update's position, in source's dtype
-        return b.cast(b.op(TI.GatherOp, x, index), source_dtype)
+        return b.cast(b.op(TI.GatherOp, x, index, axis=axis), source_dtype)
 
     def scatter(start, values, how):
-        return b.op(TI.ScatterAtOp, start, index, values, kind=how)
+        return b.op(TI.ScatterAtOp, start, index, values, kind=how, axis=axis)
 
     if kind in ("add", "sub"):
         d_source = at_updates(g)
@@ -362,6 +366,25 @@ def _scatter_at(b, op, g, needs):
     count = b.add(dest_hit, scatter(b.zeros(dest.type), b.cast(source_hit, dest_dtype), "add"))
     share = b.div(g, b.select(b.cmp(count, b.zeros(dest.type), "eq"), b.full(1, dest.type), count))
     return [b.mul(share, dest_hit), None, b.mul(at_updates(share), source_hit)]
+
+
+def _scatter_store(b, op, g):
+    """Assignment's cotangents: dest's is g with the assigned positions zeroed (a store of
+    zeros through the index); source's is g gathered at its position, for the update that
+    stays there alone (of repeated indices the last writer; the others are overwritten, so
+    their cotangent is 0). Which update is the last writer: scatter the update numbers
+    0, 1, ... into -1s with the same store, and gather them back. O(len(index)) each."""
+    dest, index, source, axis = op.dest, op.index, op.source, op.scatter_axis
+    positions, trailing = index.type.shape, dest.type.rank - axis - 1
+    zeros = b.zeros(T.tensor_type(source.type.shape, dest.type.dtype))
+    d_dest = b.op(TI.ScatterAtOp, g, index, zeros, kind=TI.STORE, axis=axis)
+    numbers = b.op(T.ConstantOp, value=np.arange(int(np.prod(positions, dtype=np.int64))).reshape(positions))
+    unowned = b.full(-1, index.type.with_shape((dest.type.shape[axis],)))
+    owner = b.op(TI.ScatterAtOp, unowned, index, numbers, kind=TI.STORE)
+    last = b.cmp(b.op(TI.GatherOp, owner, index), numbers, "eq")
+    last = b.broadcast_to(b.reshape(last, (1,) * axis + positions + (1,) * trailing), source.type.shape)
+    picked = b.cast(b.op(TI.GatherOp, g, index, axis=axis), source.type.dtype)
+    return [d_dest, None, b.select(last, picked, b.zeros(source.type))]
 
 
 def _reversed(b, x, axis):

@@ -26,10 +26,14 @@ After (``%t`` a function argument, so its view is the identity)::
 
 A scatter copies its destination into its result, then runs one sequential nest over
 the updates (the schedules keep loops holding a memref.store sequential): load the
-element the index names, combine, store.
+element the index names, combine, store. Kind ``store`` (item assignment) loads nothing:
+it converts the update to the destination's type and stores it, so the last of repeated
+indices stays, as numpy leaves it.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
@@ -109,21 +113,52 @@ def lower_scatter_at(L, op) -> None:
     dest = L.views[op.dest]  # read before destination() rebinds anything
     out = L.destination(op.result)
     L.copy(dest, out, shape)
-    lead, kept, work = len(shape) - 1, op.dest.type.element, op.source.type.element
-    compute = f32 if work == f16 else work  # float16 updates computed in f32, rounded to f16 each
+    lead, stop, count = op.scatter_axis, op.scatter_axis + op.index.type.rank, op.scatter_axes
+    kept, work = op.dest.type.element, op.source.type.element
     with L.b.loops(op.source.type.shape) as ivs:
         dims = [Dim(k) for k in range(len(ivs))]
-        position = _position(L.b, L.views[op.index], dims[lead:], ivs, shape[-1])
-        where = indexed_address(L.b, View.identity(out), dims[:lead], ivs, position)
-        current = convert(L.b, L.b.op(MR.LoadOp, out, *where), kept, compute)
-        update = convert(L.b, L.b.load(L.views[op.source], dims, ivs), work, compute)
-        if compute.is_bool:
-            combined = L.b.op(_BOOL_COMBINE[op.kind], current, update)
-        else:
-            combined = SCALAR_RULES[_COMBINE[op.kind]](L.b, op, compute, current, update)
-        if compute != work:  # round to the update's own type first (float16), as numpy's loop does
-            combined = convert(L.b, combined, compute, work)
-        L.b.emit(MR.StoreOp, [convert(L.b, combined, work, kept), out, *where], {})
+        position = _position(L.b, L.views[op.index], dims[lead:stop], ivs, op.merged_shape()[lead])
+        where = [_apply(L.b, d, ivs) for d in dims[:lead]]
+        where += _unflattened(L.b, position, shape[lead : lead + count])
+        where += [_apply(L.b, d, ivs) for d in dims[stop:]]
+        update = L.b.load(L.views[op.source], dims, ivs)
+        if op.kind != TI.STORE:  # assignment stores the update as it is; the others combine
+            update = _combined(L, op, L.b.op(MR.LoadOp, out, *where), update)
+        L.b.emit(MR.StoreOp, [convert(L.b, update, work, kept), out, *where], {})
+
+
+def _apply(b, expr, ivs):
+    operands, amap = access((expr,), ivs)
+    return b.op(A.ApplyOp, *operands, map=amap)
+
+
+def _unflattened(b, position, sizes) -> list:
+    """The per-axis ``index`` values of `position`, a flat C-order position over axes of
+    `sizes` (in range: clamped by _position): quotients and remainders by their strides."""
+    where, stride = [], int(np.prod(sizes, dtype=np.int64))
+    for k, n in enumerate(sizes):
+        stride //= max(n, 1)
+        part = position
+        if k:  # the remainder by the previous axes' stride: what is left for this one and after
+            outer = b.op(AR.ConstantOp, result_type=index, value=stride * n)
+            part = b.op(AR.SubIOp, part, b.op(AR.MulIOp, b.op(AR.FloorDivSIOp, part, outer), outer))
+        if stride != 1:
+            part = b.op(AR.FloorDivSIOp, part, b.op(AR.ConstantOp, result_type=index, value=stride))
+        where.append(part)
+    return where
+
+
+def _combined(L, op, current, update):
+    """The update combined with the element it lands on (`current`, of dest's type), in the
+    update's type: float16 computed in f32 and rounded to f16 first, as numpy's loop does."""
+    kept, work = op.dest.type.element, op.source.type.element
+    compute = f32 if work == f16 else work
+    current, update = convert(L.b, current, kept, compute), convert(L.b, update, work, compute)
+    if compute.is_bool:
+        combined = L.b.op(_BOOL_COMBINE[op.kind], current, update)
+    else:
+        combined = SCALAR_RULES[_COMBINE[op.kind]](L.b, op, compute, current, update)
+    return convert(L.b, combined, compute, work) if compute != work else combined
 
 
 LOWERINGS = {TI.GatherOp: lower_gather, TI.ScatterAtOp: lower_scatter_at}

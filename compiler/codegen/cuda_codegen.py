@@ -174,6 +174,8 @@ class _FunctionEmitter:
                 break
         if chain and isinstance(chain[0], A.ForOp) and (chain[0].inits or not chain[0].constant_bounds):
             chain = []
+        # a scatter's loops over its index stay in one thread, in order (see _may_collide)
+        chain = chain[: next((k for k, loop in enumerate(chain) if _may_collide(loop)), len(chain))]
         extents = [l.upper for l in chain]
         total = int(np.prod(extents, dtype=np.int64)) if chain else 1
         if total == 0:  # an empty tensor: nothing to launch
@@ -551,6 +553,23 @@ def _barrier_thread_extents(nest) -> dict:
                     raise NotImplementedError(f"barriers under {axis} loops of different extents")
             loop = loop.parent.parent.parent if loop.parent is not None and loop.parent.parent is not None else None
     return found
+
+
+def _may_collide(loop) -> bool:
+    """Whether two iterations of `loop` may write one element: it holds a store through a
+    computed index (a scatter's memref.store) none of whose subscripts is an affine.apply
+    of the loop's variable. A scatter's loops over the other axes of its destination pass
+    their variable to the subscript that way, so their iterations write distinct elements
+    and spread over threads; its loops over the index do not, and run sequentially in one
+    thread, in the index's order, as numpy's ufunc.at and assignment apply updates (a
+    repeated index then sees every earlier update, and the last store wins)."""
+    iv = loop.induction_variable
+    for op in loop.walk():
+        if isinstance(op, MR.StoreOp) and not any(
+            isinstance(getattr(i, "op", None), A.ApplyOp) and iv in i.op.operands for i in op.indices
+        ):
+            return True
+    return False
 
 
 def _is_device(op) -> bool:

@@ -12,8 +12,10 @@ a repeated one broadcasts) is that slice, and a short constant index is a concat
 one-element slices.
 
 Assignment ``x[k] = v`` rebinds the Tracer ``x`` to a new value (``Tracer.assign``): a
-``kiln.insert_slice`` for basic indices, a select of the last value written to each position
-for arrays and masks (numpy's practical rule for repeated indices). ``x[k] += v`` is numpy's
+``kiln.insert_slice`` for basic indices, a ``kiln.scatter_at`` of kind store for index
+arrays (the updates stored one by one in C order, so the last of repeated indices wins,
+numpy's practical rule; O(len(idx)) per remaining element, never O(len(idx) * axis)), and a
+select for a traced mask (O(x.size), which a mask costs anyway). ``x[k] += v`` is numpy's
 gather, add and assign, so a repeated index is added once; ``np.add.at`` accumulates every
 repeat. Aliasing follows numpy's views (frontend/views.py), and the caller's arrays are never
 written.
@@ -566,6 +568,9 @@ def updated(x: Tracer, key, value) -> Tracer:
         where, sliced, shape = _basic_plan(x, key.entries)
         return _insert(x, where, ops.reshape(assigned_value(x.dtype, value, shape), sliced))
     where, region, merged, flat, place = advanced_parts(x, key)
+    advanced = key.advanced
+    if isinstance(flat, Tracer) and advanced == list(range(place, place + len(advanced))):
+        return _store_along(x, where, region, key, flat, place, value)
     n_rest, b_shape = merged.ndim - 1, np.shape(flat)
     order = placed_axes(n_rest, len(b_shape), place)
     result_shape = tuple((merged.shape[:-1] + b_shape)[a] for a in order)
@@ -574,6 +579,23 @@ def updated(x: Tracer, key, value) -> Tracer:
     source = ops.reshape(source, merged.shape[:-1] + (int(np.prod(b_shape, dtype=np.int64)),))
     written = _scatter_last(merged, np.reshape(flat, (-1,)) if not isinstance(flat, Tracer) else flat, source)
     return write_region(x, where, region, key, written)
+
+
+def _store_along(x, where, region, key, index: Tracer, axis: int, value) -> Tracer:
+    """x[key] = value for a key whose index arrays are adjacent, from `axis` of the basic
+    part's result `region` on; `index` (traced, checked) is their flat position. One
+    kiln.scatter_at of kind store through those axes, the region's others in place: no
+    transpose, and no reshape, so the scatter writes the array itself."""
+    count = len(key.advanced)
+    shape = region.shape[:axis] + index.shape + region.shape[axis + count :]
+    source = assigned_value(x.dtype, value, shape)
+    if source.size == 0:
+        return x
+    attributes = {"kind": TI.STORE, "axis": axis, "axes": count} if count > 1 else {"kind": TI.STORE, "axis": axis}
+    written = current_context().emit(
+        TI.ScatterAtOp, [region, ops.cast(index, np.int64), ops.strong(source)], attributes
+    )
+    return _insert(x, where, ops.reshape(written, tuple(n for e, n in zip(key.entries, region.shape) if e is not None)))
 
 
 def write_region(x, where, region, key, written):
@@ -591,30 +613,20 @@ def write_region(x, where, region, key, written):
 def _scatter_last(dest: Tracer, flat, source: Tracer) -> Tracer:
     """dest (shape R + (N,)) with dest[..., flat[l]] = source[..., l] for each l in turn (the
     last write to a position wins, as numpy's assignment in practice); every flat index is
-    in 0..N-1 (a traced one was checked)."""
-    n = dest.shape[-1]
+    in 0..N-1 (a traced one was checked). A constant index that counts evenly is a slice;
+    any other is one kiln.scatter_at of kind store, a sequential loop over the updates:
+    O(len(flat)) per element of R, plus the copy of dest."""
     if not isinstance(flat, Tracer):
         found = _progression(flat)
         if found is not None and (found[1] != 0 or flat.size == 1):
             first, step = found
             stop = first + step * flat.size
             return _insert(dest, _last_axis(dest, first, stop if stop >= 0 else None, step), source)
-        owner = np.full(n, -1, np.int64)
-        owner[flat] = np.arange(flat.size)  # numpy's assignment: the last of repeated indices
-        written = owner >= 0
-        picked = gather_last(source, np.maximum(owner, 0))
-        return ops.where(ops.lift(current_context(), written, np.bool_), picked, dest)
-    # owner[j]: the last l that writes position j, or -1
-    length = flat.size
-    flat = ops.reshape(flat, (length,))
-    if not length:
+        flat = ops.lift(current_context(), flat, np.int64)
+    if not flat.size:
         return dest
-    ctx = current_context()
-    order = ops.lift(ctx, np.arange(length, dtype=np.int64), np.int64)
-    unowned = ops.broadcast_to(ops.lift(ctx, np.array(-1, np.int64), np.int64), (n,))
-    owner = ctx.emit(TI.ScatterAtOp, [unowned, ops.cast(flat, np.int64), order], {"kind": "max"})
-    picked = gather_last(source, np.maximum(owner, np.int64(0)))
-    return ops.where(np.greater_equal(owner, np.int64(0)), picked, dest)
+    index = ops.cast(ops.reshape(flat, (flat.size,)), np.int64)
+    return current_context().emit(TI.ScatterAtOp, [dest, index, ops.strong(source)], {"kind": TI.STORE})
 
 
 def _masked(x: Tracer, key: _Key, value) -> Tracer:

@@ -234,14 +234,23 @@ def _cycled(name: str, values, count: int) -> Tracer:
 
 def put(a, ind, v, mode="raise"):
     """np.put(a, ind, v, mode): a.flat[ind] = v, with v repeated to the length of ind, written
-    into the traced `a` in place (the last of repeated indices wins). Costs as item assignment."""
+    into the traced `a` in place (the last of repeated indices wins). Costs as item assignment:
+    a traced `ind` is one kiln.scatter_at of kind store through all of a's axes (their flat
+    position is what np.put counts), O(len(ind)) after the copy."""
     a = written_argument("np.put", a)
     ind = _mode_index(ind, a.size, mode)
     count = int(np.size(ind))
-    if count and np.size(v):  # numpy writes nothing when there are no values
-        ind = ops.reshape(ind, (count,)) if isinstance(ind, Tracer) else np.reshape(ind, (count,))
-        flat = updated(ops.reshape(a.copy(), (-1,)), (ind,), _cycled("np.put", v, count))
-        views.assign(a, ops.reshape(flat, a.shape))
+    if not count or not np.size(v):  # numpy writes nothing when there are no values
+        return
+    if isinstance(ind, Tracer) and a.ndim:
+        index = checked_index(ops.reshape(ind, (count,)), a.size, 0)
+        values = assigned_value(a.dtype, _cycled("np.put", v, count), (count,))
+        attributes = {"kind": TI.STORE, "axis": 0, "axes": a.ndim}
+        views.assign(a, current_context().emit(TI.ScatterAtOp, [a, index, ops.strong(values)], attributes))
+        return
+    ind = ops.reshape(ind, (count,)) if isinstance(ind, Tracer) else np.reshape(ind, (count,))
+    flat = updated(ops.reshape(a.copy(), (-1,)), (ind,), _cycled("np.put", v, count))
+    views.assign(a, ops.reshape(flat, a.shape))
 
 
 def putmask(a, mask, values):
