@@ -20,8 +20,9 @@ from kiln.frontend import numpy_shapes as shapes
 from kiln.frontend import traced_ops as ops
 from kiln.frontend import views
 from kiln.frontend.numpy_api import FUNCTION_RULES
-from kiln.frontend.numpy_indexing import slice_indices, updated
+from kiln.frontend.numpy_indexing import updated
 from kiln.frontend.numpy_indexing_routines import put, written_argument
+from kiln.frontend.numpy_keys import slice_indices
 from kiln.frontend.numpy_shapes import along, as_array, take_static
 from kiln.frontend.tracing import Tracer, current_context, user_location
 

@@ -51,189 +51,20 @@ from kiln.errors import IntegerOverflowError, InvalidValueError, OutOfBoundsErro
 from kiln.frontend import python_ints, views
 from kiln.frontend import traced_ops as ops
 from kiln.frontend.numpy_api import VIEW_FUNCTIONS, write_out
+from kiln.frontend.numpy_keys import (
+    MASK_ALTERNATIVE,
+    Advanced,
+    Key,
+    broadcast_indices,
+    entry,
+    entry_free,
+    parse_key,
+    slice_indices,
+)
 from kiln.frontend.tracing import NUMPY_PROTOCOL, Tracer, current_context, user_location
 
 # Constant indices up to this long gather by concatenating one-element slices.
 _SLICED_GATHER_LIMIT = 16
-_MASK_ALTERNATIVE = "use np.where(mask, x, 0) (or x * mask) to keep the shape, or make the mask a constant"
-
-
-class _Advanced:
-    """An index array in a key: a numpy int64 array (constant) or a traced integer array."""
-
-    __slots__ = ("index",)
-
-    def __init__(self, index):
-        self.index = index
-
-
-class _Key:
-    """An index after numpy's normalization: one entry per axis of the result of its basic part
-    (None, a slice, an int, or an _Advanced standing for its axis), and the traced boolean
-    mask, if the key is one."""
-
-    def __init__(self, entries, mask=None):
-        self.entries = entries
-        self.mask = mask
-
-    @property
-    def advanced(self) -> list:
-        return [k for k, e in enumerate(self.entries) if isinstance(e, _Advanced)]
-
-
-# -- the key -------------------------------------------------------------------------------------
-def _is_int(k) -> bool:
-    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
-
-
-def _entry(k):
-    """One entry of a key as numpy reads it: None, Ellipsis, a slice, an int, a constant array
-    (int64 or bool), or a Tracer."""
-    if k is None or k is Ellipsis or _is_int(k) or isinstance(k, Tracer):
-        return k
-    if isinstance(k, slice):
-        if any(isinstance(p, Tracer) for p in (k.start, k.stop, k.step)):
-            raise UnsupportedError(
-                "a slice with traced bounds has a size known only at run time; use static bounds, "
-                "or np.where with a comparison against np.arange to select the elements",
-                user_location(),
-            )
-        return k
-    if isinstance(k, (bool, np.bool_)):
-        raise UnsupportedError(
-            f"indexing with a scalar boolean ({k!r}) is not supported; use x[None] (True) or x[None][:0] (False)",
-            user_location(),
-        )
-    if isinstance(k, (list, tuple, np.ndarray, np.generic)):
-        if not entry_free(k):
-            raise UnsupportedError("an index list may not hold traced values; use np.stack of them", user_location())
-        array = np.asarray(k)
-        if array.size == 0 and array.dtype == np.float64 and not isinstance(k, np.ndarray):
-            array = array.astype(np.int64)  # numpy reads an empty list as an empty integer index
-        if array.dtype.kind in "iu":
-            return int(array) if array.ndim == 0 else array.astype(np.int64)
-        if array.dtype == np.bool_:
-            return array
-    raise OutOfBoundsError(
-        f"only integers, slices (':'), ellipsis ('...'), None and integer or boolean arrays are "
-        f"valid indices, got {k!r}",
-        user_location(),
-    )
-
-
-def check_index_dtype(index: Tracer) -> None:
-    if index.dtype.kind not in "iub":
-        raise OutOfBoundsError(
-            f"arrays used as indices must be of integer (or boolean) type, got {index.dtype}", user_location()
-        )
-
-
-def parse_key(x: Tracer, key, check: bool = True) -> _Key:
-    """numpy's reading of `key` on `x`: Ellipsis expanded, missing trailing axes sliced whole,
-    constant masks replaced by their nonzero positions, constant indices checked against their
-    axes and wrapped, and ints made index arrays when any array is present (numpy then treats
-    them as advanced indices, which decides where the broadcast axes go)."""
-    raw = [_entry(k) for k in (key if isinstance(key, tuple) else (key,))]
-    for k in raw:
-        if isinstance(k, Tracer):
-            check_index_dtype(k)
-    if sum(k is Ellipsis for k in raw) > 1:
-        raise OutOfBoundsError("an index can only have a single ellipsis ('...')", user_location())
-    consumed = sum(
-        k.ndim if _is_array(k) and k.dtype == np.bool_ else 0 if k is None or k is Ellipsis else 1 for k in raw
-    )
-    if consumed > x.ndim:
-        raise OutOfBoundsError(
-            f"too many indices for array: array is {x.ndim}-dimensional, but {consumed} were indexed", user_location()
-        )
-    at = next((i for i, k in enumerate(raw) if k is Ellipsis), len(raw))
-    raw = raw[:at] + [slice(None)] * (x.ndim - consumed) + raw[at + 1 :]
-    traced_masks = [k for k in raw if isinstance(k, Tracer) and k.dtype == np.bool_]
-    if traced_masks and any(not (isinstance(k, slice) and k == slice(None)) for k in raw if k is not traced_masks[0]):
-        raise UnsupportedError(
-            f"a traced boolean mask mixed with other indices is not supported; {_MASK_ALTERNATIVE}", user_location()
-        )
-    entries, axis, mask = [], 0, None
-    any_array = any(_is_array(k) for k in raw)
-    for k in raw:
-        if k is None:
-            entries.append(None)
-            continue
-        if _is_array(k) and k.dtype == np.bool_:
-            shape = x.shape[axis : axis + k.ndim]
-            if k.size == 0 and k.ndim and k.shape != shape:
-                # numpy reads an empty boolean array that does not fit as an empty integer index
-                entries.extend(_Advanced(np.zeros(0, np.int64)) for _ in range(k.ndim))
-                axis += k.ndim
-                continue
-            if isinstance(k, Tracer) and k.size == 0 and k.ndim:
-                k = np.zeros(k.shape, bool)  # no element is selected, whatever the data
-            if isinstance(k, Tracer):
-                if k.ndim == 0:
-                    raise UnsupportedError(
-                        f"x[mask] with a traced 0-d mask: the result's size depends on its value; {_MASK_ALTERNATIVE}",
-                        user_location(),
-                    )
-                _check_mask_shape(k, shape, axis)
-                mask = (len(entries), k)
-                entries.extend(_Advanced(None) for _ in range(k.ndim))
-            else:
-                _check_mask_shape(k, shape, axis)
-                if k.ndim == 0:
-                    raise UnsupportedError(
-                        "indexing with a 0-d boolean array is not supported; use x[None] (True) or x[None][:0]",
-                        user_location(),
-                    )
-                entries.extend(_Advanced(p.astype(np.int64)) for p in np.nonzero(k))
-            axis += k.ndim
-            continue
-        size = x.shape[axis]
-        if isinstance(k, slice):
-            entries.append(k)
-        elif isinstance(k, Tracer):
-            entries.append(_Advanced(k))
-        else:
-            array = np.asarray(k, np.int64)
-            bad = (array < -size) | (array >= size)
-            if bad.any() and check:
-                raise OutOfBoundsError(
-                    f"index {int(array[bad].flat[0])} is out of bounds for axis {axis} with size {size}",
-                    user_location(),
-                )
-            array = np.where(array < 0, array + size, array)
-            entries.append(_Advanced(array) if any_array else int(array))
-        axis += 1
-    return _Key(entries, mask)
-
-
-def entry_free(values) -> bool:
-    """Whether a list holds no traced values (np.asarray can take it)."""
-    return not any(isinstance(e, Tracer) for e in np.ravel(np.asarray(values, dtype=object)))
-
-
-def _check_mask_shape(mask, shape, axis: int) -> None:
-    for d, (got, size) in enumerate(zip(mask.shape, shape)):
-        if got != size:
-            raise OutOfBoundsError(
-                f"boolean index did not match indexed array along axis {axis + d}; size of axis is "
-                f"{size} but size of corresponding boolean axis is {got}",
-                user_location(),
-            )
-
-
-def broadcast_indices(shapes) -> tuple:
-    """The shape index arrays broadcast to; numpy's IndexError where they do not."""
-    try:
-        return tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
-        listed = " ".join(str(tuple(s)).replace(" ", "") for s in shapes)
-        raise OutOfBoundsError(
-            f"shape mismatch: indexing arrays could not be broadcast together with shapes {listed}", user_location()
-        ) from None
-
-
-def _is_array(k) -> bool:
-    return isinstance(k, (np.ndarray, Tracer))
 
 
 # -- basic indexing ---------------------------------------------------------------------------------
@@ -397,11 +228,11 @@ def _flat_index(arrays, sizes, axes):
     return ops.strong(ops.broadcast_to(ops.lift(current_context(), flat, np.int64), shape))
 
 
-def advanced_parts(x: Tracer, key: _Key):
+def advanced_parts(x: Tracer, key: Key):
     """For a key with index arrays: the basic part's result `region` (one axis per entry), the
     advanced axes moved last and merged (`merged`, shape R + (N,)), the flat index into them
     (shape B), and where numpy puts B among R in the result."""
-    basic = [slice(None) if isinstance(e, _Advanced) else e for e in key.entries]
+    basic = [slice(None) if isinstance(e, Advanced) else e for e in key.entries]
     where, _, _ = _basic_plan(x, basic)
     region = ops.reshape(_slice(x, where), _basic_plan(x, basic)[2])
     advanced = key.advanced
@@ -417,9 +248,9 @@ def advanced_parts(x: Tracer, key: _Key):
     return where, region, merged, flat, place
 
 
-def _indexed_shape(x: Tracer, key: _Key) -> tuple:
+def _indexed_shape(x: Tracer, key: Key) -> tuple:
     """The shape of x[key] for a key with index arrays, computed without indexing."""
-    region = _basic_plan(x, [slice(None) if isinstance(e, _Advanced) else e for e in key.entries])[2]
+    region = _basic_plan(x, [slice(None) if isinstance(e, Advanced) else e for e in key.entries])[2]
     advanced = key.advanced
     rest = tuple(d for k, d in enumerate(region) if k not in advanced)
     broadcast = broadcast_indices([np.shape(key.entries[k].index) for k in advanced])
@@ -471,13 +302,6 @@ def getitem(x: Tracer, key):
 
 
 # -- assignment -------------------------------------------------------------------------------------
-def slice_indices(k: slice, size: int) -> tuple:
-    """`k.indices(size)`; numpy's ValueError for a zero step, at the user's line."""
-    if k.step is not None and not isinstance(k.step, Tracer) and k.step == 0:
-        raise InvalidValueError("slice step cannot be zero", user_location())
-    return k.indices(size)
-
-
 def assigned_value(dtype, value, shape, what="x[...] = v") -> Tracer:
     """`value` as numpy writes it into an array of `dtype` at a place of `shape`: cast to the
     dtype (as numpy's assignment casts), leading axes of size 1 dropped, broadcast."""
@@ -513,7 +337,7 @@ def _split_masked(x: Tracer, key):
     the mask and the ints (all advanced indices) are when they are adjacent, and first when a
     slice separates them; the region puts it after the slices before the mask, so a key where
     the two differ is not split. None otherwise."""
-    raw = [_entry(k) for k in (key if isinstance(key, tuple) else (key,))]
+    raw = [entry(k) for k in (key if isinstance(key, tuple) else (key,))]
     masks = [i for i, k in enumerate(raw) if isinstance(k, Tracer) and k.dtype == np.bool_ and k.ndim]
     if len(masks) != 1 or sum(k is Ellipsis for k in raw) > 1:
         return None
@@ -629,7 +453,7 @@ def _scatter_last(dest: Tracer, flat, source: Tracer) -> Tracer:
     return current_context().emit(TI.ScatterAtOp, [dest, index, ops.strong(source)], {"kind": TI.STORE})
 
 
-def _masked(x: Tracer, key: _Key, value) -> Tracer:
+def _masked(x: Tracer, key: Key, value) -> Tracer:
     """x[mask] = value for a traced mask: a select. numpy writes the selected positions in
     order, so value must be the same for each (its shape broadcasts to the axes after the mask's)."""
     at, mask = key.mask
@@ -639,7 +463,7 @@ def _masked(x: Tracer, key: _Key, value) -> Tracer:
     return ops.where(_spread_mask(x, key), ops.reshape(value, (1,) * (at + mask.ndim) + value.shape), x)
 
 
-def _per_selected(x: Tracer, key: _Key, value):
+def _per_selected(x: Tracer, key: Key, value):
     """`value` without leading axes of size 1, after checking that it is one value for every
     selected position (of the shape of the axes after the mask's)."""
     if isinstance(value, (bool, int, float)):  # a Python scalar stays weak, as numpy casts it
@@ -665,7 +489,7 @@ def _per_selected(x: Tracer, key: _Key, value):
     return ops.reshape(value, shape) if isinstance(value, Tracer) else np.reshape(value, shape)
 
 
-def _spread_mask(x: Tracer, key: _Key) -> Tracer:
+def _spread_mask(x: Tracer, key: Key) -> Tracer:
     at, mask = key.mask
     shape = (1,) * at + mask.shape + (1,) * (x.ndim - at - mask.ndim)
     return ops.broadcast_to(ops.reshape(ops.cast(mask, np.bool_), shape), x.shape)
@@ -685,7 +509,7 @@ class MaskedSelection(Tracer):
 
     def refuse(self):
         raise UnsupportedError(
-            f"x[mask] with a traced boolean mask has a size that depends on the mask's values; {_MASK_ALTERNATIVE}",
+            f"x[mask] with a traced boolean mask has a size that depends on the mask's values; {MASK_ALTERNATIVE}",
             self.loc,
         )
 
@@ -706,7 +530,7 @@ class MaskedSelection(Tracer):
         moved.updates = self.updates
         return moved
 
-    def written(self, x: Tracer, key: _Key) -> Tracer:
+    def written(self, x: Tracer, key: Key) -> Tracer:
         """x with the recorded updates applied where the mask is true (x is the array indexed)."""
         if x is not self.base:
             self.refuse()

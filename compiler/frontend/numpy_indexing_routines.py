@@ -28,17 +28,14 @@ from kiln.frontend.numpy_indexing import (
     advanced_parts,
     assigned_value,
     basic_getitem,
-    broadcast_indices,
-    check_index_dtype,
     checked_index,
-    entry_free,
     fill_value,
     getitem,
-    parse_key,
     placed_axes,
     updated,
     write_region,
 )
+from kiln.frontend.numpy_keys import broadcast_indices, check_index_dtype, entry_free, parse_key
 from kiln.frontend.tracing import Tracer, current_context, user_location
 
 
