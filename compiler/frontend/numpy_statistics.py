@@ -3,7 +3,9 @@ corrcoef, each as numpy/lib/_histograms_impl.py and _function_base_impl.py compu
 
 A histogram with a number of bins has that many bins whatever the data, so its shape is
 static even when the edges come from the data's minimum and maximum (range=None): the edges
-are then traced values. Counting compares every value with every bin: O(len(a) * bins) work.
+are then traced values. Each value's bin is computed on its own (numpy's scaling rule for
+equal bins, a binary search of an array of edges) and counted by one scatter-add: O(len(a))
+work, O(len(a) * log len(edges)) for an array of edges.
 Bins picked by a rule from the data ('auto', 'fd', ...) change the number of bins with the
 data and are refused.
 """
@@ -15,9 +17,11 @@ import warnings
 
 import numpy as np
 
+from kiln.dialects import tensor_indexed as TI
 from kiln.errors import ArgumentError, ShapeError, UnsupportedError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend.numpy_api import FUNCTION_RULES
+from kiln.frontend.numpy_compare import binary_search
 from kiln.frontend.tracing import Tracer, current_context, user_location
 
 
@@ -138,6 +142,58 @@ def _equal_bin_index(a, edges, first, last, count):
     return index + up, keep
 
 
+# numpy's histogram counts in blocks of this many values, adding each block's float64 sums
+# (cast to the weights' dtype) to the running total: kiln keeps the blocks for its bits.
+_BLOCK = 65536
+
+
+def scatter_add(slots: Tracer, values: Tracer, size: int) -> Tracer:
+    """A (size,) array of values' dtype, zero except that each values[b] is added, in order b =
+    0, 1, ..., at slots[b] (int64 in 0..size-1): numpy's bincount loop as one kiln.scatter_at,
+    O(len(slots)) work. Both operands are 1-d of one length."""
+    dest = ops.full_like(values, 0, values.dtype, shape=(size,))
+    return current_context().emit(TI.ScatterAtOp, [dest, ops.strong(slots), ops.strong(values)], {"kind": "add"})
+
+
+def _edge_bin_index(a, edges):
+    """(index, keep) for an increasing array of edges, as numpy's sort and
+    _search_sorted_inclusive count: bin k holds edges[k] <= x < edges[k + 1], the last bin
+    also x == edges[-1]; NaN and values outside are not kept. A binary search of the edges
+    (O(len(a) * log len(edges)), compared in result_type(a, edges) as searchsorted does)."""
+    ctx = current_context()
+    count = edges.shape[0] - 1
+    dtype = np.result_type(a.dtype, edges.dtype)
+    values, table = ops.cast(a, dtype), ops.lift(ctx, edges, dtype)
+    index = binary_search(table, values, "right") - np.int64(1)
+    index = np.where(np.equal(values, table[-1]), np.int64(count - 1), index)
+    return index, np.logical_and(np.greater_equal(index, 0), np.less(index, count))
+
+
+def _bin_counts(index, keep, count, weights, blocks):
+    """numpy's counts of bins 0..count-1 from each value's bin `index` where `keep`: int64
+    counts, or weights summed in float64 and cast to the weights' dtype, summed per block of
+    _BLOCK values and the blocks added in that dtype (numpy's histogram loop) when `blocks`.
+    Dropped values count into one extra bin, cut off after the scatter."""
+    n = index.shape[0]
+    slots = np.where(keep, index, np.int64(count))
+    if weights is None:
+        return scatter_add(slots, ops.full_like(index, 1, np.int64), count + 1)[:count]
+    if weights.dtype.kind not in "fb":  # numpy's cumulative sums of integers: exact, wrapping in their type
+        if not blocks:
+            return scatter_add(slots, weights, count + 1)[:count]
+    ctx = current_context()
+    parts = -(-n // _BLOCK) if blocks else 1
+    if parts > 1:
+        block = ops.lift(ctx, np.arange(n, dtype=np.int64) // _BLOCK * (count + 1), np.int64)
+        slots = np.add(block, slots)
+    sums = ops.reshape(scatter_add(slots, weights.astype(np.float64), parts * (count + 1)), (parts, count + 1))
+    sums = sums[:, :count].astype(weights.dtype)
+    hist = ops.full_like(sums, 0, weights.dtype, shape=(count,))
+    for k in range(parts):  # n = zeros; n += bincount(block).astype(ntype), block by block
+        hist = hist + sums[k]
+    return hist
+
+
 def _histogram(a, bins=10, range=None, density=None, weights=None):
     """np.histogram -> (hist, bin_edges), flattening `a`.
 
@@ -151,11 +207,16 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
     another shape), ArgumentError for traced bins or range, UnsupportedError for bin rules
     picked by name ('auto', ...: their count depends on the data).
 
+    O(len(a)) for equal bins: each value's bin computed by numpy's rule (scaled, then moved
+    by one where rounding put it on the wrong side of an edge), then counted by one
+    scatter-add; weights are summed as numpy's bincount does, block by block, so the bits
+    are numpy's. O(len(a) * log len(edges)) for an array of edges (a binary search).
+
     What numpy checks on the data itself cannot be checked while tracing: with range=None it
     raises for NaN or infinite data (kiln's edges come out NaN and nothing is counted) and
     for a data range too narrow for `bins` finite bins (kiln's edges repeat). And one
     difference in rounding: with an array of edges and float weights numpy sums the weights
-    cumulatively and subtracts, kiln sums each bin's weights directly."""
+    cumulatively and subtracts, kiln sums each bin's weights directly (in float64, then cast)."""
     name = "np.histogram"
     a, weights = _ravel_and_check_weights(name, a, weights)
     edges, uniform = _bin_edges(name, a, bins, range)
@@ -163,21 +224,14 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
     if uniform is not None:
         first, last, count = uniform
         index, keep = _equal_bin_index(a, edges, first, last, count)
-        members = np.logical_and(np.equal(index[:, None], np.arange(count)), keep[:, None])
     else:
         count = max(edges.shape[0] - 1, 0)
-        if count == 0:
-            members = ops.full_like(a, False, np.bool_, shape=(a.shape[0], 0))
-        else:
-            column = a[:, None]
-            upper = ops.concatenate([np.less(column, edges[1:-1]), np.less_equal(column, edges[-1:])], axis=1)
-            members = np.logical_and(np.greater_equal(column, edges[:-1]), upper)
-    if weights is None:
-        hist = np.sum(members, axis=0, dtype=np.int64)
-    elif weights.dtype.kind in "fb":  # numpy's bincount adds weights in float64 and casts the sums back
-        hist = np.sum(np.where(members, weights.astype(np.float64)[:, None], 0.0), axis=0).astype(weights.dtype)
-    else:  # integer weights add up exactly in their own type, wrapping as numpy's sums do
-        hist = np.sum(np.where(members, weights[:, None], 0), axis=0, dtype=weights.dtype)
+        index, keep = _edge_bin_index(a, edges) if count and a.shape[0] else (None, None)
+    hist_dtype = np.int64 if weights is None else weights.dtype
+    if index is None or a.shape[0] == 0:
+        hist = ops.full_like(a, 0, hist_dtype, shape=(count,))
+    else:
+        hist = _bin_counts(index, keep, count, weights, blocks=uniform is not None)
     edges = edges if isinstance(edges, Tracer) else ops.lift(ctx, edges, edges.dtype)
     if density:
         widths = np.diff(edges).astype(np.float64)
