@@ -1,5 +1,5 @@
-"""numpy's "Statistics" section beyond the reductions: histogram, histogram_bin_edges, cov and
-corrcoef, each as numpy/lib/_histograms_impl.py and _function_base_impl.py compute it.
+"""numpy's "Statistics" section beyond the reductions: histogram, histogram_bin_edges, bincount,
+cov and corrcoef, each as numpy/lib/_histograms_impl.py and _function_base_impl.py compute it.
 
 A histogram with a number of bins has that many bins whatever the data, so its shape is
 static even when the edges come from the data's minimum and maximum (range=None): the edges
@@ -17,8 +17,9 @@ import warnings
 
 import numpy as np
 
+from kiln.dialects import tensor as T
 from kiln.dialects import tensor_indexed as TI
-from kiln.errors import ArgumentError, ShapeError, UnsupportedError
+from kiln.errors import ArgumentError, DTypeError, InvalidValueError, ShapeError, UnsupportedError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend.numpy_api import FUNCTION_RULES
 from kiln.frontend.numpy_compare import binary_search
@@ -248,6 +249,65 @@ def _histogram_bin_edges(a, bins=10, range=None, weights=None):
     return edges if isinstance(edges, Tracer) else ops.lift(current_context(), edges, edges.dtype)
 
 
+def _bincount(x, weights=None, minlength=0):
+    """np.bincount: for a 1-d array of non-negative integers x (a dtype numpy casts safely to
+    int64: bool, int8..int64, uint8..uint32), how often each value 0..L-1 occurs, int64, or
+    the sums of `weights` (x's shape, added in float64 in x's order, as numpy's loop) at each,
+    float64. O(len(x)): one scatter-add.
+
+    L is max(x) + 1 or `minlength`, whichever is larger: known while tracing for a constant x;
+    for a traced x numpy's length depends on the data, so `minlength` must be given and
+    bounds the values: one outside 0..minlength-1 raises OutOfBoundsError when the function
+    runs (where numpy would give a longer result, or ValueError for a negative). Raises
+    ShapeError for x not 1-d or weights of another length, DTypeError for another dtype of x,
+    InvalidValueError for a negative minlength, UnsupportedError for a traced x without
+    minlength."""
+    name = "np.bincount"
+    minlength = operator.index(_constant(name, "minlength", minlength))
+    if minlength < 0:
+        raise InvalidValueError(f"{name}: 'minlength' must not be negative", user_location())
+    ctx = current_context()
+    if not isinstance(x, Tracer):
+        x = np.asarray(x)
+        if x.size == 0 and x.dtype == np.float64:  # numpy counts an empty list as integers
+            x = x.astype(np.int64)
+    if np.ndim(x) != 1:
+        raise ShapeError(
+            f"{name}: object of {'too small' if np.ndim(x) == 0 else 'too deep'} depth for desired array",
+            user_location(),
+        )
+    if not np.can_cast(x.dtype, np.int64, "safe"):
+        raise DTypeError(
+            f"{name}: Cannot cast array data from dtype('{x.dtype}') to dtype('int64') according to the rule 'safe'",
+            user_location(),
+        )
+    if weights is not None:
+        weights = _traced(ctx, weights, np.float64)
+        if weights.shape != x.shape:
+            raise ShapeError(f"{name}: The weights and list don't have the same length.", user_location())
+    if isinstance(x, Tracer):
+        if minlength == 0:
+            raise UnsupportedError(
+                f"{name} of a traced array: numpy's result has max(x) + 1 elements, known only when the function "
+                "runs; pass minlength=N, a bound on the values (a value >= N raises when the function runs)",
+                user_location(),
+            )
+        length = minlength
+        index = ops.cast(x, np.int64)
+        # negatives (numpy's ValueError) are put out of range too, so that the one check names them
+        index = np.where(np.less(index, 0), np.int64(length), index)
+        index = ctx.emit(T.CheckIndexOp, [index], {"size": length, "axis": 0})
+    else:
+        if x.size and x.min() < 0:
+            raise InvalidValueError(f"{name}: 'list' argument must have no negative elements", user_location())
+        length = max(int(x.max()) + 1 if x.size else 0, minlength)
+        index = ops.lift(ctx, x.astype(np.int64), np.int64)
+    values = ops.full_like(index, 1, np.int64) if weights is None else weights
+    if x.shape[0] == 0:
+        return ops.full_like(values, 0, values.dtype, shape=(length,))
+    return scatter_add(index, values, length)
+
+
 # -- cov and corrcoef ----------------------------------------------------------------------------
 def _rows(x, dtype):
     """np.array(x, ndmin=2, dtype=dtype)."""
@@ -351,6 +411,7 @@ FUNCTION_RULES.update(
     {
         np.histogram: _histogram,
         np.histogram_bin_edges: _histogram_bin_edges,
+        np.bincount: _bincount,
         np.cov: _cov,
         np.corrcoef: _corrcoef,
     }
