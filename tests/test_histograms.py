@@ -110,6 +110,62 @@ def test_histogram_on_cuda_emulate():
     assert_all_same(kiln.compile(edges, target="cuda-emulate")(AWKWARD), edges(AWKWARD))
 
 
+# -- histogram2d, histogramdd ----------------------------------------------------------------------
+_X = np.concatenate([rng.random(200), [np.nan, 1.0, 0.0, -np.inf, 0.5]])
+_Y = np.concatenate([rng.random(200), [0.5, 1.0, 1.0, 0.2, np.inf]])
+HISTOGRAMS_DD = {
+    "2d equal bins": (lambda x, y: np.histogram2d(x, y, 5, range=[(0, 1), (0, 1)]), (_X, _Y)),
+    "2d a count and an edge array with a repeat": (
+        lambda x, y: np.histogram2d(x, y, [3, [0, 0.5, 0.5, 1]], range=[(0, 1), None]),
+        (_X, _Y),
+    ),
+    "2d one edge array for both": (lambda x, y: np.histogram2d(x, y, np.array([0, 0.3, 1.0])), (_X, _Y)),
+    "2d weights": (
+        lambda x, y, w: np.histogram2d(x, y, 4, range=[(0, 1), (0, 1)], weights=w),
+        (_X, _Y, rng.standard_normal(_X.size)),
+    ),
+    "2d edges from the data, float32": (
+        lambda x, y: np.histogram2d(x[:200].astype(np.float32), y[:200].astype(np.float32), 3),
+        (_X, _Y),
+    ),
+    "2d int32 data": (
+        lambda x, y: np.histogram2d((x[:200] * 10).astype(np.int32), (y[:200] * 10).astype(np.int32), 3),
+        (_X, _Y),
+    ),
+    "2d empty": (lambda x, y: np.histogram2d(x[:0], y[:0], 3), (_X, _Y)),
+    "dd (N, 3), reversed view": (
+        lambda x, y: np.histogramdd(np.stack([x, y, x * y], 1)[::-1], (2, 3, 4), range=[(0, 1)] * 3),
+        (_X, _Y),
+    ),
+    "dd 1-d sample": (lambda x, y: np.histogramdd(x, 7, range=[(0, 1)]), (_X, _Y)),
+}
+
+
+@pytest.mark.parametrize("case", HISTOGRAMS_DD)
+def test_histogramdd_is_numpys_bit_for_bit(case):
+    fn, args = HISTOGRAMS_DD[case]
+    got, want = kiln.compile(fn)(*args), fn(*args)
+    assert_same(got[0], want[0])
+    for g, w in zip(got[1:], want[1:], strict=True):
+        assert_all_same(g, w) if isinstance(w, list) else assert_same(g, w)
+
+
+def test_histogram2d_density_and_cuda_emulate():
+    fn = lambda x, y: np.histogram2d(x, y, 5, range=[(0, 1), (0, 1)], density=True)[0]  # noqa: E731
+    np.testing.assert_allclose(kiln.compile(fn)(_X, _Y), fn(_X, _Y), rtol=1e-14)
+    counts = lambda x, y: np.histogram2d(x, y, [3, [0, 0.5, 1]], range=[(0, 1), None])[0]  # noqa: E731
+    assert_same(kiln.compile(counts, target="cuda-emulate")(_X, _Y), counts(_X, _Y))
+
+
+def test_histogramdd_refusals_name_the_problem():
+    with pytest.raises(ShapeError, match="dimension of bins"):
+        kiln.compile(lambda x, y: np.histogramdd(np.stack([x, y], 1), [2, 3, 4]))(_X[:5], _Y[:5])
+    with pytest.raises(ShapeError, match="one entry per dimension"):
+        kiln.compile(lambda x, y: np.histogram2d(x, y, 2, range=[(0, 1)]))(_X[:5], _Y[:5])
+    with pytest.raises(ShapeError, match="monotonically"):
+        kiln.compile(lambda x, y: np.histogram2d(x, y, [[1, 0], 2]))(_X[:5], _Y[:5])
+
+
 # -- bincount ---------------------------------------------------------------------------------------
 def test_bincount_is_numpys():
     x = np.array([0, 3, 3, 1, 0, 9, 9, 9, 2], np.int32)
@@ -271,6 +327,7 @@ def test_gradients_match_central_differences():
     kiln.gradcheck(lambda w: np.sum(np.histogram(data, 5, range=(0, 1), weights=w)[0] ** 2), w)
     kiln.gradcheck(lambda w: np.sum(np.histogram(data, [0, 0.5, 1], weights=w)[0] ** 2), w)
     kiln.gradcheck(lambda w: np.sum(np.bincount(np.arange(40) % 3, w) ** 2), w)
+    kiln.gradcheck(lambda w: np.sum(np.histogram2d(data, w, 3, range=[(0, 1), (-1, 1)], weights=w)[0] ** 2), w)
 
 
 # -- complexity: the loop nests ------------------------------------------------------------------------
@@ -288,6 +345,14 @@ def test_histogram_loops_once_over_the_data_and_once_over_the_bins():
         assert {trips for trips, _ in shape} <= {4099, 1001, 1000}, shape
         assert [trips for trips, _ in shape].count(1001) == 1  # zeroing the counts (the dropped go to bin 1000)
         assert sum("memref.store" in nest for nest in nests) == 1  # one scatter
+
+
+def test_histogram2d_loops_once_over_the_data():
+    shape, _ = _nests(
+        lambda x, y: np.histogram2d(x, y, [300, 400], range=[(0, 1), (0, 1)])[0], kiln.f64[4099], kiln.f64[4099]
+    )
+    assert all(inner <= 1 for _, inner in shape), shape  # only the (300, 400) result's own 2-d loop
+    assert not any(trips == 4099 and inner for trips, inner in shape), shape
 
 
 def test_bincount_loops_once_over_the_data():

@@ -1,5 +1,5 @@
-"""numpy's "Statistics" section beyond the reductions: histogram, histogram_bin_edges, bincount,
-cov and corrcoef, each as numpy/lib/_histograms_impl.py and _function_base_impl.py compute it.
+"""numpy's "Statistics" section beyond the reductions: histogram, histogram2d, histogramdd,
+histogram_bin_edges, bincount, cov and corrcoef, each as numpy/lib/_histograms_impl.py and _function_base_impl.py compute it.
 
 A histogram with a number of bins has that many bins whatever the data, so its shape is
 static even when the edges come from the data's minimum and maximum (range=None): the edges
@@ -12,6 +12,7 @@ data and are refused.
 
 from __future__ import annotations
 
+import builtins
 import operator
 import warnings
 
@@ -249,6 +250,105 @@ def _histogram_bin_edges(a, bins=10, range=None, weights=None):
     return edges if isinstance(edges, Tracer) else ops.lift(current_context(), edges, edges.dtype)
 
 
+def _histogramdd(sample, bins=10, range=None, density=None, weights=None):
+    """np.histogramdd -> (hist, [edges per dimension]): sample (N, D), or a sequence of D
+    1-d arrays of one length N (a 1-d array is D = 1).
+
+    bins: one int or constant edge array for every dimension, or one per dimension; range
+    one (min, max) (or None) per dimension, as np.histogram's. numpy's own rule: each
+    coordinate's bin by searchsorted(edges, x, 'right') (a binary search), a value on the
+    last edge moved into the last bin, the D indices raveled (with one outlier bin at each
+    end of every dimension) and counted by one scatter-add (np.bincount's loop, weights
+    added in float64): O(N * D * log bins). hist is float64 of shape (bins_0, ..., bins_D-1);
+    NaN and values outside are not counted. density=True divides by each dimension's bin
+    widths and the total. Raises ShapeError for numpy's ValueErrors (bins or range of
+    another length than D, bins < 1, non-monotonic edges, weights not of length N),
+    ArgumentError for traced bins or range."""
+    name = "np.histogramdd"
+    ctx = current_context()
+    if isinstance(sample, Tracer) or not isinstance(sample, (list, tuple)):
+        sample = _traced(ctx, sample)
+        if sample.ndim == 1:
+            sample = ops.reshape(sample, (-1, 1))
+        if sample.ndim != 2:
+            raise ShapeError(f"{name}: sample must be (N, D) or a sequence of D 1-d arrays", user_location())
+        columns = [sample[:, i] for i in builtins.range(sample.shape[1])]
+    else:
+        columns = [ops.reshape(_traced(ctx, c), (-1,)) for c in sample]
+        if len({c.shape[0] for c in columns}) > 1:
+            raise ShapeError(f"{name}: the sample's arrays must have one length", user_location())
+    d = len(columns)
+    n = columns[0].shape[0] if columns else 0
+    if weights is not None:
+        weights = _traced(ctx, weights, np.float64)
+        if weights.shape != (n,):
+            raise ShapeError(f"{name}: weights must be 1-d of the sample's length {n}", user_location())
+    bins = _constant(name, "bins", bins)
+    if not hasattr(bins, "__len__"):  # one number of bins for every dimension
+        bins = d * [bins]
+    if len(bins) != d:
+        raise ShapeError(
+            f"{name}: The dimension of bins must be equal to the dimension of the sample x.", user_location()
+        )
+    ranges = (None,) * d if range is None else range
+    if len(ranges) != d:
+        raise ShapeError(f"{name}: range argument must have one entry per dimension", user_location())
+    edges, flat, sizes = [], None, []
+    for i, (column, b) in enumerate(zip(columns, bins)):
+        if np.ndim(b) == 0:
+            count = operator.index(b)
+            if count < 1:
+                raise ShapeError(f"{name}: `bins[{i}]` must be positive, when an integer", user_location())
+            first, last = _outer_edges(name, column, ranges[i])
+            e = np.linspace(first, last, count + 1)
+        elif np.ndim(b) == 1:
+            e = np.asarray(b)
+            if np.any(e[:-1] > e[1:]):
+                raise ShapeError(
+                    f"{name}: `bins[{i}]` must be monotonically increasing, when an array", user_location()
+                )
+        else:
+            raise ShapeError(f"{name}: `bins[{i}]` must be a scalar or 1d array", user_location())
+        e = e if isinstance(e, Tracer) else ops.lift(ctx, e, e.dtype)
+        edges.append(e)
+        dtype = np.result_type(e.dtype, column.dtype)
+        values, table = ops.cast(column, dtype), ops.cast(e, dtype)
+        index = binary_search(table, values, "right")
+        index = np.where(np.equal(values, table[-1]), index - np.int64(1), index)
+        sizes.append(e.shape[0] + 1)  # an outlier bin at each end
+        flat = index if flat is None else np.add(np.multiply(flat, np.int64(sizes[-1])), index)
+    total = int(np.prod(sizes))
+    if flat is None or n == 0:
+        hist = ops.full_like(
+            edges[0] if edges else ops.lift(ctx, np.zeros(0), np.float64), 0, np.float64, shape=(total,)
+        )
+    else:
+        hist = scatter_add(flat, ops.full_like(flat, 1.0, np.float64) if weights is None else weights, total)
+    hist = ops.reshape(hist, tuple(sizes))[(slice(1, -1),) * d]
+    if density:
+        s = np.sum(hist)
+        for i, e in enumerate(edges):
+            shape = [1] * d
+            shape[i] = sizes[i] - 2
+            hist = hist / ops.reshape(np.diff(e), tuple(shape))
+        hist = hist / s
+    return hist, edges
+
+
+def _histogram2d(x, y, bins=10, range=None, density=None, weights=None):
+    """np.histogram2d -> (hist, xedges, yedges): np.histogramdd of the pairs (x, y), with
+    numpy's reading of `bins` (an int or array for both, or one per coordinate)."""
+    bins = _constant("np.histogram2d", "bins", bins)
+    try:
+        count = len(bins)
+    except TypeError:
+        count = 1
+    if count not in (1, 2):
+        bins = [np.asarray(bins), np.asarray(bins)]
+    hist, edges = _histogramdd([x, y], bins, range, density, weights)
+    return hist, edges[0], edges[1]
+
+
 def _bincount(x, weights=None, minlength=0):
     """np.bincount: for a 1-d array of non-negative integers x (a dtype numpy casts safely to
     int64: bool, int8..int64, uint8..uint32), how often each value 0..L-1 occurs, int64, or
@@ -412,6 +512,8 @@ FUNCTION_RULES.update(
         np.histogram: _histogram,
         np.histogram_bin_edges: _histogram_bin_edges,
         np.bincount: _bincount,
+        np.histogramdd: _histogramdd,
+        np.histogram2d: _histogram2d,
         np.cov: _cov,
         np.corrcoef: _corrcoef,
     }
