@@ -93,6 +93,13 @@ def _searchsorted(a, v, side="left", sorter=None):
     return ops.strong(binary_search(ops.lift(ctx, a, dtype), ops.lift(ctx, v, dtype), side))
 
 
+def gather_in_bounds(table: Tracer, index: Tracer) -> Tracer:
+    """table[index] for a 1-d table and an int64 index already inside 0..len(table)-1 by
+    construction (clipped, or a binary search's count): one kiln.gather, without the run-time
+    check that np.take adds for an index that could be anything."""
+    return current_context().emit(TI.GatherOp, [table, ops.strong(index)], {})
+
+
 def binary_search(sorted_a: Tracer, values: Tracer, side: str) -> Tracer:
     """For each element of `values` (any shape, `sorted_a`'s dtype), the number of elements of
     the sorted 1-d `sorted_a` (length m) that come before it: < v (side='left') or <= v
@@ -105,7 +112,6 @@ def binary_search(sorted_a: Tracer, values: Tracer, side: str) -> Tracer:
     predicate holds on a prefix of a sorted array, so the steps find its length: O(len(values)
     * log m) work and no loop over sorted_a (which a comparison with every element costs)."""
     m = sorted_a.shape[0]
-    ctx = current_context()
     count = ops.full_like(values, 0, np.int64)
     if m == 0:
         return count
@@ -115,7 +121,7 @@ def binary_search(sorted_a: Tracer, values: Tracer, side: str) -> Tracer:
         candidate = np.add(count, np.int64(step))
         # lanes whose candidate passes the end read the last element; their move is refused below
         position = np.minimum(candidate, np.int64(m)) - np.int64(1)
-        element = ctx.emit(TI.GatherOp, [sorted_a, ops.strong(position)], {})
+        element = gather_in_bounds(sorted_a, position)
         if nan_v is None:
             before = np.less(element, values) if side == "left" else np.less_equal(element, values)
         elif side == "left":  # numpy orders NaN after every number, and NaN with NaN as equal

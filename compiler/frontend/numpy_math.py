@@ -15,6 +15,7 @@ import numpy as np
 from kiln.errors import ArgumentError, DTypeError, OutOfBoundsError, ShapeError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend.numpy_api import FUNCTION_RULES
+from kiln.frontend.numpy_compare import gather_in_bounds
 from kiln.frontend.tracing import Tracer, current_context, user_location
 
 
@@ -69,16 +70,18 @@ def _interp(x, xp, fp, left=None, right=None, period=None):
     if n == 1:  # numpy's own branch: NaN x is neither below nor above, so it gets fp[0]
         return np.where(outside[0], low, np.where(outside[1], high, fp[0]))
     j = np.searchsorted(xp, x, side="right") - 1
+    # both indices are clipped into the sample points, so their gathers need no check
     here = np.clip(j, 0, n - 1)
-    on_point = np.logical_or(np.equal(j, n - 1), np.equal(np.take(xp, here), x))
+    on_point = np.logical_or(np.equal(j, n - 1), np.equal(gather_in_bounds(xp, here), x))
     j = np.clip(j, 0, n - 2)
-    x0, x1, y0, y1 = np.take(xp, j), np.take(xp, j + 1), np.take(fp, j), np.take(fp, j + 1)
+    x0, x1 = gather_in_bounds(xp, j), gather_in_bounds(xp, j + 1)
+    y0, y1 = gather_in_bounds(fp, j), gather_in_bounds(fp, j + 1)
     # x1 > x0 wherever the line is used; the guard keeps 0/0 out of the unused lanes' gradients
     slope = (y1 - y0) / np.where(np.equal(x1, x0), 1.0, x1 - x0)
     line = slope * (x - x0) + y0
     line = np.where(np.isnan(line), slope * (x - x1) + y1, line)
     line = np.where(np.logical_and(np.isnan(line), np.equal(y0, y1)), y0, line)
-    inside = np.where(np.isnan(x), x, np.where(on_point, np.take(fp, here), line))
+    inside = np.where(np.isnan(x), x, np.where(on_point, gather_in_bounds(fp, here), line))
     return np.where(outside[0], low, np.where(outside[1], high, inside))
 
 

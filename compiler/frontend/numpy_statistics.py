@@ -23,7 +23,7 @@ from kiln.dialects import tensor_indexed as TI
 from kiln.errors import ArgumentError, DTypeError, InvalidValueError, ShapeError, UnsupportedError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend.numpy_api import FUNCTION_RULES
-from kiln.frontend.numpy_compare import binary_search
+from kiln.frontend.numpy_compare import binary_search, gather_in_bounds
 from kiln.frontend.tracing import Tracer, current_context, user_location
 
 
@@ -139,8 +139,9 @@ def _equal_bin_index(a, edges, first, last, count):
     # lanes outside the range are dropped by `keep`; the clip only keeps their gathers in bounds
     index = np.clip(np.nan_to_num(scaled, nan=0.0), 0, count).astype(np.int64)
     index = np.where(np.equal(index, count), count - 1, index)
-    index = index - np.less(values, np.take(edges, index))
-    up = np.logical_and(np.greater_equal(values, np.take(edges, index + 1)), np.not_equal(index, count - 1))
+    # index is in 0..count-1 here and index + 1 in 0..count after the decrement: no check needed
+    index = index - np.less(values, gather_in_bounds(edges, index))
+    up = np.logical_and(np.greater_equal(values, gather_in_bounds(edges, index + 1)), np.not_equal(index, count - 1))
     return index + up, keep
 
 
