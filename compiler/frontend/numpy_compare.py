@@ -2,18 +2,20 @@
 
 Each is written as numpy's own Python source computes it (numpy/_core/numeric.py,
 numpy/lib/_function_base_impl.py), on traced values, so the dtypes, NaN and infinity rules
-are numpy's. The lookups compare every value with every element of the sorted (or test)
-array: O(len(values) * len(array)) work, static shapes, no data-dependent loops.
+are numpy's. searchsorted and digitize are a binary search of a fixed number of steps
+(O(len(values) * log len(array))); isin compares every value with every test element
+(O(len(values) * len(tests))). Static shapes, no data-dependent loops.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from kiln.dialects import tensor_indexed as TI
 from kiln.errors import ArgumentError, DTypeError, ShapeError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend.numpy_api import FUNCTION_RULES
-from kiln.frontend.tracing import Tracer, user_location
+from kiln.frontend.tracing import Tracer, current_context, user_location
 
 
 def _array(x):
@@ -88,18 +90,47 @@ def _searchsorted(a, v, side="left", sorter=None):
     if np.ndim(a) != 1:
         raise ShapeError(f"np.searchsorted: a must be 1-d, got shape {np.shape(a)}", user_location())
     dtype = np.result_type(ops.promotion_sample(ops.check_operand(a)), ops.promotion_sample(ops.check_operand(v)))
-    sorted_a = ops.lift(ctx, a, dtype)
-    values = ops.lift(ctx, v, dtype)
-    column, row = np.expand_dims(values, -1), sorted_a
-    if dtype.kind == "f":  # numpy orders NaN after every number, and NaN with NaN as equal
-        nan_v = np.isnan(column)
-        if side == "left":
-            before = np.less(row, column) | (nan_v & ~np.isnan(row))
+    return ops.strong(binary_search(ops.lift(ctx, a, dtype), ops.lift(ctx, v, dtype), side))
+
+
+def gather_in_bounds(table: Tracer, index: Tracer) -> Tracer:
+    """table[index] for a 1-d table and an int64 index already inside 0..len(table)-1 by
+    construction (clipped, or a binary search's count): one kiln.gather, without the run-time
+    check that np.take adds for an index that could be anything."""
+    return current_context().emit(TI.GatherOp, [table, ops.strong(index)], {})
+
+
+def binary_search(sorted_a: Tracer, values: Tracer, side: str) -> Tracer:
+    """For each element of `values` (any shape, `sorted_a`'s dtype), the number of elements of
+    the sorted 1-d `sorted_a` (length m) that come before it: < v (side='left') or <= v
+    (side='right') in numpy's order, where NaN sorts after every number and NaN equals NaN.
+    int64 of values' shape.
+
+    A branch-free binary search of ceil(log2(m + 1)) steps: `count` starts at 0 and each step
+    tries to move it by the next lower power of two, reading sorted_a[count + step - 1] with
+    one kiln.gather and keeping the move where that element comes before v (a select). The
+    predicate holds on a prefix of a sorted array, so the steps find its length: O(len(values)
+    * log m) work and no loop over sorted_a (which a comparison with every element costs)."""
+    m = sorted_a.shape[0]
+    count = ops.full_like(values, 0, np.int64)
+    if m == 0:
+        return count
+    nan_v = np.isnan(values) if sorted_a.dtype.kind == "f" else None
+    step = 1 << (m.bit_length() - 1)  # the highest power of two <= m: m.bit_length() steps
+    while step:
+        candidate = np.add(count, np.int64(step))
+        # lanes whose candidate passes the end read the last element; their move is refused below
+        position = np.minimum(candidate, np.int64(m)) - np.int64(1)
+        element = gather_in_bounds(sorted_a, position)
+        if nan_v is None:
+            before = np.less(element, values) if side == "left" else np.less_equal(element, values)
+        elif side == "left":  # numpy orders NaN after every number, and NaN with NaN as equal
+            before = np.less(element, values) | (nan_v & ~np.isnan(element))
         else:
-            before = np.less_equal(row, column) | nan_v
-    else:
-        before = np.less(row, column) if side == "left" else np.less_equal(row, column)
-    return ops.strong(np.sum(before, axis=-1).astype(np.int64))
+            before = np.less_equal(element, values) | nan_v
+        count = np.where(np.logical_and(before, np.less_equal(candidate, np.int64(m))), candidate, count)
+        step >>= 1
+    return count
 
 
 def _digitize(x, bins, right=False):

@@ -15,6 +15,7 @@ import numpy as np
 from kiln.errors import ArgumentError, DTypeError, OutOfBoundsError, ShapeError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend.numpy_api import FUNCTION_RULES
+from kiln.frontend.numpy_compare import gather_in_bounds
 from kiln.frontend.tracing import Tracer, current_context, user_location
 
 
@@ -69,16 +70,18 @@ def _interp(x, xp, fp, left=None, right=None, period=None):
     if n == 1:  # numpy's own branch: NaN x is neither below nor above, so it gets fp[0]
         return np.where(outside[0], low, np.where(outside[1], high, fp[0]))
     j = np.searchsorted(xp, x, side="right") - 1
+    # both indices are clipped into the sample points, so their gathers need no check
     here = np.clip(j, 0, n - 1)
-    on_point = np.logical_or(np.equal(j, n - 1), np.equal(np.take(xp, here), x))
+    on_point = np.logical_or(np.equal(j, n - 1), np.equal(gather_in_bounds(xp, here), x))
     j = np.clip(j, 0, n - 2)
-    x0, x1, y0, y1 = np.take(xp, j), np.take(xp, j + 1), np.take(fp, j), np.take(fp, j + 1)
+    x0, x1 = gather_in_bounds(xp, j), gather_in_bounds(xp, j + 1)
+    y0, y1 = gather_in_bounds(fp, j), gather_in_bounds(fp, j + 1)
     # x1 > x0 wherever the line is used; the guard keeps 0/0 out of the unused lanes' gradients
     slope = (y1 - y0) / np.where(np.equal(x1, x0), 1.0, x1 - x0)
     line = slope * (x - x0) + y0
     line = np.where(np.isnan(line), slope * (x - x1) + y1, line)
     line = np.where(np.logical_and(np.isnan(line), np.equal(y0, y1)), y0, line)
-    inside = np.where(np.isnan(x), x, np.where(on_point, np.take(fp, here), line))
+    inside = np.where(np.isnan(x), x, np.where(on_point, gather_in_bounds(fp, here), line))
     return np.where(outside[0], low, np.where(outside[1], high, inside))
 
 
@@ -108,21 +111,66 @@ def _vectors(name, a, v):
     return a, v
 
 
-def _correlate_core(a, v, mode):
-    """numpy's _pyarray_correlate for len(a) >= len(v): out[k] = sum_j a_padded[k + j] v[j],
-    with a padded by len(v) - 1 zeros on each side ('full'), len(v) // 2 on the left and the
-    rest on the right ('same') or none ('valid'). The windows of a are gathered by a constant
-    index matrix and multiplied with v in one matmul (bool: any of and, as numpy's bool dot)."""
-    n, m = a.shape[0], v.shape[0]
-    left = {"valid": 0, "same": m // 2, "full": m - 1}[mode]
-    right = {"valid": 0, "same": m - m // 2 - 1, "full": m - 1}[mode]
-    length = n + left + right - m + 1
+# Above this many taps a sum of shifted slices (a few IR ops per tap) costs more to compile
+# than the windows gathered into one matmul (an (outputs, taps) table) cost to run.
+_MAX_TAPS = 128
+
+
+def _windows_matmul(a, v, left, right, length):
+    """The correlation through a gathered (length, m) table of a's windows times v: O(length *
+    m) memory, kept for many taps (bool: any of and, as numpy's bool dot)."""
+    m = v.shape[0]
     zeros = ops.lift(current_context(), np.zeros(1, a.dtype), a.dtype)
     padded = ops.concatenate([ops.broadcast_to(zeros, (left,)), a, ops.broadcast_to(zeros, (right,))])
     windows = np.take(padded, np.arange(length)[:, None] + np.arange(m))
     if a.dtype == np.bool_:
         return np.any(np.logical_and(windows, v), axis=-1)
     return np.matmul(windows, v)
+
+
+def _tap_sum(a, v, left, start, stop):
+    """Outputs start..stop-1 of the correlation: sum_j a[k + j - left] v[j] over the taps j =
+    0..m-1 in order, each tap adding a slice of `a` times v[j] where it overlaps `a` (no
+    product with the zero padding, so an infinite tap gives numpy's result at the ends)."""
+    n, m = a.shape[0], v.shape[0]
+    bool_ = a.dtype == np.bool_
+    # numpy's float16 dot multiplies and adds in float32 and rounds once at the end
+    work = np.float32 if a.dtype == np.float16 else a.dtype
+    a, v = ops.cast(a, work), ops.cast(v, work)
+    total = ops.full_like(a, 0, work, shape=(stop - start,))
+    for j in range(m):
+        lo, hi = max(start, left - j), min(stop, left - j + n)
+        if hi <= lo:
+            continue
+        part = a[lo + j - left : hi + j - left]
+        part = np.logical_and(part, v[j]) if bool_ else part * v[j]
+        if (lo, hi) != (start, stop):
+            zeros = ops.full_like(part, 0, work, shape=(1,))
+            part = ops.concatenate(
+                [ops.broadcast_to(zeros, (lo - start,)), part, ops.broadcast_to(zeros, (stop - hi,))]
+            )
+        total = np.logical_or(total, part) if bool_ else total + part
+    return total
+
+
+def _correlate_core(a, v, mode):
+    """numpy's _pyarray_correlate for len(a) >= len(v): out[k] = sum_j a_padded[k + j] v[j],
+    with a padded by len(v) - 1 zeros on each side ('full'), len(v) // 2 on the left and the
+    rest on the right ('same') or none ('valid'). Each output is m multiply-adds, the taps
+    summed in order j = 0..m-1 (numpy's own order where its dot is a loop: integers, bool,
+    float16 in float32; for float32/64 numpy calls BLAS's dot, whose order may differ by an
+    ulp or so): the outputs where every tap overlaps `a` as a sum of m shifted slices of it,
+    the up to m - 1 outputs at each end apart. O(len(a) * m) work and no (outputs, taps)
+    table, up to _MAX_TAPS taps."""
+    n, m = a.shape[0], v.shape[0]
+    left = {"valid": 0, "same": m // 2, "full": m - 1}[mode]
+    right = {"valid": 0, "same": m - m // 2 - 1, "full": m - 1}[mode]
+    length = n + left + right - m + 1
+    if m > _MAX_TAPS:
+        return _windows_matmul(a, v, left, right, length)
+    pieces = [(0, left), (left, left + n - m + 1), (left + n - m + 1, length)]
+    out = ops.concatenate([_tap_sum(a, v, left, start, stop) for start, stop in pieces if stop > start])
+    return ops.cast(out, a.dtype)
 
 
 def _correlate(a, v, mode="valid"):

@@ -1,23 +1,29 @@
-"""numpy's "Statistics" section beyond the reductions: histogram, histogram_bin_edges, cov and
-corrcoef, each as numpy/lib/_histograms_impl.py and _function_base_impl.py compute it.
+"""numpy's "Statistics" section beyond the reductions: histogram, histogram2d, histogramdd,
+histogram_bin_edges, bincount, cov and corrcoef, each as numpy/lib/_histograms_impl.py and _function_base_impl.py compute it.
 
 A histogram with a number of bins has that many bins whatever the data, so its shape is
 static even when the edges come from the data's minimum and maximum (range=None): the edges
-are then traced values. Counting compares every value with every bin: O(len(a) * bins) work.
+are then traced values. Each value's bin is computed on its own (numpy's scaling rule for
+equal bins, a binary search of an array of edges) and counted by one scatter-add: O(len(a))
+work, O(len(a) * log len(edges)) for an array of edges.
 Bins picked by a rule from the data ('auto', 'fd', ...) change the number of bins with the
 data and are refused.
 """
 
 from __future__ import annotations
 
+import builtins
 import operator
 import warnings
 
 import numpy as np
 
-from kiln.errors import ArgumentError, ShapeError, UnsupportedError
+from kiln.dialects import tensor as T
+from kiln.dialects import tensor_indexed as TI
+from kiln.errors import ArgumentError, DTypeError, InvalidValueError, ShapeError, UnsupportedError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend.numpy_api import FUNCTION_RULES
+from kiln.frontend.numpy_compare import binary_search, gather_in_bounds
 from kiln.frontend.tracing import Tracer, current_context, user_location
 
 
@@ -133,9 +139,62 @@ def _equal_bin_index(a, edges, first, last, count):
     # lanes outside the range are dropped by `keep`; the clip only keeps their gathers in bounds
     index = np.clip(np.nan_to_num(scaled, nan=0.0), 0, count).astype(np.int64)
     index = np.where(np.equal(index, count), count - 1, index)
-    index = index - np.less(values, np.take(edges, index))
-    up = np.logical_and(np.greater_equal(values, np.take(edges, index + 1)), np.not_equal(index, count - 1))
+    # index is in 0..count-1 here and index + 1 in 0..count after the decrement: no check needed
+    index = index - np.less(values, gather_in_bounds(edges, index))
+    up = np.logical_and(np.greater_equal(values, gather_in_bounds(edges, index + 1)), np.not_equal(index, count - 1))
     return index + up, keep
+
+
+# numpy's histogram counts in blocks of this many values, adding each block's float64 sums
+# (cast to the weights' dtype) to the running total: kiln keeps the blocks for its bits.
+_BLOCK = 65536
+
+
+def scatter_add(slots: Tracer, values: Tracer, size: int) -> Tracer:
+    """A (size,) array of values' dtype, zero except that each values[b] is added, in order b =
+    0, 1, ..., at slots[b] (int64 in 0..size-1): numpy's bincount loop as one kiln.scatter_at,
+    O(len(slots)) work. Both operands are 1-d of one length."""
+    dest = ops.full_like(values, 0, values.dtype, shape=(size,))
+    return current_context().emit(TI.ScatterAtOp, [dest, ops.strong(slots), ops.strong(values)], {"kind": "add"})
+
+
+def _edge_bin_index(a, edges):
+    """(index, keep) for an increasing array of edges, as numpy's sort and
+    _search_sorted_inclusive count: bin k holds edges[k] <= x < edges[k + 1], the last bin
+    also x == edges[-1]; NaN and values outside are not kept. A binary search of the edges
+    (O(len(a) * log len(edges)), compared in result_type(a, edges) as searchsorted does)."""
+    ctx = current_context()
+    count = edges.shape[0] - 1
+    dtype = np.result_type(a.dtype, edges.dtype)
+    values, table = ops.cast(a, dtype), ops.lift(ctx, edges, dtype)
+    index = binary_search(table, values, "right") - np.int64(1)
+    index = np.where(np.equal(values, table[-1]), np.int64(count - 1), index)
+    return index, np.logical_and(np.greater_equal(index, 0), np.less(index, count))
+
+
+def _bin_counts(index, keep, count, weights, blocks):
+    """numpy's counts of bins 0..count-1 from each value's bin `index` where `keep`: int64
+    counts, or weights summed in float64 and cast to the weights' dtype, summed per block of
+    _BLOCK values and the blocks added in that dtype (numpy's histogram loop) when `blocks`.
+    Dropped values count into one extra bin, cut off after the scatter."""
+    n = index.shape[0]
+    slots = np.where(keep, index, np.int64(count))
+    if weights is None:
+        return scatter_add(slots, ops.full_like(index, 1, np.int64), count + 1)[:count]
+    if weights.dtype.kind not in "fb":  # numpy's cumulative sums of integers: exact, wrapping in their type
+        if not blocks:
+            return scatter_add(slots, weights, count + 1)[:count]
+    ctx = current_context()
+    parts = -(-n // _BLOCK) if blocks else 1
+    if parts > 1:
+        block = ops.lift(ctx, np.arange(n, dtype=np.int64) // _BLOCK * (count + 1), np.int64)
+        slots = np.add(block, slots)
+    sums = ops.reshape(scatter_add(slots, weights.astype(np.float64), parts * (count + 1)), (parts, count + 1))
+    sums = sums[:, :count].astype(weights.dtype)
+    hist = ops.full_like(sums, 0, weights.dtype, shape=(count,))
+    for k in range(parts):  # n = zeros; n += bincount(block).astype(ntype), block by block
+        hist = hist + sums[k]
+    return hist
 
 
 def _histogram(a, bins=10, range=None, density=None, weights=None):
@@ -151,11 +210,16 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
     another shape), ArgumentError for traced bins or range, UnsupportedError for bin rules
     picked by name ('auto', ...: their count depends on the data).
 
+    O(len(a)) for equal bins: each value's bin computed by numpy's rule (scaled, then moved
+    by one where rounding put it on the wrong side of an edge), then counted by one
+    scatter-add; weights are summed as numpy's bincount does, block by block, so the bits
+    are numpy's. O(len(a) * log len(edges)) for an array of edges (a binary search).
+
     What numpy checks on the data itself cannot be checked while tracing: with range=None it
     raises for NaN or infinite data (kiln's edges come out NaN and nothing is counted) and
     for a data range too narrow for `bins` finite bins (kiln's edges repeat). And one
     difference in rounding: with an array of edges and float weights numpy sums the weights
-    cumulatively and subtracts, kiln sums each bin's weights directly."""
+    cumulatively and subtracts, kiln sums each bin's weights directly (in float64, then cast)."""
     name = "np.histogram"
     a, weights = _ravel_and_check_weights(name, a, weights)
     edges, uniform = _bin_edges(name, a, bins, range)
@@ -163,21 +227,14 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
     if uniform is not None:
         first, last, count = uniform
         index, keep = _equal_bin_index(a, edges, first, last, count)
-        members = np.logical_and(np.equal(index[:, None], np.arange(count)), keep[:, None])
     else:
         count = max(edges.shape[0] - 1, 0)
-        if count == 0:
-            members = ops.full_like(a, False, np.bool_, shape=(a.shape[0], 0))
-        else:
-            column = a[:, None]
-            upper = ops.concatenate([np.less(column, edges[1:-1]), np.less_equal(column, edges[-1:])], axis=1)
-            members = np.logical_and(np.greater_equal(column, edges[:-1]), upper)
-    if weights is None:
-        hist = np.sum(members, axis=0, dtype=np.int64)
-    elif weights.dtype.kind in "fb":  # numpy's bincount adds weights in float64 and casts the sums back
-        hist = np.sum(np.where(members, weights.astype(np.float64)[:, None], 0.0), axis=0).astype(weights.dtype)
-    else:  # integer weights add up exactly in their own type, wrapping as numpy's sums do
-        hist = np.sum(np.where(members, weights[:, None], 0), axis=0, dtype=weights.dtype)
+        index, keep = _edge_bin_index(a, edges) if count and a.shape[0] else (None, None)
+    hist_dtype = np.int64 if weights is None else weights.dtype
+    if index is None or a.shape[0] == 0:
+        hist = ops.full_like(a, 0, hist_dtype, shape=(count,))
+    else:
+        hist = _bin_counts(index, keep, count, weights, blocks=uniform is not None)
     edges = edges if isinstance(edges, Tracer) else ops.lift(ctx, edges, edges.dtype)
     if density:
         widths = np.diff(edges).astype(np.float64)
@@ -192,6 +249,164 @@ def _histogram_bin_edges(a, bins=10, range=None, weights=None):
     a, _ = _ravel_and_check_weights(name, a, weights)
     edges, _ = _bin_edges(name, a, bins, range)
     return edges if isinstance(edges, Tracer) else ops.lift(current_context(), edges, edges.dtype)
+
+
+def _histogramdd(sample, bins=10, range=None, density=None, weights=None):
+    """np.histogramdd -> (hist, [edges per dimension]): sample (N, D), or a sequence of D
+    1-d arrays of one length N (a 1-d array is D = 1).
+
+    bins: one int or constant edge array for every dimension, or one per dimension; range
+    one (min, max) (or None) per dimension, as np.histogram's. numpy's own rule: each
+    coordinate's bin by searchsorted(edges, x, 'right') (a binary search), a value on the
+    last edge moved into the last bin, the D indices raveled (with one outlier bin at each
+    end of every dimension) and counted by one scatter-add (np.bincount's loop, weights
+    added in float64): O(N * D * log bins). hist is float64 of shape (bins_0, ..., bins_D-1);
+    NaN and values outside are not counted. density=True divides by each dimension's bin
+    widths and the total. Raises ShapeError for numpy's ValueErrors (bins or range of
+    another length than D, bins < 1, non-monotonic edges, weights not of length N),
+    ArgumentError for traced bins or range."""
+    name = "np.histogramdd"
+    ctx = current_context()
+    if isinstance(sample, Tracer) or not isinstance(sample, (list, tuple)):
+        sample = _traced(ctx, sample)
+        if sample.ndim == 1:
+            sample = ops.reshape(sample, (-1, 1))
+        if sample.ndim != 2:
+            raise ShapeError(f"{name}: sample must be (N, D) or a sequence of D 1-d arrays", user_location())
+        columns = [sample[:, i] for i in builtins.range(sample.shape[1])]
+    else:
+        columns = [ops.reshape(_traced(ctx, c), (-1,)) for c in sample]
+        if len({c.shape[0] for c in columns}) > 1:
+            raise ShapeError(f"{name}: the sample's arrays must have one length", user_location())
+    d = len(columns)
+    n = columns[0].shape[0] if columns else 0
+    if weights is not None:
+        weights = _traced(ctx, weights, np.float64)
+        if weights.shape != (n,):
+            raise ShapeError(f"{name}: weights must be 1-d of the sample's length {n}", user_location())
+    bins = _constant(name, "bins", bins)
+    if not hasattr(bins, "__len__"):  # one number of bins for every dimension
+        bins = d * [bins]
+    if len(bins) != d:
+        raise ShapeError(
+            f"{name}: The dimension of bins must be equal to the dimension of the sample x.", user_location()
+        )
+    ranges = (None,) * d if range is None else range
+    if len(ranges) != d:
+        raise ShapeError(f"{name}: range argument must have one entry per dimension", user_location())
+    edges, flat, sizes = [], None, []
+    for i, (column, b) in enumerate(zip(columns, bins)):
+        if np.ndim(b) == 0:
+            count = operator.index(b)
+            if count < 1:
+                raise ShapeError(f"{name}: `bins[{i}]` must be positive, when an integer", user_location())
+            first, last = _outer_edges(name, column, ranges[i])
+            e = np.linspace(first, last, count + 1)
+        elif np.ndim(b) == 1:
+            e = np.asarray(b)
+            if np.any(e[:-1] > e[1:]):
+                raise ShapeError(
+                    f"{name}: `bins[{i}]` must be monotonically increasing, when an array", user_location()
+                )
+        else:
+            raise ShapeError(f"{name}: `bins[{i}]` must be a scalar or 1d array", user_location())
+        e = e if isinstance(e, Tracer) else ops.lift(ctx, e, e.dtype)
+        edges.append(e)
+        dtype = np.result_type(e.dtype, column.dtype)
+        values, table = ops.cast(column, dtype), ops.cast(e, dtype)
+        index = binary_search(table, values, "right")
+        index = np.where(np.equal(values, table[-1]), index - np.int64(1), index)
+        sizes.append(e.shape[0] + 1)  # an outlier bin at each end
+        flat = index if flat is None else np.add(np.multiply(flat, np.int64(sizes[-1])), index)
+    total = int(np.prod(sizes))
+    if flat is None or n == 0:
+        hist = ops.full_like(
+            edges[0] if edges else ops.lift(ctx, np.zeros(0), np.float64), 0, np.float64, shape=(total,)
+        )
+    else:
+        hist = scatter_add(flat, ops.full_like(flat, 1.0, np.float64) if weights is None else weights, total)
+    hist = ops.reshape(hist, tuple(sizes))[(slice(1, -1),) * d]
+    if density:
+        s = np.sum(hist)
+        for i, e in enumerate(edges):
+            shape = [1] * d
+            shape[i] = sizes[i] - 2
+            hist = hist / ops.reshape(np.diff(e), tuple(shape))
+        hist = hist / s
+    return hist, edges
+
+
+def _histogram2d(x, y, bins=10, range=None, density=None, weights=None):
+    """np.histogram2d -> (hist, xedges, yedges): np.histogramdd of the pairs (x, y), with
+    numpy's reading of `bins` (an int or array for both, or one per coordinate)."""
+    bins = _constant("np.histogram2d", "bins", bins)
+    try:
+        count = len(bins)
+    except TypeError:
+        count = 1
+    if count not in (1, 2):
+        bins = [np.asarray(bins), np.asarray(bins)]
+    hist, edges = _histogramdd([x, y], bins, range, density, weights)
+    return hist, edges[0], edges[1]
+
+
+def _bincount(x, weights=None, minlength=0):
+    """np.bincount: for a 1-d array of non-negative integers x (a dtype numpy casts safely to
+    int64: bool, int8..int64, uint8..uint32), how often each value 0..L-1 occurs, int64, or
+    the sums of `weights` (x's shape, added in float64 in x's order, as numpy's loop) at each,
+    float64. O(len(x)): one scatter-add.
+
+    L is max(x) + 1 or `minlength`, whichever is larger: known while tracing for a constant x;
+    for a traced x numpy's length depends on the data, so `minlength` must be given and
+    bounds the values: one outside 0..minlength-1 raises OutOfBoundsError when the function
+    runs (where numpy would give a longer result, or ValueError for a negative). Raises
+    ShapeError for x not 1-d or weights of another length, DTypeError for another dtype of x,
+    InvalidValueError for a negative minlength, UnsupportedError for a traced x without
+    minlength."""
+    name = "np.bincount"
+    minlength = operator.index(_constant(name, "minlength", minlength))
+    if minlength < 0:
+        raise InvalidValueError(f"{name}: 'minlength' must not be negative", user_location())
+    ctx = current_context()
+    if not isinstance(x, Tracer):
+        x = np.asarray(x)
+        if x.size == 0 and x.dtype == np.float64:  # numpy counts an empty list as integers
+            x = x.astype(np.int64)
+    if np.ndim(x) != 1:
+        raise ShapeError(
+            f"{name}: object of {'too small' if np.ndim(x) == 0 else 'too deep'} depth for desired array",
+            user_location(),
+        )
+    if not np.can_cast(x.dtype, np.int64, "safe"):
+        raise DTypeError(
+            f"{name}: Cannot cast array data from dtype('{x.dtype}') to dtype('int64') according to the rule 'safe'",
+            user_location(),
+        )
+    if weights is not None:
+        weights = _traced(ctx, weights, np.float64)
+        if weights.shape != x.shape:
+            raise ShapeError(f"{name}: The weights and list don't have the same length.", user_location())
+    if isinstance(x, Tracer):
+        if minlength == 0:
+            raise UnsupportedError(
+                f"{name} of a traced array: numpy's result has max(x) + 1 elements, known only when the function "
+                "runs; pass minlength=N, a bound on the values (a value >= N raises when the function runs)",
+                user_location(),
+            )
+        length = minlength
+        index = ops.cast(x, np.int64)
+        # negatives (numpy's ValueError) are put out of range too, so that the one check names them
+        index = np.where(np.less(index, 0), np.int64(length), index)
+        index = ctx.emit(T.CheckIndexOp, [index], {"size": length, "axis": 0})
+    else:
+        if x.size and x.min() < 0:
+            raise InvalidValueError(f"{name}: 'list' argument must have no negative elements", user_location())
+        length = max(int(x.max()) + 1 if x.size else 0, minlength)
+        index = ops.lift(ctx, x.astype(np.int64), np.int64)
+    values = ops.full_like(index, 1, np.int64) if weights is None else weights
+    if x.shape[0] == 0:
+        return ops.full_like(values, 0, values.dtype, shape=(length,))
+    return scatter_add(index, values, length)
 
 
 # -- cov and corrcoef ----------------------------------------------------------------------------
@@ -297,6 +512,9 @@ FUNCTION_RULES.update(
     {
         np.histogram: _histogram,
         np.histogram_bin_edges: _histogram_bin_edges,
+        np.bincount: _bincount,
+        np.histogramdd: _histogramdd,
+        np.histogram2d: _histogram2d,
         np.cov: _cov,
         np.corrcoef: _corrcoef,
     }
