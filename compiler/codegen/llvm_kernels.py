@@ -28,9 +28,16 @@ from kiln.dialects import func as F
 from kiln.dialects import memref as MR
 from kiln.dialects.traits import ALLOCATION
 from kiln.dialects.types import MemRefType
+from kiln.passes.kernel_inputs import outside_values
 
 # Ops a kernel function computes again from its parameters instead of taking their values.
 _RECOMPUTED = (MR.ViewOp, MR.GetGlobalOp, AR.ConstantOp)
+
+
+def _recomputed(op) -> bool:
+    return isinstance(op, _RECOMPUTED)
+
+
 # Ops a kernel function cannot hold: they allocate (and free on failure), or return.
 _STAY_INLINE = (MR.AllocOp, MR.DeallocOp, F.ReturnOp)
 
@@ -56,7 +63,7 @@ def outline_kernel(e: FunctionEmitter, nest, emit_nest) -> bool:
     to it; `emit_nest(emitter, nest)` emits the nest itself. False if it must stay inline."""
     if nest.results or any(isinstance(op, _STAY_INLINE) for op in nest.walk()):
         return False
-    parameters, recomputed = _inputs(nest)
+    parameters, recomputed = outside_values([nest], _recomputed)
     outer = [e.status] + [e.get(v) for v in parameters]
     count = sum(1 for g in e.module.globals.values() if g.name.startswith(f"{e.function.name}.kernel"))
     function = ir.Function(
@@ -78,35 +85,6 @@ def outline_kernel(e: FunctionEmitter, nest, emit_nest) -> bool:
     inner.alloca_builder.branch(inner.start)
     e.b.call(function, outer)
     return True
-
-
-def _inputs(nest) -> tuple:
-    """(the values `nest` takes as parameters, the top-level ops it computes again), each in
-    order of first use; a recomputed op's operands are taken or recomputed in turn."""
-    inside = set()
-    for op in nest.walk():
-        inside.update(op.results)
-        for region in op.regions:
-            for block in region.blocks:
-                inside.update(block.args)
-    parameters, recomputed, seen = [], [], set()
-
-    def use(value):
-        if value in inside or value in seen:
-            return
-        seen.add(value)
-        producer = getattr(value, "op", None)
-        if isinstance(producer, _RECOMPUTED):
-            for operand in producer.operands:
-                use(operand)
-            recomputed.append(producer)
-        else:
-            parameters.append(value)
-
-    for op in nest.walk():
-        for value in op.operands:
-            use(value)
-    return parameters, recomputed
 
 
 def _is_base(value) -> bool:
