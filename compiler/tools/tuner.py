@@ -38,6 +38,7 @@ from kiln.errors import KilnError
 from kiln.passes.default_schedule import root_chain, vector_candidates
 from kiln.passes.kernels import extract, kernel_names, structural_hash
 from kiln.passes.loop_transforms import ScheduleError
+from kiln.passes.registry import run_passes
 from kiln.passes.schedule import Schedule, apply_schedule
 from kiln.pipeline import run_pipeline
 from kiln.runtime import threads
@@ -250,7 +251,7 @@ class KernelBench:
 
     def build(self, steps):
         """A callable running the kernel scheduled by `steps` (a list), or by the default if None."""
-        module = schedule_kernel(self.module.clone({}), self.target, steps)
+        module = run_passes(schedule_kernel(self.module.clone({}), self.target, steps), self.target.codegen_passes)
         tm = llvm_target.host_target_machine()
         pool = ConstantPool.of(module, pool_symbol(llvm_emitter.symbol_name("kernel")))
         llvm_ir = str(llvm_codegen.emit_module(module, tm.triple, str(tm.target_data), pool=pool))
