@@ -7,7 +7,8 @@ func.func @scale(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 A ``private`` function (``sym_visibility = "private"``) is seen only inside its module: the
 ``outline-kernels`` pass makes one per kernel, called once with ``func.call`` (which calls
-only such functions of the same module and gives no results).
+only such functions of the same module and gives no results; the verifier checks each
+call against the module's functions, ``CallOp.verify_callee``).
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ class CallOp(Operation):
     """``func.call @f_k0(%a, %b) : (memref<16xf32>, f32) -> ()``: runs the private function
     `callee` of the same module on the operands. Calls give no results here (a kernel writes
     its buffers); the callee's argument types must be the operands' (checked by the verifier
-    with the module at hand, see ``callee_of``)."""
+    with the module at hand, ``verify_callee``)."""
 
     name = "func.call"
     attribute_names = ("callee",)
@@ -136,10 +137,12 @@ class CallOp(Operation):
         super().verify()
         if self.results:
             raise self.error("func.call gives no results here")
-        module = _module_of(self)
-        if module is None:
-            return  # not inside a module yet (being built)
-        callee = callee_of(self)
+
+    def verify_callee(self, functions: dict) -> None:
+        """Check the call against its module's functions (name -> FuncOp), as MLIR's
+        SymbolUserOpInterface does once per module with a symbol table: the callee exists,
+        is private, and takes the operands' types."""
+        callee = functions.get(self.attributes["callee"])
         if callee is None:
             raise self.error(f"func.call: the module has no function @{self.attributes['callee']}")
         if not callee.is_private:
@@ -163,25 +166,6 @@ class CallOp(Operation):
         if list(function_type.inputs) != [v.type for v in operands] or function_type.results:
             parser.fail("func.call's type does not match its operands, or gives results")
         return cls(operands, {**attributes, "callee": callee}, [])
-
-
-def _module_of(op):
-    """The op at the top of `op`'s nesting (its module), or None when that is `op` itself
-    or a function (not yet in a module)."""
-    top = op
-    while top.parent is not None and top.parent.parent is not None and top.parent.parent.parent is not None:
-        top = top.parent.parent.parent  # op -> block -> region -> the op holding it
-    return None if top is op or isinstance(top, FuncOp) else top
-
-
-def callee_of(call: CallOp) -> FuncOp | None:
-    """The function of `call`'s module that it calls (None when the call is in no module,
-    or the module has no such function)."""
-    module = _module_of(call)
-    if module is None:
-        return None
-    functions = [op for op in module.regions[0].blocks[0].ops if isinstance(op, FuncOp)]
-    return next((f for f in functions if f.sym_name == call.attributes["callee"]), None)
 
 
 def walk_inlined(function: FuncOp, callees: dict | None = None):

@@ -51,7 +51,10 @@ def emit_module(
     (an access outside its buffer is skipped and reported through the status). The globals
     `pool` lays out are read from its symbol, declared external (see constant_pool); the
     others are initializers in the module. `probes` times regions of top-level ops with the
-    CPU's cycle counter (see kiln.codegen.llvm_probes)."""
+    CPU's cycle counter (see kiln.codegen.llvm_probes). Each private function (a kernel that
+    ``outline-kernels`` outlined: ``Pipeline.codegen_module()``) becomes an LLVM function of
+    its own where it is called (see kiln.codegen.llvm_kernels); nests left in a function are
+    emitted inline."""
     with collection_paused():  # llvmlite's instructions are cycles too
         return _emit_module(module, triple, data_layout, bounds_checks, pool, probes)
 
