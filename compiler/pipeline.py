@@ -247,12 +247,17 @@ class Pipeline:
                 with LLVM_LOCK:
                     tm = llvm_target.host_target_machine()
                     triple, layout = tm.triple, str(tm.target_data)
-                scheduled = self.module("scheduled")
+                scheduled = self.codegen_module()
                 self._pool = ConstantPool.of(scheduled, self.pool_symbol)
                 with timings.timed(self.name, "emit llvm ir"):
                     module = llvm_codegen.emit_module(scheduled, triple, layout, self.debug, self._pool)
                     self._llvm_ir = str(module)
             return self._llvm_ir
+
+    def codegen_module(self):
+        """What the code generator reads: a copy of the scheduled module through the target's
+        ``codegen_passes`` (each kernel outlined into a private function), made on each call."""
+        return run_passes(self.module("scheduled").clone({}), list(self.target.codegen_passes))
 
     @property
     def pool_symbol(self) -> str:

@@ -39,6 +39,12 @@ LEGALIZE_PASSES = ("emulate-unsupported-floats",)
 GRAPH_PASSES = LEGALIZE_PASSES + ("canonicalize", "cse", "dce", "fuse", "plan-memory")
 REMAT_PASSES = LEGALIZE_PASSES + ("canonicalize", "cse", "dce", "rematerialize", "fuse", "plan-memory")
 
+# What the code generator's input has that the printed scheduled stage does not: each
+# kernel in a private function of its own (see kiln.passes.outline_kernels). Run on a copy
+# of the scheduled module right before code generation, so that what reads the scheduled
+# function by loop name (the tuner, the profiler, bisect, the debugger) reads it unchanged.
+CODEGEN_PASSES = ("outline-kernels",)
+
 # The pipeline's step that schedules the loops: not a pass of the registry (it takes the
 # schedule to apply, or the tuning records and the target's default recipes), but a stage
 # function `kiln.pipeline.run_pipeline` calls with its scheduler.
@@ -56,7 +62,9 @@ class Target:
     memory for ``cache_read``); `emulate`, whether its GPU code runs on the CPU;
     `schedule_primitives`, the steps a given schedule may use; `make_executable(pipeline,
     traced)`, what calls its native code (None: the interpreter runs the traced function);
-    `tuning`, which tuner searches its kernels (``cpu``, ``gpu``; None: not tunable)."""
+    `tuning`, which tuner searches its kernels (``cpu``, ``gpu``; None: not tunable);
+    `codegen_passes`, the passes its code generator's copy of the scheduled module goes
+    through first (``kiln opt -p outline-kernels`` prints what they make)."""
 
     name: str
     stages: tuple
@@ -67,6 +75,7 @@ class Target:
     schedule_primitives: tuple
     make_executable: Callable | None
     tuning: str | None
+    codegen_passes: tuple = ()
 
     def __str__(self) -> str:
         return self.name
@@ -159,6 +168,7 @@ TARGETS = {
         schedule_primitives=PRIMITIVES,
         make_executable=Executable,
         tuning="cpu",
+        codegen_passes=CODEGEN_PASSES,
     ),
     "interpret": Target(
         name="interpret",

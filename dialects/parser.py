@@ -468,7 +468,9 @@ class Parser:
             if not m:
                 self.fail("expected an operation")
             # MLIR prints these without their dialect (func.func's default dialect is func).
-            name = {"module": "builtin.module", "return": "func.return"}.get(m.group(0), m.group(0))
+            name = {"module": "builtin.module", "return": "func.return", "call": "func.call"}.get(
+                m.group(0), m.group(0)
+            )
             if name not in OP_REGISTRY:
                 self.pos = start
                 self.fail(f"unknown operation '{name}'")

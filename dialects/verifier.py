@@ -38,9 +38,15 @@ def verify(op: Operation) -> None:
     """Raise VerificationError at the first broken invariant in `op` and below."""
     _verify(op, frozenset())
     # Functions are `op` itself or the ops of a module's body.
-    for candidate in [op] + [child for region in op.regions for block in region.blocks for child in block.ops]:
+    candidates = [op] + [child for region in op.regions for block in region.blocks for child in block.ops]
+    functions = {f.sym_name: f for f in candidates if f.name == "func.func"}
+    for candidate in candidates:
         if candidate.name == "func.func":
             verify_memory_plan(candidate)
+            if op is not candidate:  # a function alone: its callees are elsewhere
+                for inner in candidate.walk():
+                    if inner.name == "func.call":
+                        inner.verify_callee(functions)
 
 
 def _verify(op: Operation, visible) -> None:

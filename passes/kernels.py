@@ -24,6 +24,7 @@ from kiln.dialects import memref as MR
 from kiln.dialects.affine_expr import AffineMap
 from kiln.dialects.traits import LOOP_LIKE
 from kiln.dialects.types import MemRefType
+from kiln.passes.kernel_inputs import OutsideValues, outside_values
 
 
 def kernel_names(function: F.FuncOp) -> list:
@@ -40,42 +41,20 @@ def nests_of(function: F.FuncOp, kernel: str) -> list:
     return [op for op in function.body.ops if op.has_trait(LOOP_LIKE) and A.kernel_of(op) == kernel]
 
 
-def _outside_values(function: F.FuncOp, kernel: str) -> list:
-    """Values `kernel`'s nests use but do not define, in order of first use."""
-    nests = nests_of(function, kernel)
-    inside = {r for nest in nests for op in nest.walk() for r in op.results}
-    inside |= {
-        a
-        for nest in nests
-        for op in nest.walk()
-        for region in op.regions
-        for block in region.blocks
-        for a in block.args
-    }
-    external = []
+def _recomputed(op) -> bool:
+    """A scalar computed before the nests (a load of a 0-d buffer that loop-invariant code
+    motion hoisted out of them, and arithmetic on it): the cut-out kernel recomputes it, so
+    what it reads comes first. A loop's result (a whole-array reduction) is passed instead."""
+    return not op.regions and not any(isinstance(r.type, MemRefType) for r in op.results)
 
-    def use(value):
-        if value in inside or value in external:
-            return
-        producer = getattr(value, "op", None)
-        if not isinstance(value.type, MemRefType) and producer is not None and not producer.regions:
-            # A scalar computed before the nests (a load of a 0-d buffer that loop-invariant code
-            # motion hoisted out of them, and arithmetic on it): the cut-out kernel recomputes it,
-            # so what it reads comes first.
-            for operand in producer.operands:
-                use(operand)
-        external.append(value)
 
-    for nest in nests:
-        for op in nest.walk():
-            for value in op.operands:
-                use(value)
-    return external
+def _outside_values(function: F.FuncOp, kernel: str) -> OutsideValues:
+    return outside_values(nests_of(function, kernel), _recomputed)
 
 
 def kernel_buffers(function: F.FuncOp, kernel: str) -> list:
     """The buffers `kernel` touches, in the order of the extracted kernel's arguments a0, a1, ..."""
-    return [v for v in _outside_values(function, kernel) if isinstance(v.type, MemRefType)]
+    return [v for v in _outside_values(function, kernel).taken if isinstance(v.type, MemRefType)]
 
 
 def extract(function: F.FuncOp, kernel: str) -> builtin.ModuleOp:
@@ -86,10 +65,9 @@ def extract(function: F.FuncOp, kernel: str) -> builtin.ModuleOp:
     its own, after the buffers, so the buffers keep their numbers a0, a1, ...
     """
     nests = nests_of(function, kernel)
-    external = _outside_values(function, kernel)
-    buffers = [v for v in external if isinstance(v.type, MemRefType)]
-    scalars = [v for v in external if not isinstance(v.type, MemRefType)]
-    passed = [v for v in scalars if getattr(v, "op", None) is None or v.op.regions]
+    taken, recomputed = _outside_values(function, kernel)
+    buffers = [v for v in taken if isinstance(v.type, MemRefType)]
+    passed = [v for v in taken if not isinstance(v.type, MemRefType)]
     types = [v.type for v in buffers] + [MemRefType((), v.type) for v in passed]
     names = [f"a{k}" for k in range(len(types))]
     new = F.FuncOp.create("kernel", types, [], names)
@@ -99,9 +77,8 @@ def extract(function: F.FuncOp, kernel: str) -> builtin.ModuleOp:
         load = A.LoadOp([argument], {"map": AffineMap(0, ())})
         new.body.append(load)
         mapping[value] = load.result
-    for value in scalars:  # in the order they are computed (see _outside_values)
-        if value not in passed:
-            new.body.append(value.op.clone(mapping))
+    for op in recomputed:  # in the order they are computed
+        new.body.append(op.clone(mapping))
     for nest in nests:
         copy = nest.clone(mapping)
         new.body.append(copy)

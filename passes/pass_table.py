@@ -22,6 +22,7 @@ from . import (
     fusion,
     gpu_default_schedule,
     memory_plan,
+    outline_kernels,
     remat,
 )
 from . import lower_tensor_to_affine as lowering
@@ -39,6 +40,7 @@ PASS_TABLE = (
     lowering.lower_tensor_to_affine_gpu,
     default_schedule.default_schedule_pass,
     gpu_default_schedule.gpu_default_schedule_pass,
+    outline_kernels.outline_kernels,
 )
 
 

@@ -19,6 +19,7 @@ from kiln.passes import (
     loop_transforms,
     lower_scan,
     lower_tensor_to_affine,
+    outline_kernels,
     vectorize,
 )
 from kiln.passes.registry import PASSES, run_passes
@@ -64,6 +65,7 @@ DOCSTRING_EXAMPLES = {
     cache_read: step(("cache_read", "k0.j.o", "b")),
     default_schedule: lambda module: run_passes(module, ["default-schedule{vector-bits=256 threads=false}"]),
     gpu_default_schedule: lambda module: run_passes(module, ["gpu-default-schedule"]),
+    outline_kernels: lambda module: run_passes(module, ["outline-kernels"]),
 }
 
 

@@ -1,5 +1,6 @@
-"""Each top-level loop nest is an LLVM function of its own, called in its place, with the
-same numbers as numpy's."""
+"""Each kernel (its consecutive top-level loop nests, which outline-kernels made a private
+function) is an LLVM function of its own, called in its place, with the same numbers as
+numpy's."""
 
 import re
 
@@ -35,3 +36,14 @@ def test_a_nest_that_gives_a_value_stays_inline_and_its_reader_takes_the_value()
     assert "phi  float" in main  # the sum's loop, inline
     assert re.search(r"call void @\"kiln__lambda_\.kernel\d+\"\(.*float %", main)
     np.testing.assert_allclose(fn(x), np.exp(x) / np.exp(x).sum(), rtol=1e-5)
+
+
+def test_a_kernels_vector_loop_and_its_remainder_share_one_function():
+    fn = kiln.compile(lambda x: np.sin(x) * 3)
+    x = np.linspace(-4, 4, 1003, dtype=np.float32)  # 1003 = 125 * 8 + 3: a scalar remainder nest
+    lowered = fn.lower(x)
+    nests = [op for op in lowered.module("scheduled").body.ops[-1].body.ops if op.name == "affine.for"]
+    assert len(nests) == 2, lowered.text("scheduled")
+    text = lowered.pipeline.llvm_ir()
+    assert len(re.findall(r"define internal void @\"kiln__lambda_\.kernel\d+\"", text)) == 1, text
+    np.testing.assert_allclose(fn(x), np.sin(x) * 3, rtol=1e-6)

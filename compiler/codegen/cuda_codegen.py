@@ -46,6 +46,7 @@ from kiln.dialects.affine import BIND
 from kiln.dialects.affine_expr import Binary, Const, Dim
 from kiln.dialects.traits import LOOP_LIKE
 from kiln.dialects.types import MemRefType
+from kiln.passes.kernel_inputs import outside_values
 
 
 def emit_cuda(module, prefix: str = "", prelude: bool = True) -> str:
@@ -57,6 +58,10 @@ def emit_cuda(module, prefix: str = "", prelude: bool = True) -> str:
             parts.append(_global(op, prefix))
     for op in module.body.ops:
         if isinstance(op, F.FuncOp):
+            if any(isinstance(inner, F.CallOp) for inner in op.body.ops):
+                # The CUDA targets print the scheduled module itself (their codegen_passes
+                # are empty): each kernel's launch is still decided here.
+                raise NotImplementedError("no CUDA code for func.call: print the scheduled module, not outlined")
             parts.append(_FunctionEmitter(op, prefix).emit())
     return "\n".join(parts)
 
@@ -527,14 +532,7 @@ THREADS_ALONG = {"x": 1024, "y": 1024, "z": 64}  # blockDim's largest x, y, z on
 def _read_from_outside(roots, wanted) -> list:
     """The values, in order of first use, that ops in `roots` read, are `wanted`, and are
     not made inside `roots`."""
-    ops = [op for root in roots for op in root.walk()]
-    inside = {r for op in ops for r in op.results}
-    found = []
-    for op in ops:
-        for v in op.operands:
-            if v not in inside and v not in found and wanted(v):
-                found.append(v)
-    return found
+    return [v for v in outside_values(roots).taken if wanted(v)]
 
 
 def _barrier_thread_extents(nest) -> dict:

@@ -16,10 +16,21 @@ import string
 import llvmlite.ir as ir
 import numpy as np
 
-from kiln.codegen import llvm_ops, llvm_parallel  # noqa: F401  (they register the arith, math, vector and parallel handlers)
+# (they register the arith, math, vector, parallel and func.call handlers)
+from kiln.codegen import llvm_kernels, llvm_ops, llvm_parallel  # noqa: F401
 from kiln.codegen.constant_pool import ConstantPool
-from kiln.codegen.llvm_emitter import I1, I8, I32, I64, FunctionEmitter, access_sites, handles, scalar, stored
-from kiln.codegen.llvm_kernels import is_kernel, outline_kernel
+from kiln.codegen.llvm_emitter import (
+    I1,
+    I8,
+    I32,
+    I64,
+    FunctionEmitter,
+    access_sites,
+    handles,
+    scalar,
+    stored,
+    top_level_ops,
+)
 from kiln.codegen.llvm_probes import Probes
 from kiln.codegen.status import STATUS
 from kiln.dialects import affine as A
@@ -40,7 +51,10 @@ def emit_module(
     (an access outside its buffer is skipped and reported through the status). The globals
     `pool` lays out are read from its symbol, declared external (see constant_pool); the
     others are initializers in the module. `probes` times regions of top-level ops with the
-    CPU's cycle counter (see kiln.codegen.llvm_probes)."""
+    CPU's cycle counter (see kiln.codegen.llvm_probes). Each private function (a kernel that
+    ``outline-kernels`` outlined: ``Pipeline.codegen_module()``) becomes an LLVM function of
+    its own where it is called (see kiln.codegen.llvm_kernels); nests left in a function are
+    emitted inline."""
     with collection_paused():  # llvmlite's instructions are cycles too
         return _emit_module(module, triple, data_layout, bounds_checks, pool, probes)
 
@@ -57,12 +71,14 @@ def _emit_module(module, triple: str, data_layout: str, bounds_checks: bool, poo
                 globals_[op.sym_name] = base.gep([ir.Constant(I64, 0), ir.Constant(I64, pool.offsets[op.sym_name])])
             else:
                 globals_[op.sym_name] = _emit_global(llvm_module, op)
+    callees = {op.sym_name: op for op in module.body.ops if isinstance(op, F.FuncOp) and op.is_private}
     for op in module.body.ops:
-        if isinstance(op, F.FuncOp):
+        if isinstance(op, F.FuncOp) and not op.is_private:  # a private one is emitted at its call
             emitter = FunctionEmitter(llvm_module, globals_, op)
+            emitter.callees = callees
             if bounds_checks:
-                emitter.sites = {id(site): k for k, site in enumerate(access_sites(op))}
-            if probes and any(id(inner) in probes for inner in op.body.ops):
+                emitter.sites = {id(site): k for k, site in enumerate(access_sites(op, callees))}
+            if probes and any(id(inner) in probes for inner in top_level_ops(op, callees)):
                 emitter.probes = Probes(llvm_module, probes)
             emitter.emit()
     return llvm_module
@@ -112,8 +128,6 @@ def _return(e: FunctionEmitter, op):
 
 @handles(A.ForOp)
 def _for(e: FunctionEmitter, op):
-    if is_kernel(e, op) and outline_kernel(e, op, _for):
-        return
     if op.constant_bounds and op.trip_count == 1:
         _once(e, op)
         return

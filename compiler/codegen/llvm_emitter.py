@@ -21,14 +21,29 @@ import llvmlite.ir as ir
 from kiln.codegen.status import OUT_OF_BOUNDS
 from kiln.dialects import func as F
 from kiln.dialects.affine_expr import Binary, Const, Dim
+from kiln.dialects.func import walk_inlined
 from kiln.dialects.traits import MEMORY_ACCESS
 from kiln.dialects.types import MemRefType, VectorType
 
 
-def access_sites(function) -> list:
+def access_sites(function, callees=None) -> list:
     """Every load and store of a scheduled function, in a fixed order: the numbering
-    debug builds use to say which access went out of bounds."""
-    return [op for op in function.walk() if op.has_trait(MEMORY_ACCESS)]
+    debug builds use to say which access went out of bounds (the same once its kernels
+    are outlined into `callees`, name -> private FuncOp)."""
+    return [op for op in walk_inlined(function, callees) if op.has_trait(MEMORY_ACCESS)]
+
+
+def top_level_ops(function, callees=None) -> list:
+    """The function's top-level ops, each func.call followed by its callee's: the ops
+    ``kiln profile``'s probes are keyed by, outlined or not."""
+    return [each for op in function.body.ops for each in top_level_ops_of(op, callees)]
+
+
+def top_level_ops_of(op, callees=None) -> list:
+    """[op], and after a func.call the ops of its callee (from `callees`)."""
+    if callees and isinstance(op, F.CallOp) and op.attributes["callee"] in callees:
+        return [op] + callees[op.attributes["callee"]].body.ops
+    return [op]
 
 
 I1, I8, I16, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
@@ -89,6 +104,7 @@ class FunctionEmitter:
         self.allocations = []
         self.sites = None  # {id(access op): number} in debug builds
         self.probes = None  # a llvm_probes.Probes when kiln profile times this function's kernels
+        self.callees = {}  # the module's private functions by name: what func.call runs
 
     def emit(self) -> None:
         # The entry block holds only stack slots, so that one made inside a loop is made once.
@@ -115,11 +131,14 @@ class FunctionEmitter:
             handler = HANDLERS.get(type(op))
             if handler is None:
                 raise NotImplementedError(f"no LLVM code generation for {op.name}")
-            if probes is not None:
-                probes.before(self, op)
+            # A call's probes are its callee's ops' too: the profiler keys them by the ops the
+            # scheduled function had at its top level, before outline-kernels moved them.
+            marked = top_level_ops_of(op, self.callees) if probes is not None else ()
+            for each in marked:
+                probes.before(self, each)
             handler(self, op)
-            if probes is not None:
-                probes.after(self, op)
+            for each in marked:
+                probes.after(self, each)
 
     # -- functions this module calls -------------------------------------------------
     def declare(self, name: str, result: ir.Type, args) -> ir.Function:

@@ -3,36 +3,29 @@
 LLVM's loop passes (induction variable simplification, loop rotation, unrolling) do work
 that grows with the function around the loop they change, so one function holding every
 kernel of a model made them quadratic in its size: DenseNet-121's 10,000 blocks took 67 s
-of LLVM's O2 pipeline, ResNet-50's 4,000 took 5 s. A top-level loop nest (a kernel) becomes
-a call of ``internal noinline void @kiln_f.kernel<k>(...)``, whose parameters are what the
-nest reads from the function::
+of LLVM's O2 pipeline, ResNet-50's 4,000 took 5 s. The ``outline-kernels`` pass
+(``kiln.passes.outline_kernels``) has put each kernel's nests in a private function called
+once; each becomes ``internal noinline void @kiln_f.kernel<k>(...)``, whose parameters are
+the status slot and the call's operands::
 
-    %status, %x, %arena, %scale  ->  call @kiln_f.kernel3(ptr %status, ptr %x, ptr %arena, float %scale)
+    func.call @f_k3(%x, %arena, %scale)  ->  call @kiln_f.kernel3(ptr %status, ptr %x, ptr %arena, float %scale)
 
 A buffer is passed as its base, an argument of the function or an arena it allocated, both
 ``noalias`` as in the function; the views of an arena the nest reads are computed again
-inside from the base and their constant offsets, so LLVM sees the same aliasing facts as
-when the nest was inline. Constants and globals are used directly.
-
-Nests that give values (a whole-array reduction's loop), allocate or return stay inline.
+inside (the pass put them there) from the base and their constant offsets, so LLVM sees the
+same aliasing facts as when the nest was inline. Constants and globals are used directly.
+The function is made where its one call is emitted, so the module's functions come in the
+order of the calls, and a parameter is ``noalias`` exactly where the caller's value is a base.
 """
 
 from __future__ import annotations
 
 import llvmlite.ir as ir
 
-from kiln.codegen.llvm_emitter import FunctionEmitter
-from kiln.dialects import affine as A
-from kiln.dialects import arith as AR
+from kiln.codegen.llvm_emitter import FunctionEmitter, handles
 from kiln.dialects import func as F
-from kiln.dialects import memref as MR
 from kiln.dialects.traits import ALLOCATION
 from kiln.dialects.types import MemRefType
-
-# Ops a kernel function computes again from its parameters instead of taking their values.
-_RECOMPUTED = (MR.ViewOp, MR.GetGlobalOp, AR.ConstantOp)
-# Ops a kernel function cannot hold: they allocate (and free on failure), or return.
-_STAY_INLINE = (MR.AllocOp, MR.DeallocOp, F.ReturnOp)
 
 
 class KernelEmitter(FunctionEmitter):
@@ -42,6 +35,7 @@ class KernelEmitter(FunctionEmitter):
         self.module = parent.module
         self.globals = parent.globals
         self.func = parent.func
+        self.callees = parent.callees
         self.function = function
         self.values = {}
         self.allocations = []
@@ -51,13 +45,10 @@ class KernelEmitter(FunctionEmitter):
         self.b = ir.IRBuilder(self.start)
 
 
-def outline_kernel(e: FunctionEmitter, nest, emit_nest) -> bool:
-    """Emit `nest` (a top-level loop nest of e's function) as a kernel function and a call
-    to it; `emit_nest(emitter, nest)` emits the nest itself. False if it must stay inline."""
-    if nest.results or any(isinstance(op, _STAY_INLINE) for op in nest.walk()):
-        return False
-    parameters, recomputed = _inputs(nest)
-    outer = [e.status] + [e.get(v) for v in parameters]
+@handles(F.CallOp)
+def _call(e: FunctionEmitter, op):
+    callee = e.callees[op.attributes["callee"]]
+    outer = [e.status] + [e.get(v) for v in op.operands]
     count = sum(1 for g in e.module.globals.values() if g.name.startswith(f"{e.function.name}.kernel"))
     function = ir.Function(
         e.module, ir.FunctionType(ir.VoidType(), [v.type for v in outer]), name=f"{e.function.name}.kernel{count}"
@@ -68,45 +59,14 @@ def outline_kernel(e: FunctionEmitter, nest, emit_nest) -> bool:
     inner = KernelEmitter(e, function)
     inner.status = function.args[0]
     function.args[0].add_attribute("noalias")  # a stack slot of the caller
-    for value, arg in zip(parameters, function.args[1:]):
-        inner.values[value] = arg
+    for value, parameter, arg in zip(op.operands, callee.arguments, function.args[1:]):
+        inner.values[parameter] = arg
         if _is_base(value):
             arg.add_attribute("noalias")
-    inner.emit_ops(recomputed)
-    emit_nest(inner, nest)
+    inner.emit_ops(callee.body.ops[:-1])  # up to its func.return
     inner.b.ret_void()
     inner.alloca_builder.branch(inner.start)
     e.b.call(function, outer)
-    return True
-
-
-def _inputs(nest) -> tuple:
-    """(the values `nest` takes as parameters, the top-level ops it computes again), each in
-    order of first use; a recomputed op's operands are taken or recomputed in turn."""
-    inside = set()
-    for op in nest.walk():
-        inside.update(op.results)
-        for region in op.regions:
-            for block in region.blocks:
-                inside.update(block.args)
-    parameters, recomputed, seen = [], [], set()
-
-    def use(value):
-        if value in inside or value in seen:
-            return
-        seen.add(value)
-        producer = getattr(value, "op", None)
-        if isinstance(producer, _RECOMPUTED):
-            for operand in producer.operands:
-                use(operand)
-            recomputed.append(producer)
-        else:
-            parameters.append(value)
-
-    for op in nest.walk():
-        for value in op.operands:
-            use(value)
-    return parameters, recomputed
 
 
 def _is_base(value) -> bool:
@@ -115,8 +75,3 @@ def _is_base(value) -> bool:
     if not isinstance(value.type, MemRefType):
         return False
     return getattr(value, "op", None) is None or value.op.has_trait(ALLOCATION)
-
-
-def is_kernel(e: FunctionEmitter, op) -> bool:
-    """Whether `op` is a loop nest at the top of the function `e` emits."""
-    return type(e) is FunctionEmitter and isinstance(op, A.ForOp) and op.parent is e.func.body

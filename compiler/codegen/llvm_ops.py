@@ -326,7 +326,7 @@ def _define_ipowi(module, t: ir.Type, name: str) -> ir.Function:
 def _assert(e, op):
     """A failed check records its status and the function goes on, as a failed ipowi does."""
     with e.b.if_then(e.b.not_(e.get(op.condition)), likely=False):
-        e.b.store(ir.Constant(I32, check_status(e.func, op)), e.status)
+        e.b.store(ir.Constant(I32, check_status(e.func, op, e.callees)), e.status)
 
 
 @handles(V.BroadcastOp)

@@ -36,21 +36,23 @@ def run_affine(module, args, result_dtypes=None) -> list:
     numpy result dtypes) says how to read its bits."""
     function = module.body.ops[-1]
     globals_ = {op.sym_name: op.initial_value for op in module.body.ops if isinstance(op, MR.GlobalOp)}
+    functions = {op.sym_name: op for op in module.body.ops if isinstance(op, F.FuncOp)}
     arguments = function.arguments
     outputs = [np.zeros(a.type.shape, a.type.dtype) for a in arguments[len(args) :]]
     env = {v: np.array(a, dtype=v.type.dtype) for v, a in zip(arguments, list(args))}
     env.update(zip(arguments[len(args) :], outputs))
     with np.errstate(all="ignore"):  # compiled code does not warn on inf/nan; neither does its oracle
-        _Runner(env, globals_).block(function.body.ops)
+        _Runner(env, globals_, functions).block(function.body.ops)
     if result_dtypes is not None:
         outputs = [out.view(dtype) for out, dtype in zip(outputs, result_dtypes)]
     return outputs
 
 
 class _Runner:
-    def __init__(self, env, globals_):
+    def __init__(self, env, globals_, functions=None):
         self.env = env
         self.globals = globals_
+        self.functions = functions or {}  # the module's, by name: what func.call runs
 
     def block(self, ops):
         """Run ops in order; returns the operands of the final affine.yield, if any."""
@@ -104,6 +106,10 @@ class _Runner:
             env[op.result] = op.map.evaluate([int(env[v]) for v in op.operands])[0]
         elif isinstance(op, AR.ConstantOp):
             env[op.result] = _typed(op.result.type, op.value)
+        elif isinstance(op, F.CallOp):  # a kernel outlined into a private function: its arguments are the buffers
+            callee = self.functions[op.attributes["callee"]]
+            env.update(zip(callee.arguments, [env[v] for v in op.operands]))
+            self.block(callee.body.ops)
         elif isinstance(op, CF.AssertOp):
             if not env[op.condition]:
                 raise OutOfBoundsError(op.msg, op.loc)

@@ -34,6 +34,7 @@ from kiln.errors import KilnError
 from kiln.passes.cost_analysis import buffer_bytes, count_flops, kernel_units
 from kiln.passes.lower_tensor_to_affine import nest_origins
 from kiln.passes.memory_plan import is_kernel
+from kiln.passes.registry import run_passes
 from kiln.pipeline import run_pipeline
 from kiln.runtime.native import LoadedObject
 
@@ -146,10 +147,11 @@ def profile(compiled, *args, seconds: float = 2.0, **kwargs) -> Profile:
     outputs = [np.empty(t.shape, t.dtype) for t in signature.results]
     arrays = inputs + outputs
 
-    module = pipeline.module("scheduled")
+    module = pipeline.module("scheduled").clone({})  # outlined for the code generator, in place
     function = module.body.ops[-1]
     units = kernel_units(function)
-    loaded, native = _compile_probed(module, units, len(arrays))
+    costs = [(buffer_bytes(ops)[2], sum(count_flops(op) for op in ops)) for _, ops in units]  # before outlining
+    loaded, native = _compile_probed(module, units, len(arrays), pipeline.target.codegen_passes)
     ticks, rate = _ticks(loaded, len(units) + 1), _counter_rate(loaded)
     native_seconds, call_seconds, per_call = _measure(
         lambda: native(arrays), lambda: compiled(*args, **kwargs), ticks, seconds
@@ -170,14 +172,14 @@ def profile(compiled, *args, seconds: float = 2.0, **kwargs) -> Profile:
     )
     plan = pipeline.memory_plan()
     result.arena_bytes = plan.arena_bytes if plan is not None else None
-    for (name, ops), seconds_spent in zip(units, spent):
+    for (name, _), (accessed, flops), seconds_spent in zip(units, costs, spent):
         result.kernels.append(
             KernelProfile(
                 name,
                 seconds_spent,
                 seconds_spent / native_seconds if native_seconds > 0 else 0.0,
-                buffer_bytes(ops)[2],
-                sum(count_flops(op) for op in ops),
+                accessed,
+                flops,
                 _tensor_ops(name, origins),
             )
         )
@@ -196,12 +198,15 @@ def probe_regions(function, units) -> dict:
     return regions
 
 
-def _compile_probed(module, units, num_args: int):
-    """The scheduled function compiled with its kernels' probes; (object, callable)."""
+def _compile_probed(module, units, num_args: int, codegen_passes=()):
+    """The scheduled function compiled with its kernels' probes; (object, callable). The probes
+    are keyed by the function's top-level ops, which `codegen_passes` (outline-kernels) then
+    move, in place, into the callees where the code generator finds them."""
     function = module.body.ops[-1]
     tm = llvm_target.host_target_machine()
     pool = ConstantPool.of(module, pool_symbol(llvm_emitter.symbol_name(function.sym_name)))
     regions = probe_regions(function, units)
+    module = run_passes(module, list(codegen_passes))
     llvm_ir = llvm_codegen.emit_module(module, tm.triple, str(tm.target_data), pool=pool, probes=regions)
     code = llvm_target.parse_and_verify(str(llvm_ir))
     llvm_target.optimize(code)

@@ -33,6 +33,7 @@ from kiln.dialects.traits import AFFINE_WRITE
 from kiln.errors import KilnError
 from kiln.passes.kernels import extract, kernel_names, structural_hash
 from kiln.passes.loop_transforms import ScheduleError
+from kiln.passes.registry import run_passes
 from kiln.passes.schedule import Schedule
 from kiln.pipeline import run_pipeline
 from kiln.runtime import threads
@@ -120,7 +121,7 @@ class KernelBench:
 
     def build(self, steps):
         """A callable running the kernel scheduled by `steps` (a list), or by the default if None."""
-        module = schedule_kernel(self.module.clone({}), self.target, steps)
+        module = run_passes(schedule_kernel(self.module.clone({}), self.target, steps), self.target.codegen_passes)
         tm = llvm_target.host_target_machine()
         pool = ConstantPool.of(module, pool_symbol(llvm_emitter.symbol_name("kernel")))
         llvm_ir = str(llvm_codegen.emit_module(module, tm.triple, str(tm.target_data), pool=pool))
