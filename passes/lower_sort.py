@@ -16,12 +16,13 @@ taken). Before::
 After (pass 0 of 3 shown; ``%lo`` is ``(k floordiv 2) * 2``, the start of k's pair of runs)::
 
     affine.for %k0.i = 0 to 4 {
+      %row = affine.apply affine_map<(d0) -> (d0)>(%k0.i)
       affine.for %k0.c = 0 to 5 { ... copy %x and the index 0..4 into scratch ... }
       %r:2 = affine.for %k0.p0 = 0 to 5 iter_args(%i = %c0, %j = %c0) -> (index, index) {
         %lo = affine.apply affine_map<(d0) -> ((d0 floordiv 2) * 2)>(%k0.p0)
         ...                                    // mid = min(lo + 1, 5), hi = min(lo + 2, 5)
-        %a = memref.load %keys0[%k0.i, %ic] : memref<4x5xf32>
-        %b = memref.load %keys0[%k0.i, %jc] : memref<4x5xf32>
+        %a = memref.load %keys0[%row, %ic] : memref<4x5xf32>
+        %b = memref.load %keys0[%row, %jc] : memref<4x5xf32>
         %right = ...                           // j < hi and (i >= mid or b before a)
         %v = arith.select %right, %b, %a : f32
         affine.store %v, %keys1[%k0.i, %k0.p0] : memref<4x5xf32>
@@ -51,6 +52,11 @@ def _index(b, value: int):
 
 def _cmpi(b, predicate, x, y):
     return b.op(AR.CmpIOp, x, y, predicate=predicate)
+
+
+def _apply(b, expr, ivs):
+    operands, amap = access((expr,), ivs)
+    return b.op(A.ApplyOp, *operands, map=amap)
 
 
 def _min(b, x, y):  # on index values, whose min has no LLVM intrinsic
@@ -96,21 +102,20 @@ def lower_sort(L, op) -> None:
     indices = indices and [buffer or scratch(i64) for buffer in indices]
 
     with L.b.loops(lead or (1,)) as row_ivs:
-        rows = row_ivs if lead else []
+        # memref.load's row indices: affine.apply of the row loops, which schedules rewrite
+        # as they rewrite affine accesses (a loop variable used directly they cannot follow)
+        rows = [_apply(L.b, Dim(k), row_ivs) for k in range(len(lead))]
         logical = [Dim(k) for k in range(len(shape))]
         b = L.b
 
-        def at(ivs):  # the affine access (the rows, then the loop variable) of a scratch element
-            return access(tuple(logical), ivs)
-
-        def store(value, buffer, ivs):
-            operands, amap = at(ivs)
+        def store(value, buffer, ivs):  # at (the rows, the loop variable) of a scratch buffer
+            operands, amap = access(tuple(logical), ivs)
             b.emit(A.StoreOp, [value, buffer, *operands], {"map": amap})
 
         copy = A.ForOp.create(0, n, iv_name="c")
         b.block.append(copy)
         saved, b.block = b.block, copy.body
-        ivs = rows + [copy.induction_variable]
+        ivs = row_ivs[: len(lead)] + [copy.induction_variable]
         store(b.load(source, logical, ivs), keys[0], ivs)
         if with_index:
             store(b.op(AR.IndexCastOp, copy.induction_variable, result_type=i64), indices[0], ivs)
@@ -120,24 +125,27 @@ def lower_sort(L, op) -> None:
         for p in range(passes):
             read, write = p % 2, 1 - p % 2
             index = (indices[read], indices[write]) if with_index else (None, None)
-            _merge_pass(b, op, element, rows, n, 1 << p, (keys[read], keys[write]), index, f"p{p}", store)
+            row = (rows, row_ivs[: len(lead)])
+            _merge_pass(b, op, row, 1 << p, (keys[read], keys[write]), index, f"p{p}", store)
 
 
-def _merge_pass(b, op, element, rows, n, width, keys, index, name, store):
-    """One pass: merge the runs of `width` of keys[0] (and index[0]) pairwise into keys[1]
-    (and index[1]); `index` is (None, None) for a sort of the values alone."""
-    (keys, keys_out), (index, index_out) = keys, index
+def _merge_pass(b, op, row, width, keys, index, name, store):
+    """One pass of the loop named `name`: merge the runs of `width` of keys[0] (and index[0])
+    pairwise into keys[1] (and index[1]); `index` is (None, None) for a sort of the values
+    alone. `row` is (the row's index values for memref.load, the row loops' variables)."""
+    (keys, keys_out), (index, index_out), (rows, row_ivs) = keys, index, row
+    n, element = op.operand.type.shape[-1], op.operand.type.element
     zero = _index(b, 0)
     loop = A.ForOp.create(0, n, inits=[zero, zero], iv_name=name)
     b.block.append(loop)
     saved, b.block = b.block, loop.body
     k, i, j = loop.body.args
-    operands, amap = access(((Dim(0) // (2 * width)) * (2 * width),), [k])
-    lo = b.op(A.ApplyOp, *operands, map=amap)
+    position = _apply(b, Dim(0), [k])  # k as a value arith may use (see `rows`)
+    lo = _apply(b, (Dim(0) // (2 * width)) * (2 * width), [k])
     last = _index(b, n)
     mid = _min(b, b.op(AR.AddIOp, lo, _index(b, width)), last)
     hi = _min(b, b.op(AR.AddIOp, lo, _index(b, 2 * width)), last)
-    start = _cmpi(b, "eq", k, lo)
+    start = _cmpi(b, "eq", position, lo)
     i = b.op(AR.SelectOp, start, lo, i)
     j = b.op(AR.SelectOp, start, mid, j)
     top = _index(b, n - 1)
@@ -147,7 +155,7 @@ def _merge_pass(b, op, element, rows, n, width, keys, index, name, store):
     left_done = _cmpi(b, "sge", i, mid)
     right_left = _cmpi(b, "slt", j, hi)
     take = b.op(AR.AndIOp, right_left, b.op(AR.OrIOp, left_done, less(b, element, right, left, op.descending)))
-    ivs = rows + [k]
+    ivs = row_ivs + [k]
     store(b.op(AR.SelectOp, take, right, left), keys_out, ivs)
     if index is not None:
         left_at, right_at = b.op(MR.LoadOp, index, *rows, ic), b.op(MR.LoadOp, index, *rows, jc)

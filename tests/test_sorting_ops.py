@@ -6,12 +6,9 @@ the LLVM code, the affine interpreter and CUDA emulation; every stage verified b
 gradients against float64 central differences; and the lowered IR is one nest of
 ceil(log2 n) passes, not a network of log2(n)^2 / 2 columns."""
 
-import os
-import shutil
-import subprocess
-
 import numpy as np
 import pytest
+from stage_checks import MLIR_OPT, NVCC, assert_mlir_opt_accepts_every_stage, assert_nvcc_compiles
 
 import kiln
 from kiln.dialects import affine as A
@@ -203,10 +200,18 @@ def test_the_gradient_lands_where_each_value_came_from():
     np.testing.assert_array_equal(grad, [[100.0, 1.0, 10.0], [10.0, 1.0, 100.0]])
 
 
-# -- mlir-opt -----------------------------------------------------------------------------------
-MLIR_OPT = next(
-    (p for p in ("/usr/lib/llvm-19/bin/mlir-opt", shutil.which("mlir-opt") or "") if os.access(p, os.X_OK)), None
-)
+# -- CUDA C and mlir-opt ---------------------------------------------------------------------------
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found (install the CUDA toolkit to check the CUDA C)")
+def test_nvcc_compiles_the_cuda_c_of_sorts(tmp_path):
+    """One thread per row runs the merge passes (the CUDA code is the same loops)."""
+    for k, (fn, spec) in enumerate(
+        [
+            (lambda a: np.argsort(-a, axis=1)[:, :5], kiln.f32[512, 128]),
+            (np.sort, kiln.f16[100]),
+            (lambda a: kiln.top_k(a, 3), kiln.u64[7, 9]),
+        ]
+    ):
+        assert_nvcc_compiles(kiln.compile(fn, target="cuda-emulate").lower(spec).text("cuda"), tmp_path / f"sort{k}.cu")
 
 
 @pytest.mark.skipif(MLIR_OPT is None, reason="mlir-opt not found (Debian: apt-get install mlir-19-tools)")
@@ -218,13 +223,4 @@ def test_mlir_opt_accepts_every_stage_of_sorts():
         (lambda a: kiln.top_k(a, 2), kiln.i64[3, 5]),
         (kiln.grad(lambda a: np.sum(np.sort(a) ** 2)), kiln.f64[7]),
     ]:
-        lowered = kiln.compile(fn).lower(spec)
-        for stage, generic, flags in [
-            ("tensor", True, ["--allow-unregistered-dialect"]),
-            ("optimized", True, ["--allow-unregistered-dialect"]),
-            ("affine", False, []),
-            ("scheduled", False, []),
-        ]:
-            text = lowered.text(stage, generic=generic)
-            result = subprocess.run([MLIR_OPT, *flags, "-"], input=text, capture_output=True, text=True)
-            assert result.returncode == 0, f"mlir-opt rejected the {stage} stage:\n{result.stderr}\n{text}"
+        assert_mlir_opt_accepts_every_stage(kiln.compile(fn).lower(spec))

@@ -86,11 +86,12 @@ def top_k(x, k, axis=-1):
     if k > n:
         raise ShapeError(f"kiln.top_k: k={k} is more than the axis' {n} elements", user_location())
     cut = (slice(None),) * axis + (slice(0, int(k)),)
+    # one sort for the permutation; the k values are gathered through it (O(k) a row)
     if traced:
-        values, indices = sort(x, axis, descending=True)
-        return values[cut], indices[cut]
-    order = np.moveaxis(stable_order(np.moveaxis(x, axis, -1), descending=True), -1, axis)[cut]
-    return np.take_along_axis(x, order, axis), order
+        indices = sort(x, axis, descending=True, with_values=False)[1][cut]
+    else:
+        indices = np.moveaxis(stable_order(np.moveaxis(x, axis, -1), descending=True), -1, axis)[cut]
+    return np.take_along_axis(x, indices, axis), indices
 
 
 def conv2d(x, weight, stride=1, padding=0, groups=1):
