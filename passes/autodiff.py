@@ -340,7 +340,9 @@ def _sort(b, op, g, needs):
     shape, n = op.operand.type.shape, op.operand.type.shape[-1]
     size = int(np.prod(shape))
     perm = b.op(TS.SortOp, op.operand, order=op.order, returns="indices")
-    starts = np.arange(size // n if n else 0, dtype=np.int64).reshape(shape[:-1] + (1,)) * n
+    if size == 0:
+        return [b.zeros(op.operand.type)]
+    starts = np.arange(size // n, dtype=np.int64).reshape(shape[:-1] + (1,)) * n
     offsets = b.broadcast_to(b.op(T.ConstantOp, value=starts), shape)
     flat = b.reshape(b.add(perm, offsets), (size,))
     zeros = b.zeros(op.operand.type.with_shape((size,)))
