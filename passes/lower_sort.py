@@ -1,49 +1,55 @@
 """Lower ``kiln.sort`` (dialects/tensor_sort.py) to one loop nest: a bottom-up merge sort of
-each row, O(n log n). The rows are the outer loops (a 0-d row set gets one loop of one
-trip, so a sort is always one nest). Inside, a copy of the row into a scratch buffer
-(with the identity permutation beside it), then ceil(log2 n) passes, pass p merging the
-sorted runs of width w = 2**p pairwise into the other buffer; the last pass writes the
-result. A pass is one sequential loop over the row's n output positions carrying the two
-read positions (i in the left run, j in the right) as iter_args; at the first position
-of each pair of runs they restart at the runs' starts. The right element is taken only
-when it sorts strictly before the left one (``less`` below), which keeps the sort
-stable. The runs are read through ``memref.load`` at the carried positions, clamped into
-the row so that an exhausted run's read stays inside the buffer (its value is then not
-taken). Before::
+each row, O(n log n). The outer loop runs over groups of rows (ROW_GROUP of them where the
+row count allows, else 2 or 1; a 1-d sort is one group of one row, so a sort is always one
+nest). Inside, a copy of the rows into a scratch buffer (with the identity permutation
+beside them), then ceil(log2 n) passes, pass p merging the sorted runs of width w = 2**p
+pairwise into the other buffer; the last pass writes the result. A pass is one sequential
+loop over the n output positions carrying, for each row of the group, the two read
+positions (i in the left run, j in the right) as iter_args; at the first position of each
+pair of runs they restart at the runs' starts. The right element is taken only when it
+sorts strictly before the left one (``less`` below), which keeps the sort stable. The runs
+are read through ``memref.load`` at the carried positions, clamped into the row so that an
+exhausted run's read stays inside the buffer (its value is then not taken). The rows of a
+group are independent chains of dependent steps, which the processor overlaps; float keys
+move as their integer bits (see _BITS). Before::
 
-    %0 = kiln.sort %x {order = "ascending", returns = "values"} : (tensor<4x5xf32>) -> tensor<4x5xf32>
+    %0 = kiln.sort %x {order = "ascending", returns = "values"} : (tensor<5xf32>) -> tensor<5xf32>
 
 After (pass 0 of 3 shown; ``%lo`` is ``(k floordiv 2) * 2``, the start of k's pair of runs)::
 
-    affine.for %k0.i = 0 to 4 {
-      %row = affine.apply affine_map<(d0) -> (d0)>(%k0.i)
-      affine.for %k0.c = 0 to 5 { ... copy %x and the index 0..4 into scratch ... }
+    affine.for %k0.i = 0 to 1 {
+      affine.for %k0.c = 0 to 5 { ... the bits of %x (arith.bitcast) into scratch %keys0 ... }
       %r:2 = affine.for %k0.p0 = 0 to 5 iter_args(%i = %c0, %j = %c0) -> (index, index) {
         %lo = affine.apply affine_map<(d0) -> ((d0 floordiv 2) * 2)>(%k0.p0)
         ...                                    // mid = min(lo + 1, 5), hi = min(lo + 2, 5)
-        %a = memref.load %keys0[%row, %ic] : memref<4x5xf32>
-        %b = memref.load %keys0[%row, %jc] : memref<4x5xf32>
-        %right = ...                           // j < hi and (i >= mid or b before a)
-        %v = arith.select %right, %b, %a : f32
-        affine.store %v, %keys1[%k0.i, %k0.p0] : memref<4x5xf32>
+        %a = memref.load %keys0[%ic] : memref<5xi32>
+        %b = memref.load %keys0[%jc] : memref<5xi32>
+        %right = ...                           // j < hi and (i >= mid or b before a as f32)
+        %v = arith.select %right, %b, %a : i32
+        affine.store %v, %keys1[%k0.p0] : memref<5xi32>
         affine.yield %i2, %j2 : index, index
       }
       ...
     }
 
 Every pass carries values that are read besides its yield, so the schedules leave it
-sequential (as a scan's loop: no vectorize, parallel or bind); the row loop is free.
+sequential (as a scan's loop: no vectorize, parallel or bind); the loop over row groups is
+free (parallel on the CPU, a thread per group on a GPU).
 """
 
 from __future__ import annotations
+
+import math
 
 from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import memref as MR
 from kiln.dialects.affine_expr import Dim
-from kiln.dialects.types import MemRefType, i1, i64, index
+from kiln.dialects.types import MemRefType, i1, i32, i64, index
 
 from .affine_builder import access
+
+ROW_GROUP = 4  # rows merged side by side in one pass loop, when the row count allows
 
 
 def _index(b, value: int):
@@ -52,6 +58,32 @@ def _index(b, value: int):
 
 def _cmpi(b, predicate, x, y):
     return b.op(AR.CmpIOp, x, y, predicate=predicate)
+
+
+# Float keys move as their bits: x86 has no conditional move of a float register, so LLVM
+# makes a float select a branch, mispredicted half the time on unsorted data; an integer
+# select is a cmov. The compare reads the bits as the float again.
+_BITS = {"f32": i32, "f64": i64}  # (float16 is sorted widened: passes/emulate_floats.py)
+
+
+def _bits_type(element):
+    return _BITS.get(element.name, element.signless)
+
+
+def _as_bits(b, value, element):
+    """A loaded key as the integer the passes move (itself if not a float)."""
+    target = _bits_type(element)
+    return value if value.type == target else b.op(AR.BitcastOp, value, result_type=target)
+
+
+def _as_key(b, bits, element):
+    return bits if bits.type == element.signless else b.op(AR.BitcastOp, bits, result_type=element)
+
+
+def _as(b, value, buffer):
+    """`value` (a key or its bits) as the element type `buffer` holds."""
+    element = buffer.type.element
+    return value if value.type == element else b.op(AR.BitcastOp, value, result_type=element)
 
 
 def _apply(b, expr, ivs):
@@ -88,6 +120,8 @@ def lower_sort(L, op) -> None:
     out = L.destination(op.result)
     passes = max(n - 1, 0).bit_length()  # ceil(log2 n)
     with_index = op.returns_kind == "indices"
+    if math.prod(shape) == 0:
+        return  # nothing to sort, nothing to write
 
     def scratch(kind):
         buffer = L.b.op(MR.AllocOp, result_type=MemRefType(shape, kind))
@@ -98,72 +132,88 @@ def lower_sort(L, op) -> None:
     # buffers[p % 2] is read by pass p; the last pass (or the copy, for n <= 1) writes `out`.
     keys, indices = [None, None], [None, None] if with_index else None
     (indices if with_index else keys)[passes % 2] = out
-    keys = [buffer or scratch(element.signless) for buffer in keys]
+    keys = [buffer or scratch(_bits_type(element)) for buffer in keys]
     indices = indices and [buffer or scratch(i64) for buffer in indices]
 
-    with L.b.loops(lead or (1,)) as row_ivs:
-        # memref.load's row indices: affine.apply of the row loops, which schedules rewrite
-        # as they rewrite affine accesses (a loop variable used directly they cannot follow)
-        rows = [_apply(L.b, Dim(k), row_ivs) for k in range(len(lead))]
-        logical = [Dim(k) for k in range(len(shape))]
+    rows = math.prod(lead)
+    group = next(g for g in (ROW_GROUP, 2, 1) if rows % g == 0)
+    with L.b.loops((rows // group,)) as (block_iv,):
         b = L.b
 
-        def store(value, buffer, ivs):  # at (the rows, the loop variable) of a scratch buffer
-            operands, amap = access(tuple(logical), ivs)
+        def row_exprs(r):  # the lead indices of row r of the group: affine expressions of the block
+            flat, exprs = Dim(0) * group + r, []
+            for k, extent in enumerate(lead):
+                quotient = flat // math.prod(lead[k + 1 :])
+                exprs.append(quotient if k == 0 else quotient % extent)
+            return exprs
+
+        # memref.load's row indices: affine.apply of the row loop, which schedules rewrite as
+        # they rewrite affine accesses (a loop variable used directly they cannot follow)
+        group_rows = [[_apply(b, e, [block_iv]) for e in row_exprs(r)] for r in range(group)]
+
+        def store(value, buffer, r, iv):  # element (row r of the group, iv) of a buffer
+            operands, amap = access((*row_exprs(r), Dim(1)), [block_iv, iv])
             b.emit(A.StoreOp, [value, buffer, *operands], {"map": amap})
 
         copy = A.ForOp.create(0, n, iv_name="c")
         b.block.append(copy)
         saved, b.block = b.block, copy.body
-        ivs = row_ivs[: len(lead)] + [copy.induction_variable]
-        store(b.load(source, logical, ivs), keys[0], ivs)
-        if with_index:
-            store(b.op(AR.IndexCastOp, copy.induction_variable, result_type=i64), indices[0], ivs)
+        for r in range(group):
+            key = b.load(source, [*row_exprs(r), Dim(1)], [block_iv, copy.induction_variable])
+            store(_as(b, key, keys[0]), keys[0], r, copy.induction_variable)
+            if with_index:
+                store(
+                    b.op(AR.IndexCastOp, copy.induction_variable, result_type=i64),
+                    indices[0],
+                    r,
+                    copy.induction_variable,
+                )
         b.emit(A.YieldOp, [], {})
         b.block = saved
 
         for p in range(passes):
             read, write = p % 2, 1 - p % 2
             index = (indices[read], indices[write]) if with_index else (None, None)
-            row = (rows, row_ivs[: len(lead)])
-            _merge_pass(b, op, row, 1 << p, (keys[read], keys[write]), index, f"p{p}", store)
+            _merge_pass(b, op, group_rows, 1 << p, (keys[read], keys[write]), index, f"p{p}", store)
 
 
-def _merge_pass(b, op, row, width, keys, index, name, store):
+def _merge_pass(b, op, group_rows, width, keys, index, name, store):
     """One pass of the loop named `name`: merge the runs of `width` of keys[0] (and index[0])
-    pairwise into keys[1] (and index[1]); `index` is (None, None) for a sort of the values
-    alone. `row` is (the row's index values for memref.load, the row loops' variables)."""
-    (keys, keys_out), (index, index_out), (rows, row_ivs) = keys, index, row
+    pairwise into keys[1] (and index[1]), for each row of the group (`group_rows`: each
+    row's index values for memref.load); `index` is (None, None) for a sort of the values
+    alone. Each row carries its own two positions: the rows' steps are independent, so the
+    processor overlaps them (one row's step waits on its previous step's compare)."""
+    (keys, keys_out), (index, index_out) = keys, index
     n, element = op.operand.type.shape[-1], op.operand.type.element
     zero = _index(b, 0)
-    loop = A.ForOp.create(0, n, inits=[zero, zero], iv_name=name)
+    loop = A.ForOp.create(0, n, inits=[zero, zero] * len(group_rows), iv_name=name)
     b.block.append(loop)
     saved, b.block = b.block, loop.body
-    k, i, j = loop.body.args
-    position = _apply(b, Dim(0), [k])  # k as a value arith may use (see `rows`)
+    k, carried = loop.body.args[0], loop.body.args[1:]
+    position = _apply(b, Dim(0), [k])  # k as a value arith may use (see group_rows)
     lo = _apply(b, (Dim(0) // (2 * width)) * (2 * width), [k])
-    last = _index(b, n)
+    last, top, one = _index(b, n), _index(b, n - 1), _index(b, 1)
     mid = _min(b, b.op(AR.AddIOp, lo, _index(b, width)), last)
     hi = _min(b, b.op(AR.AddIOp, lo, _index(b, 2 * width)), last)
     start = _cmpi(b, "eq", position, lo)
-    i = b.op(AR.SelectOp, start, lo, i)
-    j = b.op(AR.SelectOp, start, mid, j)
-    top = _index(b, n - 1)
-    ic, jc = _min(b, i, top), _min(b, j, top)
-    left = b.op(MR.LoadOp, keys, *rows, ic)
-    right = b.op(MR.LoadOp, keys, *rows, jc)
-    left_done = _cmpi(b, "sge", i, mid)
-    right_left = _cmpi(b, "slt", j, hi)
-    take = b.op(AR.AndIOp, right_left, b.op(AR.OrIOp, left_done, less(b, element, right, left, op.descending)))
-    ivs = row_ivs + [k]
-    store(b.op(AR.SelectOp, take, right, left), keys_out, ivs)
-    if index is not None:
-        left_at, right_at = b.op(MR.LoadOp, index, *rows, ic), b.op(MR.LoadOp, index, *rows, jc)
-        store(b.op(AR.SelectOp, take, right_at, left_at), index_out, ivs)
-    one = _index(b, 1)
-    b.emit(
-        A.YieldOp,
-        [b.op(AR.SelectOp, take, i, b.op(AR.AddIOp, i, one)), b.op(AR.SelectOp, take, b.op(AR.AddIOp, j, one), j)],
-        {},
-    )
+    yielded = []
+    for r, rows in enumerate(group_rows):
+        i = b.op(AR.SelectOp, start, lo, carried[2 * r])
+        j = b.op(AR.SelectOp, start, mid, carried[2 * r + 1])
+        ic, jc = _min(b, i, top), _min(b, j, top)
+        left = _as_bits(b, b.op(MR.LoadOp, keys, *rows, ic), element)
+        right = _as_bits(b, b.op(MR.LoadOp, keys, *rows, jc), element)
+        left_done = _cmpi(b, "sge", i, mid)
+        right_left = _cmpi(b, "slt", j, hi)
+        before = less(b, element, _as_key(b, right, element), _as_key(b, left, element), op.descending)
+        take = b.op(AR.AndIOp, right_left, b.op(AR.OrIOp, left_done, before))
+        store(_as(b, b.op(AR.SelectOp, take, right, left), keys_out), keys_out, r, k)
+        if index is not None:
+            left_at, right_at = b.op(MR.LoadOp, index, *rows, ic), b.op(MR.LoadOp, index, *rows, jc)
+            store(b.op(AR.SelectOp, take, right_at, left_at), index_out, r, k)
+        yielded += [
+            b.op(AR.SelectOp, take, i, b.op(AR.AddIOp, i, one)),
+            b.op(AR.SelectOp, take, b.op(AR.AddIOp, j, one), j),
+        ]
+    b.emit(A.YieldOp, yielded, {})
     b.block = saved
