@@ -130,10 +130,17 @@ def lower_sort(L, op) -> None:
         return buffer
 
     # buffers[p % 2] is read by pass p; the last pass (or the copy, for n <= 1) writes `out`.
-    keys, indices = [None, None], [None, None] if with_index else None
-    (indices if with_index else keys)[passes % 2] = out
-    keys = [buffer or scratch(_bits_type(element)) for buffer in keys]
-    indices = indices and [buffer or scratch(i64) for buffer in indices]
+    # The keys move between two scratch buffers of their bits (never `out`, whose float loads
+    # LLVM would select as floats again); a sort giving values writes its last step's keys to
+    # `out` instead (`last_keys`).
+    keys = [scratch(_bits_type(element)), scratch(_bits_type(element))]
+    indices = [None, None] if with_index else None
+    if with_index:
+        indices[passes % 2] = out
+        indices = [buffer or scratch(i64) for buffer in indices]
+
+    def last_keys(step):  # where step 0 (the copy) or pass step - 1 writes its keys
+        return out if step == passes and not with_index else keys[step % 2]
 
     rows = math.prod(lead)
     group = next(g for g in (ROW_GROUP, 2, 1) if rows % g == 0)
@@ -160,7 +167,7 @@ def lower_sort(L, op) -> None:
         saved, b.block = b.block, copy.body
         for r in range(group):
             key = b.load(source, [*row_exprs(r), Dim(1)], [block_iv, copy.induction_variable])
-            store(_as(b, key, keys[0]), keys[0], r, copy.induction_variable)
+            store(_as(b, key, last_keys(0)), last_keys(0), r, copy.induction_variable)
             if with_index:
                 store(
                     b.op(AR.IndexCastOp, copy.induction_variable, result_type=i64),
@@ -174,7 +181,7 @@ def lower_sort(L, op) -> None:
         for p in range(passes):
             read, write = p % 2, 1 - p % 2
             index = (indices[read], indices[write]) if with_index else (None, None)
-            _merge_pass(b, op, group_rows, 1 << p, (keys[read], keys[write]), index, f"p{p}", store)
+            _merge_pass(b, op, group_rows, 1 << p, (keys[read], last_keys(p + 1)), index, f"p{p}", store)
 
 
 def _merge_pass(b, op, group_rows, width, keys, index, name, store):
