@@ -77,3 +77,11 @@ def report(title, times, unit, per_call=None):
         rate = f"{per_call(seconds):>10.1f} {unit}" if per_call else ""
         ratio = f"{baseline / seconds:>8.2f}x numpy" if baseline else ""
         print(f"  {name:<22}{seconds * 1e3:>10.3f} ms {rate} {ratio}")
+
+
+def report_against_numpy(cases, compiled, rounds: int) -> None:
+    """For each (title, numpy function, array) of `cases` and its kiln function in `compiled`:
+    interleaved times of both on that array, reported in elements per second."""
+    for (title, fn, x), f in zip(cases, compiled):
+        times = interleaved({"numpy": lambda fn=fn, x=x: fn(x), "kiln": lambda f=f, x=x: f(x)}, rounds=rounds)
+        report(title, times, "Melem/s", lambda s, n=x.size: n / s / 1e6)

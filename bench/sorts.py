@@ -22,7 +22,7 @@ from harness import configure_threads
 configure_threads(1)
 
 import numpy as np  # noqa: E402  (after the thread count is set)
-from harness import interleaved, report  # noqa: E402
+from harness import report_against_numpy  # noqa: E402
 
 import kiln  # noqa: E402
 
@@ -56,11 +56,7 @@ def main(argv=None) -> int:
         want = np.argsort(-x, axis=1, kind="stable")[:, :5] if kind else fn(x)
         np.testing.assert_array_equal(f(x), want, err_msg=title)
     print("== one thread, kiln and numpy ==")
-    for (title, fn, x, _), f in zip(cases, compiled):
-        times = interleaved(
-            {"numpy": lambda fn=fn, x=x: fn(x), "kiln": lambda f=f, x=x: f(x)}, rounds=3 if args.quick else 7
-        )
-        report(title, times, "Melem/s", lambda s, n=x.size: n / s / 1e6)
+    report_against_numpy([case[:3] for case in cases], compiled, rounds=3 if args.quick else 7)
     return 0
 
 
