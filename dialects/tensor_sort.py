@@ -14,8 +14,9 @@ and unsigned integers (compared as such), float16/32/64.
 How it runs (passes/lower_sort.py): a bottom-up merge sort of each row, O(n log n), written
 as ordinary affine loops. ceil(log2 n) passes, each one sequential ``affine.for`` over the
 row carrying the two read positions (iter_args) and reading the runs through
-``memref.load`` at those positions; rows are an outer loop the schedules may run in
-parallel (one thread per row on a GPU). It needs no op below the tensor level, so the
+``memref.load`` at those positions, four rows side by side; the groups of rows are an
+outer loop the schedules may run in parallel (on a GPU one thread per group: a sort of few
+long rows uses few threads). It needs no op below the tensor level, so the
 LLVM and CUDA code generators, the affine interpreter and ``mlir-opt`` see only loops,
 loads, stores and arith. (The other ways were a private routine per dtype, called with
 ``func.call``, which each code generator would write by hand, or ``scf.while``, which kiln

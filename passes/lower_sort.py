@@ -70,20 +70,10 @@ def _bits_type(element):
     return _BITS.get(element.name, element.signless)
 
 
-def _as_bits(b, value, element):
-    """A loaded key as the integer the passes move (itself if not a float)."""
-    target = _bits_type(element)
-    return value if value.type == target else b.op(AR.BitcastOp, value, result_type=target)
-
-
-def _as_key(b, bits, element):
-    return bits if bits.type == element.signless else b.op(AR.BitcastOp, bits, result_type=element)
-
-
-def _as(b, value, buffer):
-    """`value` (a key or its bits) as the element type `buffer` holds."""
-    element = buffer.type.element
-    return value if value.type == element else b.op(AR.BitcastOp, value, result_type=element)
+def _bitcast(b, value, target):
+    """`value` (a key or its bits) as `target`: the same bits (nothing to do for an integer
+    key, or an unsigned one, whose loop-level type is signless)."""
+    return value if value.type == target.signless else b.op(AR.BitcastOp, value, result_type=target)
 
 
 def _apply(b, expr, ivs):
@@ -167,7 +157,7 @@ def lower_sort(L, op) -> None:
         saved, b.block = b.block, copy.body
         for r in range(group):
             key = b.load(source, [*row_exprs(r), Dim(1)], [block_iv, copy.induction_variable])
-            store(_as(b, key, last_keys(0)), last_keys(0), r, copy.induction_variable)
+            store(_bitcast(b, key, last_keys(0).type.element), last_keys(0), r, copy.induction_variable)
             if with_index:
                 store(
                     b.op(AR.IndexCastOp, copy.induction_variable, result_type=i64),
@@ -208,13 +198,13 @@ def _merge_pass(b, op, group_rows, width, keys, index, name, store):
         i = b.op(AR.SelectOp, start, lo, carried[2 * r])
         j = b.op(AR.SelectOp, start, mid, carried[2 * r + 1])
         ic, jc = _min(b, i, top), _min(b, j, top)
-        left = _as_bits(b, b.op(MR.LoadOp, keys, *rows, ic), element)
-        right = _as_bits(b, b.op(MR.LoadOp, keys, *rows, jc), element)
+        left = _bitcast(b, b.op(MR.LoadOp, keys, *rows, ic), _bits_type(element))
+        right = _bitcast(b, b.op(MR.LoadOp, keys, *rows, jc), _bits_type(element))
         left_done = _cmpi(b, "sge", i, mid)
         right_left = _cmpi(b, "slt", j, hi)
-        before = less(b, element, _as_key(b, right, element), _as_key(b, left, element), op.descending)
+        before = less(b, element, _bitcast(b, right, element), _bitcast(b, left, element), op.descending)
         take = b.op(AR.AndIOp, right_left, b.op(AR.OrIOp, left_done, before))
-        store(_as(b, b.op(AR.SelectOp, take, right, left), keys_out), keys_out, r, k)
+        store(_bitcast(b, b.op(AR.SelectOp, take, right, left), keys_out.type.element), keys_out, r, k)
         if index is not None:
             left_at, right_at = b.op(MR.LoadOp, index, *rows, ic), b.op(MR.LoadOp, index, *rows, jc)
             store(b.op(AR.SelectOp, take, right_at, left_at), index_out, r, k)
