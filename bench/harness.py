@@ -105,3 +105,11 @@ def against_numpy(workloads, rounds: int, check, width: int = 48) -> None:
             f"  {title:<{width}} numpy {times['numpy'] * 1e6:>9.1f} us   kiln {times['kiln'] * 1e6:>9.1f} us   "
             f"{times['numpy'] / times['kiln']:>6.2f}x numpy"
         )
+
+
+def report_against_numpy(cases, compiled, rounds: int) -> None:
+    """For each (title, numpy function, array) of `cases` and its kiln function in `compiled`:
+    interleaved times of both on that array, reported in elements per second."""
+    for (title, fn, x), f in zip(cases, compiled):
+        times = interleaved({"numpy": lambda fn=fn, x=x: fn(x), "kiln": lambda f=f, x=x: f(x)}, rounds=rounds)
+        report(title, times, "Melem/s", lambda s, n=x.size: n / s / 1e6)

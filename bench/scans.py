@@ -19,7 +19,7 @@ import argparse
 import sys
 
 import numpy as np
-from harness import interleaved, report
+from harness import report_against_numpy
 
 import kiln
 from kiln.runtime import threads
@@ -58,11 +58,7 @@ def main(argv=None) -> int:
     for count in (1, 2):
         threads.set_thread_count(count)
         print(f"\n== kiln on {count} thread{'s' if count > 1 else ''} (numpy: one) ==")
-        for (title, fn, x), f in zip(cases, compiled):
-            times = interleaved(
-                {"numpy": lambda fn=fn, x=x: fn(x), "kiln": lambda f=f, x=x: f(x)}, rounds=3 if args.quick else 7
-            )
-            report(title, times, "Melem/s", lambda s, n=x.size: n / s / 1e6)
+        report_against_numpy(cases, compiled, rounds=3 if args.quick else 7)
     return 0
 
 

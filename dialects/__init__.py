@@ -1,7 +1,7 @@
 """kiln's IR: the core (ops, values, blocks, regions, types), printer, parser,
 verifier, and one module per dialect. Nothing here imports the rest of kiln."""
 
-from . import affine, arith, builtin, cf, func, gpu, math, memref, tensor, tensor_indexed, vector
+from . import affine, arith, builtin, cf, func, gpu, math, memref, tensor, tensor_indexed, tensor_sort, vector
 from .builder import Builder
 from .diagnostics import DTypeError, KilnError, ParseError, ShapeError, VerificationError
 from .ir import OP_REGISTRY, Block, BlockArgument, Operation, OpResult, Region, Value
@@ -22,6 +22,7 @@ __all__ = [
     "memref",
     "tensor",
     "tensor_indexed",
+    "tensor_sort",
     "vector",
     "Builder",
     "DTypeError",

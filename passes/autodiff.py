@@ -40,6 +40,7 @@ import numpy as np
 from kiln.dialects import func as F
 from kiln.dialects import tensor as T
 from kiln.dialects import tensor_indexed as TI
+from kiln.dialects import tensor_sort as TS
 from kiln.dialects.diagnostics import DTypeError, ShapeError, VerificationError
 from kiln.dialects.rewriter import Rewriter
 from kiln.dialects.types import FunctionType, TensorType
@@ -319,6 +320,28 @@ def _gather(b, op, g, needs):
     a scatter-add along the gathered axis, O(len(index)) as the gather."""
     zeros = b.zeros(op.source.type)
     return [b.op(TI.ScatterAtOp, zeros, op.index, g, kind="add", axis=op.gather_axis), None]
+
+
+@vjp(TS.SortOp)
+def _sort(b, op, g, needs):
+    """Sorted values move the operand's elements: each x[..., perm[k]] lands at out[..., k], so
+    its cotangent is g[..., k] scattered back through the permutation (a kiln.sort of the same
+    order giving indices). The rows are flattened into one axis for kiln.scatter_at, whose index
+    is shared by every row: position perm[r, k] of row r is r * n + perm[r, k]. A sort giving
+    indices has an integer result: nothing flows."""
+    if op.returns_kind == "indices":
+        return [None]
+    shape, n = op.operand.type.shape, op.operand.type.shape[-1]
+    size = int(np.prod(shape))
+    perm = b.op(TS.SortOp, op.operand, order=op.order, returns="indices")
+    if size == 0:
+        return [b.zeros(op.operand.type)]
+    starts = np.arange(size // n, dtype=np.int64).reshape(shape[:-1] + (1,)) * n
+    offsets = b.broadcast_to(b.op(T.ConstantOp, value=starts), shape)
+    flat = b.reshape(b.add(perm, offsets), (size,))
+    zeros = b.zeros(op.operand.type.with_shape((size,)))
+    scattered = b.op(TI.ScatterAtOp, zeros, flat, b.reshape(g, (size,)), kind="add")
+    return [b.reshape(scattered, shape)]
 
 
 @vjp(TI.ScatterAtOp)

@@ -36,6 +36,7 @@ from kiln.dialects import builtin
 from kiln.dialects import func as F
 from kiln.dialects import memref as MR
 from kiln.dialects import tensor as T
+from kiln.dialects import tensor_sort as TS
 from kiln.dialects.affine_expr import Dim
 from kiln.dialects.rewriter import InsertPoint, Rewriter
 from kiln.dialects.traits import LOOP_LIKE
@@ -47,6 +48,7 @@ from .kernel_emitter import KernelEmitter
 from .lower_conv import lower_conv2d
 from .lower_indexed import LOWERINGS as INDEXED_LOWERINGS
 from .lower_scan import lower_scan
+from .lower_sort import lower_sort
 from .pass_spec import Option, declare_pass
 
 LOWERINGS: dict = {}
@@ -236,6 +238,7 @@ def lower_kernel(L: FunctionLowering, op) -> None:
 lowers(T.Conv2DOp)(lower_conv2d)  # passes/lower_conv.py
 LOWERINGS.update(INDEXED_LOWERINGS)  # gathers and scatters: passes/lower_indexed.py
 lowers(T.ScanOp)(lower_scan)  # passes/lower_scan.py
+lowers(TS.SortOp)(lower_sort)  # passes/lower_sort.py
 
 
 @lowers(T.ConcatOp)

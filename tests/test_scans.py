@@ -5,12 +5,10 @@ differences; float16 sums and products along an axis numpy's iterator does not r
 innermost round every step, as numpy's do (docs/numpy.md, "float16 accumulation")."""
 
 import itertools
-import os
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
+from stage_checks import MLIR_OPT, NVCC, assert_mlir_opt_accepts_every_stage, assert_nvcc_compiles
 
 import kiln
 from kiln.dialects import affine as A
@@ -18,7 +16,6 @@ from kiln.dialects import parse_ir, print_ir, verify
 from kiln.dialects.diagnostics import KilnError
 from kiln.interpreters.affine_interpreter import run_affine
 
-NVCC = shutil.which("nvcc")
 DTYPES = [np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint64]
 
 
@@ -320,17 +317,7 @@ def test_nvcc_compiles_the_cuda_c_of_scans(tmp_path):
     ]:
         sources.append(kiln.compile(fn, target="cuda-emulate").lower(spec).text("cuda"))
     for k, source in enumerate(sources):
-        path = tmp_path / f"scan{k}.cu"
-        path.write_text(source)
-        result = subprocess.run(
-            [NVCC, "-c", "-diag-suppress", "177", str(path), "-o", os.devnull], capture_output=True, text=True
-        )
-        assert result.returncode == 0, result.stderr[-3000:]
-
-
-MLIR_OPT = next(
-    (p for p in ("/usr/lib/llvm-19/bin/mlir-opt", shutil.which("mlir-opt") or "") if os.access(p, os.X_OK)), None
-)
+        assert_nvcc_compiles(source, tmp_path / f"scan{k}.cu")
 
 
 @pytest.mark.skipif(MLIR_OPT is None, reason="mlir-opt not found (Debian: apt-get install mlir-19-tools)")
@@ -341,13 +328,4 @@ def test_mlir_opt_accepts_every_stage_of_scans():
         (lambda a: np.maximum.accumulate(a, axis=1), kiln.u8[4, 9]),
         (kiln.grad(lambda a: np.sum(np.cumprod(a))), kiln.f64[7]),
     ]:
-        lowered = kiln.compile(fn).lower(spec)
-        for stage, generic, flags in [
-            ("tensor", True, ["--allow-unregistered-dialect"]),
-            ("optimized", True, ["--allow-unregistered-dialect"]),
-            ("affine", False, []),
-            ("scheduled", False, []),
-        ]:
-            text = lowered.text(stage, generic=generic)
-            result = subprocess.run([MLIR_OPT, *flags, "-"], input=text, capture_output=True, text=True)
-            assert result.returncode == 0, f"mlir-opt rejected the {stage} stage:\n{result.stderr}\n{text}"
+        assert_mlir_opt_accepts_every_stage(kiln.compile(fn).lower(spec))

@@ -10,8 +10,9 @@ import numpy as np
 
 from kiln.dialects import tensor as T
 from kiln.dialects.tensor import conv2d_reference
+from kiln.dialects.tensor_sort import stable_order
 from kiln.errors import ArgumentError, ShapeError
-from kiln.frontend.traced_ops import check_operand, context_of, lift, normalize_axis, promotion_sample, sort_network
+from kiln.frontend.traced_ops import check_operand, context_of, lift, normalize_axis, promotion_sample, sort
 from kiln.frontend.traced_ops import conv2d as traced_conv2d
 from kiln.frontend.tracing import Tracer, user_location
 
@@ -69,8 +70,9 @@ def top_k(x, k, axis=-1):
     each of `x`'s shape with `axis` cut to `k`; values in `x`'s dtype, largest first, indices
     int64. Ties go to the lower index and NaN counts as the largest value, as in
     ``jax.lax.top_k`` and ``torch.topk``. `k` must be a Python int in [0, n] (a negative or
-    non-integer k is a ``kiln.ArgumentError``, one past the axis a ``kiln.ShapeError``). Traced, it is a stable descending sort (a bitonic network of
-    log2(n)^2 / 2 elementwise steps) cut to `k`; its values are differentiable.
+    non-integer k is a ``kiln.ArgumentError``, one past the axis a ``kiln.ShapeError``).
+    Traced, it is a stable descending sort (``kiln.sort``, a merge sort: O(n log n)) cut to
+    `k`; its values are differentiable.
 
     >>> kiln.top_k(np.array([1.0, 3.0, 2.0, 3.0]), 2)
     (array([3., 3.]), array([1, 3]))
@@ -84,17 +86,12 @@ def top_k(x, k, axis=-1):
     if k > n:
         raise ShapeError(f"kiln.top_k: k={k} is more than the axis' {n} elements", user_location())
     cut = (slice(None),) * axis + (slice(0, int(k)),)
+    # one sort for the permutation; the k values are gathered through it (O(k) a row)
     if traced:
-        values, indices = sort_network(x, axis, descending=True)
-        return values[cut], indices[cut]
-    # np.lexsort is stable: NaN first, then the keys in descending order (~ reverses integers
-    # and bools without overflow, - floats exactly), equal keys in index order.
-    if x.dtype.kind == "f":
-        keys = (np.where(np.isnan(x), 0, -x), ~np.isnan(x))
+        indices = sort(x, axis, descending=True, with_values=False)[1][cut]
     else:
-        keys = (~x,)
-    order = np.lexsort(keys, axis=axis)[cut].astype(np.int64)
-    return np.take_along_axis(x, order, axis), order
+        indices = np.moveaxis(stable_order(np.moveaxis(x, axis, -1), descending=True), -1, axis)[cut]
+    return np.take_along_axis(x, indices, axis), indices
 
 
 def conv2d(x, weight, stride=1, padding=0, groups=1):

@@ -341,7 +341,7 @@ def _angle(z, deg=False):
 def _lexsort(keys, axis=-1):
     """np.lexsort: the int64 indices that sort by the last key, ties by the one before, and so
     on; stable. A stable sort by each key in turn, first key first, of the order found so far
-    (each a sorting network, traced_ops.sort_network: NaN last, -0.0 equal to 0.0, as numpy).
+    (each a kiln.sort, traced_ops.sort: NaN last, -0.0 equal to 0.0, as numpy).
     Keys: a sequence of equal-shape arrays or the rows of one array. Raises ArgumentError for
     no keys and ShapeError for keys of different shapes."""
     ctx = current_context()
@@ -355,7 +355,7 @@ def _lexsort(keys, axis=-1):
     for key in keys:
         if order is not None:
             key = np.take_along_axis(key, order, axis=axis)
-        _, index = ops.sort_network(key, axis)
+        _, index = ops.sort(key, axis, with_values=False)
         order = index if order is None else np.take_along_axis(order, index, axis=axis)
     return order
 

@@ -2,8 +2,8 @@
 (median, quantile, percentile); the functions whose result size depends on the data
 (unique, nonzero, ...) are refused with the static alternative.
 
-Sorting is a bitonic network (traced_ops.sort_network): static shapes, log2(n)^2 / 2
-elementwise columns, stable, NaN last, as numpy sorts.
+Sorting is ``kiln.sort`` (traced_ops.sort): a merge sort of each row, O(n log n), stable,
+NaN last, -0.0 and 0.0 in index order, as numpy sorts.
 """
 
 from __future__ import annotations
@@ -39,13 +39,13 @@ def _flat_or(a, axis):
 def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
     """np.sort: every kind is the same stable sort; NaN last, -0.0 and 0.0 kept in order."""
     _check_kind("np.sort", kind, order, stable)
-    return ops.sort_network(*_flat_or(a, axis), with_index=False)[0]
+    return ops.sort(*_flat_or(a, axis), with_index=False)[0]
 
 
 def _argsort(a, axis=-1, kind=None, order=None, *, stable=None):
     """np.argsort: stable (equal keys keep their index order) whatever the kind; int64."""
     _check_kind("np.argsort", kind, order, stable)
-    return ops.sort_network(*_flat_or(a, axis))[1]
+    return ops.sort(*_flat_or(a, axis), with_values=False)[1]
 
 
 def _check_kth(name, x, kth, axis):
@@ -63,7 +63,7 @@ def _partition(a, kth, axis=-1, kind="introselect", order=None):
     _check_kind("np.partition", None if kind == "introselect" else kind, order)
     x, axis = _flat_or(a, axis)
     _check_kth("np.partition", x, kth, axis)
-    return ops.sort_network(x, axis, with_index=False)[0]
+    return ops.sort(x, axis, with_index=False)[0]
 
 
 def _argpartition(a, kth, axis=-1, kind="introselect", order=None):
@@ -71,7 +71,7 @@ def _argpartition(a, kth, axis=-1, kind="introselect", order=None):
     _check_kind("np.argpartition", None if kind == "introselect" else kind, order)
     x, axis = _flat_or(a, axis)
     _check_kth("np.argpartition", x, kth, axis)
-    return ops.sort_network(x, axis)[1]
+    return ops.sort(x, axis, with_values=False)[1]
 
 
 def _axes_last(a, axis):
@@ -108,7 +108,7 @@ def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
         raise UnsupportedError("np.median(..., out=...) is not supported inside a compiled function", user_location())
     rows, kept_shape = _axes_last(a, axis)
     n = rows.shape[-1]
-    ordered = ops.sort_network(rows, -1, with_index=False)[0]
+    ordered = ops.sort(rows, -1, with_index=False)[0]
     middle = ordered[..., (n - 1) // 2 : n // 2 + 1] if n else ordered
     result = _nan_last(ordered, ops.mean(middle, -1))
     return ops.reshape(result, kept_shape) if keepdims else result
@@ -147,7 +147,7 @@ def _quantile_of(name, a, q, axis, out, method, keepdims, weights, scale):
         )
     # numpy's own promotion, asked of numpy: q as it reaches np.quantile (weak if a Python number)
     dtype = np.quantile(np.zeros(1, rows.dtype), (q / 100 if weak else qs) if scale else q).dtype
-    ordered = ops.sort_network(rows, -1, with_index=False)[0]
+    ordered = ops.sort(rows, -1, with_index=False)[0]
     results = []
     for value in qs.ravel():
         virtual = n * value + (1 + value * (1 - 1 - 1)) - 1  # numpy's 'linear': alpha = beta = 1
@@ -204,7 +204,7 @@ def _nan_quantile_of(name, a, q, axis, out, method, keepdims, weights, scale, me
     rows, kept_shape = _axes_last(x, axis)
     if rows.shape[-1] == 0:
         raise ShapeError(f"{name} of an empty axis has no value (shape {x.shape})", user_location())
-    ordered = ops.sort_network(rows, -1, with_index=False)[0]
+    ordered = ops.sort(rows, -1, with_index=False)[0]
     count = ops.reduce("sum", ops.cast(np.equal(rows, rows), np.int64), -1)
     nan = np.array(np.nan, rows.dtype)
     if median:

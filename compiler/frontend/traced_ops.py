@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 
 from kiln.dialects import tensor as T
+from kiln.dialects import tensor_sort as TS
 from kiln.dialects.types import SUPPORTED_DTYPES, tensor_type
 from kiln.errors import ArgumentError, DTypeError, IntegerOverflowError, ShapeError, UnsupportedError
 from kiln.frontend import python_ints, views
@@ -574,7 +575,7 @@ def conv2d(x, w, stride=1, padding=0) -> Tracer:
 NUMPY_PROTOCOL.update(astype=astype)  # indexing: numpy_indexing
 
 
-# -- scans and sorting networks ----------------------------------------------------------------
+# -- scans and sorts ------------------------------------------------------------------------------
 def scan(kind: str, x, axis) -> Tracer:
     """The inclusive scan of `x` along `axis` under the combiner `kind` (a row of
     kiln.dialects.tensor.SCAN_KINDS: "add" for np.cumsum, "mul" for np.cumprod, ...): one
@@ -586,84 +587,23 @@ def scan(kind: str, x, axis) -> Tracer:
     return strong(current_context().emit(T.ScanOp, [x], {"axis": axis, "kind": kind, "rounding": element}))
 
 
-def _goes_first(a, b, a_index, b_index, descending: bool):
-    """Whether key `a` (at index `a_index`) sorts before `b`: by key, NaN the largest (last
-    ascending, first descending, as numpy's sort and torch.topk place it), and equal keys
-    (-0.0 and 0.0 included) by the lower index, which makes the sort stable."""
-    before = np.greater(a, b) if descending else np.less(a, b)
-    tie = np.equal(a, b)
-    if a.dtype.kind == "f":
-        a_nan, b_nan = np.not_equal(a, a), np.not_equal(b, b)
-        nan_first = np.logical_and(a_nan, np.logical_not(b_nan)) if descending else None
-        number_first = np.logical_and(b_nan, np.logical_not(a_nan)) if not descending else None
-        before = np.logical_or(before, nan_first if descending else number_first)
-        tie = np.logical_or(tie, np.logical_and(a_nan, b_nan))
-    return np.logical_or(before, np.logical_and(tie, np.less(a_index, b_index)))
-
-
-def _compare_exchange(keys, index, block: int, flip: bool, descending: bool):
-    """One column of the bitonic network: in each block of `block` elements, element i of the
-    first half meets element i of the second (mirrored, i meets block - 1 - i, when `flip`: the
-    step that merges two sorted runs), and each pair is put in order. Every element computes
-    its own side of the exchange from its partner, a reversed view, so a column is elementwise
-    with no concatenation. `index` None sorts integer keys alone: equal integers are the same
-    value, so which of two equal keys goes first does not matter."""
-    shape = keys.shape
-    halves = shape[:-1] + (shape[-1] // block, 2, block // 2)
-    turn = (..., slice(None, None, -1), slice(None, None, -1) if flip else slice(None))
-    key = reshape(keys, halves)
-    partner_key = key[turn]
-    second = lift(current_context(), np.array([[False], [True]]), np.bool_)
-    if index is None:
-        before = np.greater(key, partner_key) if descending else np.less(key, partner_key)
-        return reshape(where(np.not_equal(before, second), key, partner_key), shape), None
-    idx = reshape(index, halves)
-    partner_idx = idx[turn]
-    stay = np.not_equal(_goes_first(key, partner_key, idx, partner_idx, descending), second)
-    return reshape(where(stay, key, partner_key), shape), reshape(where(stay, idx, partner_idx), shape)
-
-
-def sort_network(x, axis=-1, descending=False, with_index=True):
-    """(sorted values, int64 indices into `x`) along `axis`: a bitonic sorting network over the
-    axis padded to a power of two m, comparing (key, index) pairs (see _goes_first, so the
-    order is stable and NaN sorts last). log2(m) (log2(m) + 1) / 2 columns of elementwise
-    compares and selects on reshaped halves, all of static shape; gradients of the values
-    flow through the selects. Each column is a few kernels, so compiling a sort of 1000
-    elements on the CPU backend (150 kernels) takes the better part of a minute. Without
-    `with_index` (indices None) integer and bool keys are sorted alone, a kernel per column."""
+def sort(x, axis=-1, descending=False, with_index=True, with_values=True):
+    """(sorted values, int64 indices into `x`) along `axis`, stable, NaN last and -0.0 equal to
+    0.0 as numpy sorts (descending: NaN first, then from the largest, ties in index order, as
+    torch.topk): ``kiln.sort`` (dialects/tensor_sort.py, a merge sort, O(n log n)) of the
+    axis moved last (a view). The values are differentiable (the cotangent is scattered back
+    through the permutation); indices are None without `with_index`, values None without
+    `with_values`."""
     x = as_tracer(x)
     axis = normalize_axis(axis, x.ndim)
     moved = moveaxis(x, axis, -1)
-    lead, n = moved.shape[:-1], moved.shape[-1]
     ctx = current_context()
-    index = broadcast_to(lift(ctx, np.arange(n, dtype=np.int64), np.int64), moved.shape)
-    if n <= 1:
-        return strong(x), strong(moveaxis(index, -1, axis))
-    keys = cast(moved, np.int32) if moved.dtype == np.bool_ else moved
-    m = 1 << (n - 1).bit_length()
-    keys_alone = not with_index and keys.dtype.kind in "iu"
-    if m > n:
-        # Padding sorts after every element: NaN (ascending) or -inf (descending) for floats,
-        # the type's extreme for integers, with indices past n to win the ties.
-        if keys.dtype.kind == "f":
-            pad = np.array(-np.inf if descending else np.nan, keys.dtype)
-        else:
-            info = np.iinfo(keys.dtype)
-            pad = np.array(info.min if descending else info.max, keys.dtype)
-        keys = concatenate([keys, broadcast_to(lift(ctx, pad, keys.dtype), lead + (m - n,))], -1)
-        extra = broadcast_to(lift(ctx, np.arange(n, m, dtype=np.int64), np.int64), lead + (m - n,))
-        index = concatenate([index, extra], -1)
-    index = None if keys_alone else index
-    block = 2
-    while block <= m:
-        keys, index = _compare_exchange(keys, index, block, True, descending)
-        half = block // 2
-        while half >= 2:
-            keys, index = _compare_exchange(keys, index, half, False, descending)
-            half //= 2
-        block *= 2
-    values = strong(cast(moveaxis(keys[..., :n], -1, axis), x.dtype))
-    return values, None if index is None else strong(moveaxis(index[..., :n], -1, axis))
+    order = "descending" if descending else "ascending"
+    results = []
+    for wanted, returns in ((with_values, "values"), (with_index, "indices")):
+        result = ctx.emit(TS.SortOp, [moved], {"order": order, "returns": returns}) if wanted else None
+        results.append(None if result is None else strong(moveaxis(result, -1, axis)))
+    return tuple(results)
 
 
 # -- reductions with numpy's initial= and where= ----------------------------------------------
