@@ -56,6 +56,7 @@ from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import cf as CF
 from kiln.dialects import math as M
+from kiln.dialects import memref as MR
 from kiln.dialects import vector as V
 from kiln.dialects.affine import loop_name
 from kiln.dialects.affine_expr import AffineMap, Dim, linear_form, substitute
@@ -270,6 +271,8 @@ def _dependent_values(loop) -> set:
             grows = any(v in dependent for v in op.operands)
             if op.has_trait(AFFINE_READ) and iv in op.indices:
                 grows = True
+            if isinstance(op, A.ApplyOp) and iv in op.operands:  # a computed index along the loop
+                grows = True
             if isinstance(op, A.ForOp):
                 for arg, init, result, yielded in zip(op.body.args[1:], op.inits, op.results, op.body.ops[-1].operands):
                     if (init in dependent or yielded in dependent) and arg not in dependent:
@@ -332,6 +335,9 @@ class _Widener:
         self.offset = offset
         self.dependent = dependent
         self.values = {}
+        # affine.apply results along the loop, as their lane-0 index: only a memref.load's
+        # last index may use one (a vector.load of consecutive elements)
+        self.lane_indices = {}
 
     def emit(self, op):
         self.block.append(op)
@@ -357,6 +363,12 @@ class _Widener:
             self.widen(op)
 
     def widen(self, op) -> None:
+        if isinstance(op, A.ApplyOp) and self.old_iv in op.operands:
+            return self.lane_index(op)
+        if isinstance(op, MR.LoadOp) and op.indices[-1] in self.lane_indices:
+            return self.row_load(op)
+        if any(v in self.lane_indices for v in op.operands):
+            raise ScheduleError(f"cannot vectorize a loop indexing memory through a computed index ({op.name})")
         if isinstance(op, A.LoadOp):
             return self.load(op)
         if isinstance(op, A.StoreOp):
@@ -387,6 +399,32 @@ class _Widener:
         copy.verify()
         self.emit(copy)
         self.values[result] = copy.result
+
+    def lane_index(self, op) -> None:
+        """An affine.apply of the loop variable (a gather's position along a row) at lane 0;
+        its lanes must be consecutive (coefficient 1), for a vector.load to read them."""
+        if any(v in self.dependent for v in op.operands) or len(op.map.results) != 1:
+            raise ScheduleError(f"cannot vectorize a loop indexing memory through a computed index ({op.name})")
+        k = op.operands.index(self.old_iv)
+        if _coefficient(op.map.results[0], k) != 1 or op.operands.count(self.old_iv) != 1:
+            raise ScheduleError("cannot vectorize: a computed index is strided along the loop (not contiguous)")
+        result = substitute(
+            op.map.results[0],
+            [Dim(d) * self.stride + self.offset if d == k else Dim(d) for d in range(len(op.operands))],
+        )
+        operands = [self.new_iv if v is self.old_iv else self.get(v) for v in op.operands]
+        copy = self.emit(A.ApplyOp(operands, {"map": AffineMap(len(operands), (result,))}))
+        self.lane_indices[op.result] = copy.result
+
+    def row_load(self, op) -> None:
+        """memref.load whose last index moves with the loop (and no other does): a vector.load
+        of `width` consecutive elements from the lane-0 index."""
+        if any(v is self.old_iv or v in self.dependent for v in [op.memref, *op.indices[:-1]]):
+            raise ScheduleError(f"cannot vectorize a loop indexing memory through a computed index ({op.name})")
+        indices = [self.get(v) for v in op.indices[:-1]] + [self.lane_indices[op.indices[-1]]]
+        copy = MR.VectorLoadOp([self.get(op.memref), *indices], {}, [VectorType(self.width, op.result.type)])
+        self.emit(copy)
+        self.values[op.result] = copy.result
 
     def _index(self, op, lane=0, contiguous=True):
         """The access's index with the loop variable read as new_iv * stride + offset + lane."""

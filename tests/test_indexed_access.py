@@ -14,6 +14,7 @@ import kiln
 from kiln.dialects import parse_ir, print_ir, verify
 from kiln.dialects.diagnostics import VerificationError
 from kiln.errors import OutOfBoundsError
+from kiln.interpreters.affine_interpreter import run_affine
 
 rng = np.random.default_rng(7)
 DTYPES = [np.float16, np.float32, np.float64, np.int8, np.uint8, np.int16, np.int32, np.int64, np.uint64, np.bool_]
@@ -143,6 +144,43 @@ def test_the_gather_loop_nest_has_no_loop_over_the_indexed_axis():
     assert len(gathers) == 1
     assert not re.search(r"= 0 to 5000 ", gathers[0]), gathers[0]
     assert "affine.parallel" in lowered.text("scheduled")  # 2048 x 64 elements: worth the thread pool
+
+
+@pytest.mark.parametrize("row", [1, 2, 37, 64, 67])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8, np.float16, np.bool_])
+def test_a_gathered_row_is_read_as_vectors_and_keeps_numpys_bits(row, dtype):
+    """Along a gathered row the positions are consecutive, so the default schedule reads the row
+    as vector.load (MLIR's load of consecutive elements at computed indices), with a scalar
+    remainder; the bits stay numpy's (NaN, -0.0, inf in the table), negative indices included."""
+    table = values((41, row), dtype)
+    ids = rng.integers(-41, 41, 23)
+    f = kiln.compile(lambda t, i: t[i])
+    assert_same(f(table, ids), table[ids])
+    assert_same(f(table[::-1], ids), table[::-1][ids])  # a reversed view: copied in first
+    assert_same(kiln.compile(lambda t, i: t[i], target="interpret")(table, ids), table[ids])
+    scheduled = f.lower(table, ids).text("scheduled")
+    assert ("vector.load" in scheduled) == (row >= 8), scheduled
+
+
+def test_a_vectorized_gather_runs_in_the_affine_interpreter_and_verifies():
+    lowered = kiln.compile(lambda t, i: t[i] * 2).lower(kiln.f32[30, 19], kiln.i64[11])
+    scheduled = lowered.text("scheduled")
+    assert "vector.load" in scheduled
+    table, ids = values((30, 19), np.float32), rng.integers(-30, 30, 11)
+    (out,) = run_affine(parse_ir(scheduled), [table, ids])
+    assert_same(out, table[ids] * 2)
+    if MLIR_OPT is not None:
+        mlir_opt(scheduled)
+
+
+def test_a_computed_index_that_does_not_move_along_a_row_is_not_vectorized():
+    """t[i, j] with both traced: the element read moves through the index, not along the row;
+    vectorizing must not treat the index as consecutive."""
+    t = values((13, 17), np.float32)
+    i, j = rng.integers(0, 13, 40), rng.integers(0, 17, 40)
+    f = kiln.compile(lambda t, i, j: t[i, j])
+    assert_same(f(t, i, j), t[i, j])
+    assert "vector.load" not in f.lower(t, i, j).text("scheduled")
 
 
 def test_a_scatter_loop_stays_sequential():

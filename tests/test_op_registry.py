@@ -45,7 +45,14 @@ LLVM_ELSEWHERE = {
 }
 # Loop-level ops that never reach the CUDA code generator: vectorize is a CPU schedule
 # primitive (a CUDA function given one is refused: "no CUDA code for vector.broadcast").
-CUDA_NEVER = {"affine.vector_load", "affine.vector_store", "vector.broadcast", "vector.reduction", "vector.extract"}
+CUDA_NEVER = {
+    "affine.vector_load",
+    "vector.load",
+    "affine.vector_store",
+    "vector.broadcast",
+    "vector.reduction",
+    "vector.extract",
+}
 
 
 def test_every_tensor_op_has_a_gradient_rule_or_says_why_not():

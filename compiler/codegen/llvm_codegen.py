@@ -211,7 +211,7 @@ def _apply(e: FunctionEmitter, op):
     e.values[op.result] = e.index_value(op.map.results[0], op.operands)
 
 
-@handles(A.VectorLoadOp)
+@handles(A.VectorLoadOp, MR.VectorLoadOp)
 def _vector_load(e: FunctionEmitter, op):
     t = op.result.type
     value = e.guarded(

@@ -83,7 +83,7 @@ class _Runner:
                 self.block(op.body.ops)
         elif op.has_trait(MEMORY_READ):
             array, index = self.access(op)
-            if isinstance(op, A.VectorLoadOp):
+            if isinstance(op, (A.VectorLoadOp, MR.VectorLoadOp)):
                 env[op.result] = array[index[:-1]][index[-1] : index[-1] + op.result.type.lanes].copy()
             else:
                 env[op.result] = array[index]
@@ -136,7 +136,7 @@ class _Runner:
         index = op.map.evaluate([int(self.env[v]) for v in op.indices])
         lanes = (
             op.result.type.lanes
-            if isinstance(op, A.VectorLoadOp)
+            if isinstance(op, (A.VectorLoadOp, MR.VectorLoadOp))
             else len(self.env[op.operands[0]])
             if isinstance(op, A.VectorStoreOp)
             else 1
