@@ -264,7 +264,19 @@ def _contains_loops(loop) -> bool:
 
 
 def _widest_element(loop) -> int:
-    sizes = [op.memref.type.dtype.itemsize for op in loop.walk() if isinstance(op, (A.LoadOp, A.StoreOp))]
+    """The widest element the loop's accesses move through: vectors of it fill a register. An
+    access that stays put in the loop (a gather's index, read once per row) stays a scalar, so
+    its width does not count."""
+    moving = {op.induction_variable for op in loop.walk() if isinstance(op, A.ForOp)}
+    for op in loop.walk():  # positions computed from the loop variables (a gather's row offset)
+        if isinstance(op, A.ApplyOp) and any(v in moving for v in op.operands):
+            moving.add(op.result)
+    accesses = (A.LoadOp, A.StoreOp, MR.LoadOp, MR.StoreOp)
+    sizes = [
+        op.memref.type.dtype.itemsize
+        for op in loop.walk()
+        if isinstance(op, accesses) and any(v in moving for v in op.indices)
+    ]
     return max(sizes, default=4)
 
 
