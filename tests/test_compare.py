@@ -26,6 +26,15 @@ CASES = [
     ("isin", lambda a: np.isin(a, [1.5, np.nan, 0.0]), (SPECIAL,)),
     ("isin_invert_traced", lambda a, t: np.isin(a, t, invert=True), (INTS, INTS[:3])),
     ("isin_empty", lambda a: np.isin(a, np.zeros(0, np.int32)), (INTS,)),
+    # past 16 test elements the tests are sorted and searched (NaN equals nothing, -0.0 equals 0.0)
+    ("isin_sorted_search", lambda a, t: np.isin(a, t), (np.tile(SPECIAL, 3)[::-1], np.tile(SPECIAL[::2], 4))),
+    ("isin_sorted_search_invert", lambda a, t: np.isin(a, t, invert=True), (INTS, np.repeat(INTS, 3))),
+    ("isin_sorted_search_int_float", lambda a: np.isin(a, np.arange(-40.0, 40.0, 0.5)), (INTS,)),
+    (
+        "isin_uint64_with_int64_compares",
+        lambda a, t: np.isin(a, t),
+        (INTS.astype(np.int64), np.arange(20, dtype=np.uint64)),
+    ),
     ("searchsorted_left", lambda a, v: np.searchsorted(np.sort(a), v), (SPECIAL, SPECIAL[::-1])),
     ("searchsorted_right", lambda a, v: np.searchsorted(np.sort(a), v, side="right"), (SPECIAL, SPECIAL[::-1])),
     ("searchsorted_constant", lambda v: np.searchsorted([1, 3, 5], v), (INTS,)),
@@ -65,3 +74,30 @@ def test_gradient_flows_through_select():
 def test_errors(fn, error, match):
     with pytest.raises(error, match=match):
         kiln.compile(fn)(np.arange(3.0))
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.int8, np.uint16, np.int64, np.uint64, np.float16, np.float32, np.float64, np.bool_]
+)
+def test_isin_with_many_tests_matches_numpy_at_the_limits(dtype):
+    rng = np.random.default_rng(3)
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        x = rng.integers(0, 40, 211).astype(dtype)
+        tests = rng.integers(0, 40, 53).astype(dtype)
+        x[:2], tests[:2] = (info.min, info.max), (info.max, info.min)
+    elif dtype == np.bool_:
+        x, tests = rng.random(211) < 0.5, np.ones(53, bool)
+    else:
+        x, tests = rng.integers(-9, 9, 211).astype(dtype), rng.integers(-9, 9, 53).astype(dtype)
+        x[:5], tests[:3] = (np.nan, -0.0, np.inf, -np.inf, 0.0), (np.nan, 0.0, -np.inf)
+    for kw in ({}, {"invert": True}):
+        assert_same(kiln.compile(lambda a, t: np.isin(a, t, **kw))(x, tests), np.isin(x, tests, **kw))
+
+
+def test_isin_with_many_tests_has_no_loop_over_both():
+    """Each element is searched for among the sorted tests (log m steps), not compared with all m."""
+    affine = kiln.compile(lambda a, t: np.isin(a, t)).lower(kiln.f64[1000], kiln.f64[500]).text("affine")
+    nests = affine.split("\n    affine.for ")
+    both = [n for n in nests if "to 1000 " in n and "to 500 " in n]
+    assert not both, both[0]

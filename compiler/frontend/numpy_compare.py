@@ -74,8 +74,32 @@ def _isin(element, test_elements, assume_unique=False, invert=False, *, kind=Non
     x = element if isinstance(element, Tracer) else ops.lift(ctx, element, np.asarray(element).dtype)
     if tests.size == 0:
         return ops.full_like(x, invert, np.bool_)
-    hits = np.any(np.equal(np.expand_dims(x, -1), tests), axis=-1)
+    common = _exact_common_dtype(x.dtype, tests.dtype)
+    if tests.size <= _COMPARED_TESTS or common is None:
+        hits = np.any(np.equal(np.expand_dims(x, -1), tests), axis=-1)
+    else:  # sort the tests once, then a binary search per element: O((n + m) log m)
+        ordered = ops.sort(ops.lift(ctx, tests, common), with_index=False)[0]
+        x = ops.lift(ctx, x, common)
+        position = np.minimum(binary_search(ordered, x, "left"), np.int64(tests.size - 1))
+        hits = np.equal(gather_in_bounds(ordered, position), x)  # NaN equals nothing, -0.0 equals 0.0
     return np.logical_not(hits) if invert else ops.strong(hits)
+
+
+# Up to this many test elements, isin compares each element with every one (one fused loop);
+# past it, the tests are sorted and searched.
+_COMPARED_TESTS = 16
+
+
+def _exact_common_dtype(a: np.dtype, b: np.dtype):
+    """The dtype both compare in exactly, for the sorted search: numpy's promotion where it
+    keeps every value (floats with floats, ints of one signedness, bools), else None (int64
+    with uint64 or with a float, where numpy's comparison is exact but no common dtype is)."""
+    kinds = {a.kind, b.kind}
+    if a == b or kinds <= {"f"} or kinds <= {"i"} or kinds <= {"u"}:
+        return np.result_type(a, b)
+    if "b" in kinds and kinds <= {"b", "i", "u"}:
+        return np.result_type(a, b)
+    return None
 
 
 def _searchsorted(a, v, side="left", sorter=None):
