@@ -204,7 +204,7 @@ class Pipeline:
 
     def cuda_source(self) -> str:
         with self._lock:  # the emitter reads the scheduled module, which another thread may be building
-            return emit_cuda(self.module("scheduled"))
+            return emit_cuda(self.codegen_module())
 
     def text(
         self, stage: str, locations: bool = True, generic: bool = False, elide_constants: int | None = None

@@ -44,6 +44,9 @@ REMAT_PASSES = LEGALIZE_PASSES + ("canonicalize", "cse", "dce", "rematerialize",
 # of the scheduled module right before code generation, so that what reads the scheduled
 # function by loop name (the tuner, the profiler, bisect, the debugger) reads it unchanged.
 CODEGEN_PASSES = ("outline-kernels",)
+# The GPU targets': each nest a kernel of its own, its call noted with the grid and block
+# that launch it (kiln.passes.gpu_launch), which the CUDA printer reads.
+GPU_CODEGEN_PASSES = ("outline-kernels{launch=true}",)
 
 # The pipeline's step that schedules the loops: not a pass of the registry (it takes the
 # schedule to apply, or the tuning records and the target's default recipes), but a stage
@@ -150,6 +153,7 @@ def _cuda(emulate: bool) -> Target:
         schedule_primitives=GPU_PRIMITIVES,
         make_executable=functools.partial(CudaExecutable, emulate=emulate),
         tuning="gpu",
+        codegen_passes=GPU_CODEGEN_PASSES,
     )
 
 

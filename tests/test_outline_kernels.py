@@ -2,18 +2,27 @@
 where they were, computing what they computed (the affine interpreter and numpy are the
 oracles); what stays inline, and why; the numberings that outlive it."""
 
+import os
+import re
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
 import kiln
+from kiln.codegen.cuda_codegen import emit_cuda
 from kiln.codegen.llvm_emitter import access_sites
+from kiln.codegen.llvm_ops import accumulates
 from kiln.codegen.status import check_sites
+from kiln.dialects import affine as A
 from kiln.dialects import func as F
 from kiln.dialects import parse_ir, print_ir
 from kiln.dialects.diagnostics import KilnError
 from kiln.dialects.verifier import verify
 from kiln.interpreters.affine_interpreter import run_affine
-from kiln.passes.outline_kernels import outline_kernels
+from kiln.passes.gpu_launch import bound, launch_of
+from kiln.passes.outline_kernels import can_outline, outline_kernels
 from kiln.passes.registry import run_passes
 
 # Views of the arena at constant offsets, a scalar from a whole-array reduction, a global.
@@ -85,8 +94,8 @@ def test_a_nest_that_gives_a_value_stays_inline_and_its_value_is_an_argument():
     assert any(op.name == "memref.view" for c in callees.values() for op in c.body.ops)
 
 
-def test_nests_of_one_kernel_that_are_not_together_get_functions_of_their_own():
-    text = """
+# Three nests of kernel k0: the first apart (an allocation between), the other two together.
+SPLIT_KERNEL = """
 module {
   func.func @f(%x: memref<4xf32>, %out0: memref<4xf32>) {
     affine.for %k0.i = 0 to 4 {
@@ -108,7 +117,10 @@ module {
   }
 }
 """
-    module = outline_kernels(parse_ir(text))
+
+
+def test_nests_of_one_kernel_that_are_not_together_get_functions_of_their_own():
+    module = outline_kernels(parse_ir(SPLIT_KERNEL))
     (public,), callees = _split(module)
     assert sorted(callees) == ["f_k0", "f_k0_1"]
     assert [len(c.body.ops) for c in (callees["f_k0"], callees["f_k0_1"])] == [2, 3]  # nests, then func.return
@@ -160,3 +172,126 @@ module {
         verify(parse_ir(base.replace("CALLEE", "g")))
     with pytest.raises(KilnError, match="no function"):
         verify(parse_ir(base.replace("CALLEE", "h")))
+
+
+# -- the GPU targets: one function a nest, its call noted with the launch ----------------------
+MLIR_OPT = next(
+    (p for p in ("/usr/lib/llvm-19/bin/mlir-opt", shutil.which("mlir-opt") or "") if p and os.access(p, os.X_OK)), None
+)
+
+
+def _scatter_add(x, i):
+    y = x.copy()
+    np.add.at(y, i, 1.0)
+    return y
+
+
+# A plain nest on a 1-D grid, a row reduction bound to blocks and threads (cooperative), a
+# tiled matmul staging tiles in shared memory behind barriers, a scatter whose loop over its
+# (repeated) index runs in one thread, a softmax whose whole-array sum stays inline and
+# reaches its kernel as an argument, and an empty tensor (nothing launched).
+_RNG = np.random.default_rng(7)
+GPU_CASES = {
+    "elementwise": (lambda x: np.tanh(x) * 2, [np.linspace(-3, 3, 37, dtype=np.float32)]),
+    "row_sum": (lambda x: x.sum(axis=-1), [_RNG.standard_normal((5, 70)).astype(np.float32)]),
+    "matmul": (
+        lambda a, b: a @ b,
+        [_RNG.standard_normal((64, 48)).astype(np.float32), _RNG.standard_normal((48, 32)).astype(np.float32)],
+    ),
+    "scatter_add": (_scatter_add, [np.zeros(7, np.float32), np.array([3, 3, 0, 6, 3], np.int64)]),
+    "softmax_share": (CASES["softmax"][0], [_RNG.standard_normal((4, 9)).astype(np.float32)]),
+    "empty": (lambda x: x * 2 + 1, [np.zeros((0, 5), np.float32)]),
+}
+
+
+def _gpu_lowered(name, target="cuda-emulate"):
+    fn, inputs = GPU_CASES[name]
+    return kiln.compile(fn, target=target).lower(*inputs)
+
+
+@pytest.mark.parametrize("name", sorted(GPU_CASES))
+def test_a_gpu_kernel_call_carries_the_launch_its_nest_gets(name):
+    lowered = _gpu_lowered(name)
+    scheduled = lowered.module("scheduled").body.ops[-1]
+    (public,), callees = _split(lowered.pipeline.codegen_module())
+    calls = [op for op in public.body.ops if isinstance(op, F.CallOp)]
+    # each nest that gives no value is a kernel of its own, in the order it ran
+    nests = [op for op in scheduled.body.ops if can_outline(op)]
+    assert len(calls) == len(nests) == len(callees) and calls
+    for call, nest in zip(calls, nests):
+        callee = callees[call.attributes["callee"]]
+        (moved,) = [op for op in callee.body.ops if op.name == "affine.for"]
+        assert A.kernel_of(moved) == A.kernel_of(nest) == call.attributes["kiln.kernel"]
+        launch = launch_of(moved)
+        assert call.attributes["kiln.grid"] == launch.grid and call.attributes["kiln.block"] == launch.block
+        assert call.attributes["kiln.cooperative"] == launch.cooperative
+        assert len(launch.grid) == len(launch.block) == 3
+        # a GPU kernel's views are its parameters: passed, not made again
+        assert not any(op.name == "memref.view" for op in callee.body.ops)
+    # the printer launches each callee with its call's sizes
+    source = lowered.text("cuda")
+    for call in calls:
+        callee = callees[call.attributes["callee"]]
+        (moved,) = [op for op in callee.body.ops if op.name == "affine.for"]
+        grid, block = call.attributes["kiln.grid"], call.attributes["kiln.block"]
+        if 0 in grid:
+            continue
+        if bound(moved):
+            macro = "KILN_LAUNCH_COOP" if call.attributes["kiln.cooperative"] else "KILN_LAUNCH3"
+            assert re.search(rf"{macro}\(kiln_\w+_k\d+, {', '.join(map(str, grid + block))}[,)]", source)
+        else:
+            assert re.search(rf"KILN_LAUNCH\(kiln_\w+_k\d+, {grid[0]}, {block[0]}[,)]", source)
+
+
+def test_the_gpu_launches_are_the_ones_each_kind_of_nest_needs():
+    def launches(name):
+        (public,), _ = _split(_gpu_lowered(name).pipeline.codegen_module())
+        calls = [op for op in public.body.ops if isinstance(op, F.CallOp)]
+        return [
+            (c.attributes["kiln.grid"], c.attributes["kiln.block"], c.attributes["kiln.cooperative"]) for c in calls
+        ]
+
+    assert launches("elementwise") == [((1, 1, 1), (37, 1, 1), False)]  # one thread an element
+    assert launches("empty") == [((0, 1, 1), (1, 1, 1), False)]  # nothing to launch
+    (row,) = launches("row_sum")
+    assert row[0][0] == 5 and row[1][0] % 32 == 0 and row[2]  # a block a row, whole warps
+    assert any(cooperative and block[0] * block[1] * block[2] > 1 for _, block, cooperative in launches("matmul"))
+    # the scatter's loop over its index runs in one thread, in the index's order
+    assert ((1, 1, 1), (1, 1, 1), False) in launches("scatter_add")
+
+
+@pytest.mark.parametrize("name", sorted(GPU_CASES))
+def test_the_gpu_outlined_module_computes_what_numpy_does(name):
+    fn, inputs = GPU_CASES[name]
+    got = _gpu_lowered(name).compile()(*[a.copy() for a in inputs])
+    np.testing.assert_allclose(got, fn(*inputs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(MLIR_OPT is None, reason="mlir-opt not found (Debian: apt-get install mlir-19-tools)")
+@pytest.mark.parametrize("name", sorted(GPU_CASES))
+def test_the_gpu_outlined_module_is_accepted_by_mlir_opt(name):
+    text = print_ir(_gpu_lowered(name, "cuda").pipeline.codegen_module())
+    assert "kiln.grid = array<i64: " in text and "kiln.block = array<i64: " in text
+    result = subprocess.run([MLIR_OPT, "-"], input=text, capture_output=True, text=True)
+    assert result.returncode == 0, f"mlir-opt rejected the outlined module:\n{result.stderr}\n{text}"
+
+
+def test_a_gpu_kernel_function_with_two_nests_is_refused_by_the_cuda_printer():
+    # the CPU form groups a kernel's consecutive nests in one function; a GPU launches each alone
+    assert len(_split(outline_kernels(parse_ir(SPLIT_KERNEL), launch=True))[1]) == 3
+    with pytest.raises(NotImplementedError, match="one loop nest"):
+        emit_cuda(outline_kernels(parse_ir(SPLIT_KERNEL)))
+
+
+def test_a_scalar_argument_of_a_kernel_is_not_an_accumulator():
+    """A float add of an outlined kernel's scalar argument (a whole-array sum) rounds its
+    product first, as numpy does and as it did inline: only an iter_arg may fuse (FMA)."""
+    lowered = kiln.compile(lambda x: x * x + x.sum(), target="cuda").lower(kiln.f32[64])
+    _, callees = _split(lowered.pipeline.codegen_module())
+    adds = [
+        op
+        for c in callees.values()
+        for op in c.walk()
+        if op.name == "arith.addf" and any(v in c.arguments for v in op.operands)
+    ]
+    assert adds and not any(accumulates(op) for op in adds)

@@ -27,13 +27,10 @@ from kiln.codegen.cuda_ops import EXPRESSIONS, literal
 from kiln.codegen.cuda_prelude import (
     C_TYPES,
     CUDA_ERROR_BASE,
-    KILN_WARP,
     PRELUDE,
     REDUCTION_BLOCKS,
     REDUCTION_SHARE,
     STORED,
-    THREADS_PER_BLOCK,
-    THREADS_PER_BLOCK_MAX,
 )
 from kiln.codegen.status import STATUS, check_status
 from kiln.dialects import affine as A
@@ -46,23 +43,37 @@ from kiln.dialects.affine import BIND
 from kiln.dialects.affine_expr import Binary, Const, Dim
 from kiln.dialects.traits import LOOP_LIKE
 from kiln.dialects.types import MemRefType
+from kiln.passes.gpu_launch import (
+    KILN_WARP,
+    THREADS_PER_BLOCK,
+    THREADS_PER_BLOCK_MAX,
+    Launch,
+    bound,
+    bound_launch,
+    bound_reductions,
+    flat_extent,
+    plain_launch,
+    thread_loops,
+)
 from kiln.passes.kernel_inputs import outside_values
+from kiln.passes.outline_kernels import BLOCK, COOPERATIVE, GRID, KERNEL, RECOMPUTED
 
 
 def emit_cuda(module, prefix: str = "", prelude: bool = True) -> str:
-    """CUDA C source for `module` (affine level). `prefix` keeps names unique when several
-    modules share one file (then only the first needs the prelude)."""
+    """CUDA C source for `module` (affine level: scheduled, or with each nest outlined by
+    ``outline-kernels{launch=true}``, whose callees become the ``__global__`` functions their
+    calls launch with the call's ``kiln.grid`` and ``kiln.block``). `prefix` keeps names
+    unique when several modules share one file (then only the first needs the prelude)."""
     parts = [PRELUDE] if prelude else []
     for op in module.body.ops:
         if isinstance(op, MR.GlobalOp):
             parts.append(_global(op, prefix))
-    for op in module.body.ops:
-        if isinstance(op, F.FuncOp):
-            if any(isinstance(inner, F.CallOp) for inner in op.body.ops):
-                # The CUDA targets print the scheduled module itself (their codegen_passes
-                # are empty): each kernel's launch is still decided here.
-                raise NotImplementedError("no CUDA code for func.call: print the scheduled module, not outlined")
-            parts.append(_FunctionEmitter(op, prefix).emit())
+    functions = [op for op in module.body.ops if isinstance(op, F.FuncOp)]
+    called = {inner.attributes["callee"] for op in functions for inner in op.body.ops if isinstance(inner, F.CallOp)}
+    callees = {op.sym_name: op for op in functions if op.sym_name in called}
+    for op in functions:
+        if op.sym_name not in callees:  # a kernel's function is printed where it is launched
+            parts.append(_FunctionEmitter(op, prefix, callees).emit())
     return "\n".join(parts)
 
 
@@ -78,9 +89,10 @@ def _global(op, prefix) -> str:
 
 
 class _FunctionEmitter:
-    def __init__(self, function: F.FuncOp, prefix: str):
+    def __init__(self, function: F.FuncOp, prefix: str, callees: dict):
         self.function = function
         self.prefix = prefix
+        self.callees = callees  # name -> the private function a kernel's func.call runs
         self.names = {}
         self.counter = 0
         self.kernels = []
@@ -118,12 +130,15 @@ class _FunctionEmitter:
         }
         shared_declarations = [f"__device__ {C_TYPES[v.type.name]} {g};" for v, g in self.shared.items()]
         for op in fn.body.ops:
-            parallel = op.has_trait(LOOP_LIKE) and not op.results
+            launched = isinstance(op, F.CallOp) and KERNEL in op.attributes
+            parallel = launched or (op.has_trait(LOOP_LIKE) and not op.results)
             reduction = _full_reduction(op)
             if loose and (parallel or reduction or not _is_device(op)):
                 kernel_sources.append(self.kernel(None, host, loose))
                 loose = []
-            if parallel and any(BIND in inner.attributes for inner in op.walk()):
+            if launched:
+                kernel_sources.append(self.launched_kernel(op, host))
+            elif parallel and bound(op):
                 kernel_sources.append(self.bound_kernel(op, host))
             elif parallel:
                 kernel_sources.append(self.kernel(op, host))
@@ -166,24 +181,43 @@ class _FunctionEmitter:
             raise NotImplementedError(f"no CUDA host code for {op.name}")
 
     # -- one kernel ------------------------------------------------------------------------
-    def kernel(self, nest, host, statements=None) -> str:
-        """A __global__ function for a loop nest (or for loose statements, run by one thread)."""
+    def launched_kernel(self, call, host) -> str:
+        """The __global__ function of the kernel `call` runs (its callee holds one loop nest),
+        launched with the call's sizes. The callee's arguments name what the call passes
+        (buffers, views, scalars) and the constants and globals it makes again are named as
+        the host's are, so the kernel's text is the one the nest printed inline gives."""
+        callee = self.callees[call.attributes["callee"]]
+        nests = [op for op in callee.body.ops if not isinstance(op, (*RECOMPUTED, F.ReturnOp))]
+        if len(nests) != 1 or not isinstance(nests[0], A.ForOp) or GRID not in call.attributes:
+            raise NotImplementedError(
+                f"@{callee.sym_name}: a CUDA kernel's function runs one loop nest, its call notes its launch "
+                "(outline-kernels{launch=true})"
+            )
+        for value, operand in zip(callee.arguments, call.operands):
+            self.names[value] = self.expr(operand)
+            if operand in self.shared:
+                self.shared[value] = self.shared[operand]
+        for op in callee.body.ops:
+            if isinstance(op, AR.ConstantOp):
+                self.names[op.result] = literal(op.value, op.result.type.name)
+            elif isinstance(op, MR.GetGlobalOp):
+                self.names[op.result] = self.prefix + op.attributes["name"]
+        cooperative = bool(call.attributes.get(COOPERATIVE, False))
+        launch = Launch(tuple(call.attributes[GRID]), tuple(call.attributes[BLOCK]), cooperative)
+        nest = nests[0]
+        return self.bound_kernel(nest, host, launch) if bound(nest) else self.kernel(nest, host, launch=launch)
+
+    def kernel(self, nest, host, statements=None, launch=None) -> str:
+        """A __global__ function for a loop nest (or for loose statements, run by one thread),
+        launched with `launch` (by default ``plain_launch``'s: one thread an iteration of its
+        ``thread_loops``)."""
         number = len(self.kernels)
         self.kernels.append(nest)
-        chain = [nest] if nest is not None else []
-        while chain:
-            body = [op for op in chain[-1].body.ops if not isinstance(op, A.YieldOp)]
-            if len(body) == 1 and isinstance(body[0], A.ForOp) and not body[0].inits and body[0].constant_bounds:
-                chain.append(body[0])
-            else:
-                break
-        if chain and isinstance(chain[0], A.ForOp) and (chain[0].inits or not chain[0].constant_bounds):
-            chain = []
-        # a scatter's loops over its index stay in one thread, in order (see _may_collide)
-        chain = chain[: next((k for k, loop in enumerate(chain) if _may_collide(loop)), len(chain))]
+        chain = thread_loops(nest) if nest is not None else []
         extents = [l.upper for l in chain]
-        total = int(np.prod(extents, dtype=np.int64)) if chain else 1
-        if total == 0:  # an empty tensor: nothing to launch
+        total = flat_extent(chain)
+        launch = launch or (plain_launch(nest) if nest is not None else Launch((1, 1, 1), (1, 1, 1)))
+        if launch.empty:  # an empty tensor: nothing to launch
             return ""
         used = self._external_buffers(statements if nest is None else [nest])
         name = f"{entry_name(self.function.sym_name, self.prefix)}_k{number}"
@@ -197,37 +231,20 @@ class _FunctionEmitter:
         self.block(inner)
         lines.append("    }")
         lines.append("}")
-        threads = min(THREADS_PER_BLOCK, total)
-        blocks = min(65535, -(-total // threads))
         args = ", ".join(self.name(v) for v in used)
-        host.append(f"    KILN_LAUNCH({name}, {blocks}, {threads}{', ' if args else ''}{args});")
+        host.append(f"    KILN_LAUNCH({name}, {launch.grid[0]}, {launch.block[0]}{', ' if args else ''}{args});")
         host.append("    if ((error = cudaGetLastError()) != cudaSuccess) goto done;")
         return "\n".join(lines) + "\n"
 
-    def bound_kernel(self, nest, host) -> str:
+    def bound_kernel(self, nest, host, launch=None) -> str:
         """A kernel whose schedule binds loops to block and thread indices: each bound loop
-        strides over its index, the others run in every thread."""
+        strides over its index, the others run in every thread; launched with `launch` (by
+        default ``bound_launch``'s)."""
         number = len(self.kernels)
         self.kernels.append(nest)
         name = f"{entry_name(self.function.sym_name, self.prefix)}_k{number}"
-        extents = {}
-        for op in nest.walk():  # several loops on one index: the launch covers the longest
-            if BIND in op.attributes:
-                extents[op.attributes[BIND]] = max(extents.get(op.attributes[BIND], 1), op.trip_count)
-        barriers = any(isinstance(op, G.BarrierOp) for op in nest.walk())
-        if barriers:  # every thread runs one iteration of each thread loop around a barrier
-            extents.update(_barrier_thread_extents(nest))
-        threads = {}
-        for axis in "xyz":  # CUDA's limits: 1024 threads a block, 64 along z; strided loops cover the rest
-            room = THREADS_PER_BLOCK_MAX // int(np.prod(list(threads.values()) or [1]))
-            threads[axis] = max(1, min(extents.get(f"threadIdx.{axis}", 1), room, THREADS_ALONG[axis]))
-        # A bound reduction's threads combine their shares with warp shuffles: full warps only
-        # (the bind step allows threadIdx.x alone in such a kernel).
-        reductions = any(isinstance(op, A.ForOp) and op.inits and BIND in op.attributes for op in nest.walk())
-        if reductions:
-            threads["x"] = min(THREADS_PER_BLOCK_MAX, -(-threads["x"] // KILN_WARP) * KILN_WARP)
-        cooperative = barriers or reductions
-        blocks = {axis: max(1, min(extents.get(f"blockIdx.{axis}", 1), 65535)) for axis in "xyz"}
+        launch = launch or bound_launch(nest)
+        reductions = bound_reductions(nest)
         used = self._external_buffers([nest])
         params = ", ".join(f"{STORED[v.type.element.name]} *{self.name(v)}" for v in used) or "void"
         self.lines, self.indent, self._carried = [f"__global__ void {name}({params}) {{"], 1, []
@@ -237,9 +254,9 @@ class _FunctionEmitter:
         self.block_stores = False
         self.lines.append("}")
         args = ", ".join(self.name(v) for v in used)
-        config = ", ".join(str(d) for d in list(blocks.values()) + list(threads.values()))
-        launch = "KILN_LAUNCH_COOP" if cooperative else "KILN_LAUNCH3"
-        host.append(f"    {launch}({name}, {config}{', ' if args else ''}{args});")
+        config = ", ".join(str(d) for d in (*launch.grid, *launch.block))
+        macro = "KILN_LAUNCH_COOP" if launch.cooperative else "KILN_LAUNCH3"
+        host.append(f"    {macro}({name}, {config}{', ' if args else ''}{args});")
         host.append("    if ((error = cudaGetLastError()) != cudaSuccess) goto done;")
         return "\n".join(self.lines) + "\n"
 
@@ -384,7 +401,9 @@ class _FunctionEmitter:
             return
         if isinstance(op, CF.AssertOp):  # a failed check records its status and the kernel goes on
             active = f"{self._active} && " if self._active else ""
-            self.line(f"if ({active}!{self.expr(op.condition)}) kiln_status = {check_status(self.function, op)};")
+            self.line(
+                f"if ({active}!{self.expr(op.condition)}) kiln_status = {check_status(self.function, op, self.callees)};"
+            )
             return
         if op in self._compensated:
             acc, lost = self._compensated.pop(op)
@@ -526,48 +545,10 @@ class _FunctionEmitter:
         return text
 
 
-THREADS_ALONG = {"x": 1024, "y": 1024, "z": 64}  # blockDim's largest x, y, z on every CUDA GPU
-
-
 def _read_from_outside(roots, wanted) -> list:
     """The values, in order of first use, that ops in `roots` read, are `wanted`, and are
     not made inside `roots`."""
     return [v for v in outside_values(roots).taken if wanted(v)]
-
-
-def _barrier_thread_extents(nest) -> dict:
-    """{thread axis: extent} of the thread loops around the kernel's barriers. The block has
-    exactly that many threads on the axis, so every thread runs one iteration of each and
-    reaches every barrier (the cache_read step checked that their bounds are constant)."""
-    found = {}
-    for op in nest.walk():
-        if not isinstance(op, G.BarrierOp):
-            continue
-        loop = op.parent.parent.parent
-        while isinstance(loop, A.ForOp):
-            axis = str(loop.attributes.get(BIND, ""))
-            if axis.startswith("threadIdx"):
-                if found.setdefault(axis, A.constant_limit(loop)) != A.constant_limit(loop):
-                    raise NotImplementedError(f"barriers under {axis} loops of different extents")
-            loop = loop.parent.parent.parent if loop.parent is not None and loop.parent.parent is not None else None
-    return found
-
-
-def _may_collide(loop) -> bool:
-    """Whether two iterations of `loop` may write one element: it holds a store through a
-    computed index (a scatter's memref.store) none of whose subscripts is an affine.apply
-    of the loop's variable. A scatter's loops over the other axes of its destination pass
-    their variable to the subscript that way, so their iterations write distinct elements
-    and spread over threads; its loops over the index do not, and run sequentially in one
-    thread, in the index's order, as numpy's ufunc.at and assignment apply updates (a
-    repeated index then sees every earlier update, and the last store wins)."""
-    iv = loop.induction_variable
-    for op in loop.walk():
-        if isinstance(op, MR.StoreOp) and not any(
-            isinstance(getattr(i, "op", None), A.ApplyOp) and iv in i.op.operands for i in op.indices
-        ):
-            return True
-    return False
 
 
 def _is_device(op) -> bool:

@@ -6,9 +6,8 @@ definitions that let the same source compile as C++ for the CPU."""
 from kiln.codegen.cuda_emulation import EMULATION
 from kiln.codegen.status import STATUS
 
-THREADS_PER_BLOCK = 256
-THREADS_PER_BLOCK_MAX = 1024
-KILN_WARP = 32  # threads a warp, as KILN_WARP in PRELUDE
+# THREADS_PER_BLOCK, THREADS_PER_BLOCK_MAX and KILN_WARP (which the kernels' launches
+# depend on) are kiln.passes.gpu_launch's: the launch is decided there, before printing.
 REDUCTION_BLOCKS = 1024  # enough to fill a GPU; the second level combines one partial per block in one block
 REDUCTION_SHARE = 8  # elements a thread combines at least before the block tree, whose barriers it amortizes
 CUDA_ERROR_BASE = 1000  # the host entry returns kiln's status codes as they are, CUDA's errors above this

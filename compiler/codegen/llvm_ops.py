@@ -15,6 +15,7 @@ from kiln.codegen.llvm_math import expf, tanhf
 from kiln.codegen.status import STATUS, check_status
 from kiln.dialects import arith as AR
 from kiln.dialects import cf as CF
+from kiln.dialects import func as F
 from kiln.dialects import math as M
 from kiln.dialects import vector as V
 from kiln.dialects.ir import BlockArgument
@@ -45,8 +46,10 @@ def accumulates(op) -> bool:
     pending = list(op.operands)
     while pending:
         value = pending.pop()
-        if isinstance(value, BlockArgument):  # a float block argument is an iter_arg
-            return True
+        if isinstance(value, BlockArgument):
+            # a float argument of a loop's body is an iter_arg; of a function's, an outlined
+            # kernel's scalar (a whole-array sum it reads), which accumulates nothing
+            return not isinstance(value.block.parent.parent, F.FuncOp)
         producer = getattr(value, "op", None)
         if isinstance(producer, (AR.AddFOp, AR.SubFOp)):
             pending.extend(producer.operands)
