@@ -183,6 +183,27 @@ def test_a_computed_index_that_does_not_move_along_a_row_is_not_vectorized():
     assert "vector.load" not in f.lower(t, i, j).text("scheduled")
 
 
+@pytest.mark.parametrize("size", [65536, 70001])
+def test_checked_indices_in_a_loop_long_enough_for_the_thread_pool(size):
+    """A gather or scatter long enough that its loop runs on the thread pool: the bounds check
+    then sits in the parallel loop's body, a function of its own, and still raises (this
+    crashed the code generator at 65536 indices)."""
+    table = values((9, 3), np.float32)
+    ids = rng.integers(-9, 9, size)
+    assert_same(kiln.compile(lambda t, i: t[i])(table, ids), table[ids])
+    assert_same(
+        kiln.compile(lambda t, i: np.take(t[:, 0], i, mode="clip"))(table, ids), np.take(table[:, 0], ids, mode="clip")
+    )
+    counts = kiln.compile(lambda i: np.bincount(i, minlength=9))(ids % 9)
+    assert_same(counts, np.bincount(ids % 9, minlength=9))
+    y = np.zeros(9, np.float64)
+    assert_same(kiln.compile(_at(np.add))(y, ids, np.ones(size)), _at(np.add)(y, ids, np.ones(size)))
+    bad = ids.copy()
+    bad[size // 2] = 9
+    with pytest.raises(OutOfBoundsError, match="out of bounds for axis 0 with size 9"):
+        kiln.compile(lambda t, i: t[i])(table, bad)
+
+
 def test_a_scatter_loop_stays_sequential():
     def fn(y, i, v):
         y = y.copy()

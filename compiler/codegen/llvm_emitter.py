@@ -106,6 +106,21 @@ class FunctionEmitter:
         self.probes = None  # a llvm_probes.Probes when kiln profile times this function's kernels
         self.callees = {}  # the module's private functions by name: what func.call runs
 
+    def share_function_state(self, parent: "FunctionEmitter", function: ir.Function) -> None:
+        """For an emitter of a function cut out of `parent`'s (a kernel, a parallel loop's
+        body): what belongs to the whole function is shared (the LLVM module, its globals, the
+        kiln function, its access sites and callees: a check's status code is numbered over
+        them); values and allocations start empty."""
+        self.module = parent.module
+        self.globals = parent.globals
+        self.func = parent.func
+        self.sites = parent.sites
+        self.callees = parent.callees
+        self.probes = None
+        self.function = function
+        self.values = {}
+        self.allocations = []
+
     def emit(self) -> None:
         # The entry block holds only stack slots, so that one made inside a loop is made once.
         self.alloca_builder = ir.IRBuilder(self.function.append_basic_block("entry"))

@@ -32,14 +32,7 @@ class KernelEmitter(FunctionEmitter):
     """Emits one nest into its kernel function; values of the function are its parameters."""
 
     def __init__(self, parent: FunctionEmitter, function: ir.Function):
-        self.module = parent.module
-        self.globals = parent.globals
-        self.func = parent.func
-        self.callees = parent.callees
-        self.function = function
-        self.values = {}
-        self.allocations = []
-        self.sites = parent.sites
+        self.share_function_state(parent, function)
         self.alloca_builder = ir.IRBuilder(function.append_basic_block("entry"))
         self.start = function.append_basic_block("start")
         self.b = ir.IRBuilder(self.start)

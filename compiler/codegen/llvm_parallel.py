@@ -26,19 +26,13 @@ class OutlinedEmitter(FunctionEmitter):
     """Emits into an outlined function; values of the enclosing function become ctx slots."""
 
     def __init__(self, parent: FunctionEmitter, function: ir.Function):
-        self.module = parent.module
-        self.globals = parent.globals
-        self.func = parent.func
-        self.function = function
+        self.share_function_state(parent, function)
         self.parent = parent
-        self.values = {}
-        self.allocations = []
         self.captured = []  # parent LLVM values, in slot order
         self.prologue = ir.IRBuilder(function.append_basic_block("captures"))
         self.alloca_builder = self.prologue  # stack slots: per thread
         self.slots = self.prologue.bitcast(function.args[0], I64.as_pointer())
         self.status = self.capture(parent.status)
-        self.sites = parent.sites
 
     def get(self, value):
         if value not in self.values:
