@@ -150,7 +150,9 @@ def _quantile_of(name, a, q, axis, out, method, keepdims, weights, scale):
     ordered = ops.sort(rows, -1, with_index=False)[0]
     results = []
     for value in qs.ravel():
-        virtual = n * value + (1 + value * (1 - 1 - 1)) - 1  # numpy's 'linear': alpha = beta = 1
+        # numpy's 'linear' computes the position as (n - 1) * q (_QuantileMethods), not through
+        # the general alpha/beta form, which rounds differently (0.1 of 3 elements: 0.2 vs 0.2000...02)
+        virtual = (n - 1) * value
         if np.asarray(virtual).dtype.kind in "iu":  # an integer q (0 or 1) reads an element
             results.append(ordered[..., int(virtual)])
             continue
@@ -220,7 +222,7 @@ def _nan_quantile_of(name, a, q, axis, out, method, keepdims, weights, scale, me
     last = count - 1
     results = []
     for value in qs.ravel().astype(np.float64):
-        virtual = ops.cast(count, np.float64) * value + (1 + value * (1 - 1 - 1)) - 1  # numpy's 'linear'
+        virtual = ops.cast(last, np.float64) * value  # numpy's 'linear': (n - 1) * q
         floor = np.floor(virtual)
         above = np.greater_equal(virtual, ops.cast(last, np.float64))
         low = np.where(above, last, ops.cast(floor, np.int64))
