@@ -451,29 +451,34 @@ class StoreOp(ScalarStore, _Access):
     traits = frozenset({AFFINE_WRITE})
 
 
-class VectorLoadOp(_Access):
-    """``affine.vector_load %A[%i, %j] : memref<8x64xf32>, vector<16xf32>``: consecutive
-    elements along the last dimension, starting at the index."""
-
-    name = "affine.vector_load"
-    traits = frozenset({AFFINE_READ})
+class VectorLoad:
+    """What affine.vector_load and vector.load share: `lanes` consecutive elements along the
+    last dimension from the subscript, ``%v = <name> %A[...] : memref<...>, vector<16xf32>``."""
 
     def verify(self):
         super().verify()
         t = self.check_access()
         if not isinstance(self.result.type, VectorType) or self.result.type.element != t.element:
-            raise self.error(f"affine.vector_load of {t} must give a vector of {t.element}")
+            raise self.error(f"{self.name} of {t} must give a vector of {t.element}")
 
     def print_custom(self, printer):
-        printer.write(f"affine.vector_load {self.subscript(printer)} : {self.memref.type}, {self.result.type}")
+        printer.write(f"{self.name} {self.subscript(printer)} : {self.memref.type}, {self.result.type}")
 
     @classmethod
     def parse_custom(cls, parser, num_results):
-        memref, operands, amap = parse_subscript(parser)
+        memref, operands, attributes = cls.parse_access(parser)
         parser.expect(":")
         parser.parse_type()
         parser.expect(",")
-        return cls([memref, *operands], {"map": amap}, [parser.parse_type()])
+        return cls([memref, *operands], attributes, [parser.parse_type()])
+
+
+class VectorLoadOp(VectorLoad, _Access):
+    """``affine.vector_load %A[%i, %j] : memref<8x64xf32>, vector<16xf32>``: consecutive
+    elements along the last dimension, starting at the index."""
+
+    name = "affine.vector_load"
+    traits = frozenset({AFFINE_READ})
 
 
 class VectorStoreOp(_Access):

@@ -15,13 +15,13 @@ attribute, not its SSA name (MLIR treats those as cosmetic; mlir-opt renumbers t
 
 from __future__ import annotations
 
-from .affine import MemoryAccess, ScalarLoad, ScalarStore
+from .affine import MemoryAccess, ScalarLoad, ScalarStore, VectorLoad
 from .affine_expr import AffineMap, Dim
 from .elided import is_elements
 from .ir import Operation, declare_note
 from .printer import format_attr_dict, format_attribute, format_dense, format_symbol
 from .traits import ALLOCATION, MEMORY_READ, MEMORY_WRITE
-from .types import MemRefType, VectorType, index, scalar_type_of
+from .types import MemRefType, index, scalar_type_of
 
 ALIGNMENT = 64  # bytes; a cache line, and enough for any vector width
 BUFFER = declare_note("kiln.buffer")
@@ -208,7 +208,7 @@ class StoreOp(ScalarStore, _IndexedAccess):
     traits = frozenset({MEMORY_WRITE})
 
 
-class VectorLoadOp(_IndexedAccess):
+class VectorLoadOp(VectorLoad, _IndexedAccess):
     """``vector.load %t[%row, %j] : memref<5000x64xf32>, vector<16xf32>``: consecutive
     elements along the last dimension from `index`-typed operands of any value (MLIR's
     vector.load), where affine.vector_load takes only affine expressions. A gather's row
@@ -216,23 +216,6 @@ class VectorLoadOp(_IndexedAccess):
 
     name = "vector.load"
     traits = frozenset({MEMORY_READ})
-
-    def verify(self):
-        super().verify()
-        t = self.check_access()
-        if not isinstance(self.result.type, VectorType) or self.result.type.element != t.element:
-            raise self.error(f"vector.load of {t} must give a vector of {t.element}")
-
-    def print_custom(self, printer):
-        printer.write(f"vector.load {self.subscript(printer)} : {self.memref.type}, {self.result.type}")
-
-    @classmethod
-    def parse_custom(cls, parser, num_results):
-        memref, operands, attributes = cls.parse_access(parser)
-        parser.expect(":")
-        parser.parse_type()
-        parser.expect(",")
-        return cls([memref, *operands], attributes, [parser.parse_type()])
 
 
 class ViewOp(Operation):
