@@ -17,12 +17,11 @@ import llvmlite.ir as ir
 import numpy as np
 
 # (they register the arith, math, vector, parallel and func.call handlers)
-from kiln.codegen import llvm_kernels, llvm_ops, llvm_parallel  # noqa: F401
+from kiln.codegen import llvm_alloc, llvm_kernels, llvm_ops, llvm_parallel  # noqa: F401
 from kiln.codegen.constant_pool import ConstantPool
 from kiln.codegen.llvm_emitter import (
     I1,
     I8,
-    I32,
     I64,
     FunctionEmitter,
     access_sites,
@@ -32,7 +31,6 @@ from kiln.codegen.llvm_emitter import (
     top_level_ops,
 )
 from kiln.codegen.llvm_probes import Probes
-from kiln.codegen.status import STATUS
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
 from kiln.dialects import memref as MR
@@ -236,24 +234,6 @@ def _vector_store(e: FunctionEmitter, op):
     )
 
 
-@handles(MR.AllocOp)
-def _alloc(e: FunctionEmitter, op):
-    t = op.result.type
-    size = max(t.size * t.dtype.itemsize, 1)
-    size = -(-size // MR.ALIGNMENT) * MR.ALIGNMENT  # aligned_alloc wants a multiple of the alignment
-    aligned_alloc = e.declare("aligned_alloc", I8.as_pointer(), [I64, I64])
-    raw = e.b.call(aligned_alloc, [ir.Constant(I64, MR.ALIGNMENT), ir.Constant(I64, size)])
-    failed = e.b.icmp_unsigned("==", raw, ir.Constant(I8.as_pointer(), None))
-    with e.b.if_then(failed, likely=False):
-        free = e.declare("free", ir.VoidType(), [I8.as_pointer()])
-        for earlier in e.allocations:
-            e.b.call(free, [e.b.bitcast(earlier, I8.as_pointer())])
-        e.b.ret(ir.Constant(I32, STATUS["out of memory"]))
-    pointer = e.b.bitcast(raw, stored(t.element).as_pointer())
-    e.allocations.append(pointer)
-    e.values[op.result] = pointer
-
-
 @handles(MR.AllocaOp)
 def _alloca(e: FunctionEmitter, op):
     # In the entry block, so a loop does not grow the stack on every iteration.
@@ -261,12 +241,6 @@ def _alloca(e: FunctionEmitter, op):
     buffer = e.alloca_builder.alloca(stored(t.element), size=max(t.size, 1))
     buffer.align = MR.ALIGNMENT
     e.values[op.result] = buffer
-
-
-@handles(MR.DeallocOp)
-def _dealloc(e: FunctionEmitter, op):
-    free = e.declare("free", ir.VoidType(), [I8.as_pointer()])
-    e.b.call(free, [e.b.bitcast(e.get(op.memref), I8.as_pointer())])
 
 
 @handles(MR.ViewOp)

@@ -102,6 +102,7 @@ class FunctionEmitter:
             arg.add_attribute("noalias")  # inputs are only read; outputs never overlap anything (checked by the caller)
         self.values = {}
         self.allocations = []
+        self.kept_slots = {}  # memref.alloc -> the global keeping its block between calls (llvm_alloc)
         self.sites = None  # {id(access op): number} in debug builds
         self.probes = None  # a llvm_probes.Probes when kiln profile times this function's kernels
         self.callees = {}  # the module's private functions by name: what func.call runs
@@ -120,6 +121,7 @@ class FunctionEmitter:
         self.function = function
         self.values = {}
         self.allocations = []
+        self.kept_slots = {}
 
     def emit(self) -> None:
         # The entry block holds only stack slots, so that one made inside a loop is made once.
