@@ -332,15 +332,18 @@ def _sort(b, op, g, needs):
     if op.returns_kind == "indices":
         return [None]
     shape, n = op.operand.type.shape, op.operand.type.shape[-1]
-    size = int(np.prod(shape))
-    perm = b.op(TS.SortOp, op.operand, order=op.order, returns="indices")
-    if size == 0:
+    size, taken = int(np.prod(shape)), int(np.prod(op.result.type.shape))  # a count takes fewer
+    if taken == 0:
         return [b.zeros(op.operand.type)]
+    attributes = {"order": op.order, "returns": "indices"}
+    if "count" in op.attributes:
+        attributes["count"] = op.count
+    perm = b.op(TS.SortOp, op.operand, **attributes)
     starts = np.arange(size // n, dtype=np.int64).reshape(shape[:-1] + (1,)) * n
-    offsets = b.broadcast_to(b.op(T.ConstantOp, value=starts), shape)
-    flat = b.reshape(b.add(perm, offsets), (size,))
+    offsets = b.broadcast_to(b.op(T.ConstantOp, value=starts), op.result.type.shape)
+    flat = b.reshape(b.add(perm, offsets), (taken,))
     zeros = b.zeros(op.operand.type.with_shape((size,)))
-    scattered = b.op(TI.ScatterAtOp, zeros, flat, b.reshape(g, (size,)), kind="add")
+    scattered = b.op(TI.ScatterAtOp, zeros, flat, b.reshape(g, (taken,)), kind="add")
     return [b.reshape(scattered, shape)]
 
 

@@ -24,6 +24,9 @@ Each rewrite is a row of the rule table ``PATTERNS``, which
 - Transpose of transpose, reshape of reshape and broadcast of broadcast become
   one op; reshapes, transposes, broadcasts, casts and slices that change nothing
   disappear.
+- A slice of the first k (at most 16) positions of a sort becomes a sort with
+  ``count = k``: a top-k, selected in O(n k) instead of sorted in O(n log n);
+  a slice of a one-operand elementwise op becomes the op of the slice.
 
 Before::
 
@@ -44,6 +47,7 @@ from __future__ import annotations
 import numpy as np
 
 from kiln.dialects import tensor as T
+from kiln.dialects import tensor_sort as TS
 from kiln.dialects.ir import Operation
 from kiln.dialects.patterns import Pattern, apply_patterns
 from kiln.dialects.traits import ELEMENTWISE, TARGET_DEPENDENT_FLOAT
@@ -138,6 +142,39 @@ def whole_slice(op, b):
     return op.operand if op.operand.type == op.result.type and set(op.step) == {1} else None
 
 
+SELECTION_MAX = 16  # a sorted prefix this short is selected (O(n k) a row), not sorted (O(n log n))
+
+
+def sorted_prefix(op, b):
+    """The first k <= SELECTION_MAX positions of a sort that nothing else reads become a sort
+    with ``count = k``, which runs as a selection (``np.argsort(-s, axis=1)[:, :5]``,
+    kiln.top_k): the same elements in the same order, stable ties included. The slice's lead
+    axes stay a slice of the result."""
+    sort = getattr(op.operand, "op", None)
+    if not isinstance(sort, TS.SortOp) or len(op.operand.uses) != 1:
+        return None
+    n, k = sort.count, len(range(op.start[-1], op.stop[-1], op.step[-1]))
+    if op.start[-1] != 0 or op.step[-1] != 1 or not 0 < k <= SELECTION_MAX or k >= n:
+        return None
+    selected = b.op(TS.SortOp, sort.operand, order=sort.order, returns=sort.returns_kind, count=k)
+    start, stop, step = (tuple(v)[:-1] for v in (op.start, op.stop, op.step))
+    return b.slice(selected, start + (0,), stop + (k,), step + (1,))
+
+
+def slice_first(op, b):
+    """A slice of a one-operand elementwise op (a convert, a negation) that nothing else reads
+    is the op of the slice: it computes only the elements kept, and a slice of a sort then
+    meets the sort (float16 sorts run widened: convert(sort(convert(x))))."""
+    inner = getattr(op.operand, "op", None)
+    if inner is None or len(inner.operands) != 1 or not inner.has_trait(ELEMENTWISE) or len(op.operand.uses) != 1:
+        return None
+    if inner.operands[0].type.shape != op.operand.type.shape:
+        return None
+    sliced = b.slice(inner.operands[0], tuple(op.start), tuple(op.stop), tuple(op.step))
+    attributes = {k: v for k, v in inner.attributes.items() if k != "arena_offset"}
+    return b.op(type(inner), sliced, result_type=inner.result.type.with_shape(op.result.type.shape), **attributes)
+
+
 def fold_constants(op, b):
     """An op of splats computed to a splat; an op of constants computed to a constant no
     larger than its largest operand; None for ops numpy does not compute bit for bit."""
@@ -170,6 +207,8 @@ PATTERNS = (
     Pattern(T.TransposeOp, transpose_rules),
     Pattern((T.ReshapeOp, T.BroadcastToOp), twice_is_once),
     Pattern(T.SliceOp, whole_slice),
+    Pattern(T.SliceOp, sorted_prefix),
+    Pattern(T.SliceOp, slice_first),
     Pattern(Operation, fold_constants),
 )
 

@@ -59,7 +59,15 @@ from .pass_spec import Option, declare_pass, power_of_two_from
 from .reduction_schedule import jam_vector_reductions
 from .schedule import Schedule, apply_step, find_loop, kernels, trial_copy
 
-PARALLEL_MIN_WORK = 1 << 16  # innermost iterations; below this a kernel stays on one thread
+# Operations a kernel executes (after vectorization: a vector op counts once) below which it
+# stays on one thread. Waking the thread pool costs tens of microseconds, and far more where
+# its threads have gone to sleep (a call between numpy calls, on a virtual machine: 50-250
+# us measured here, bench/data_dependent.py), so a kernel must run for longer than that on
+# one core for a second one to pay: 2**18 operations is some 50-100 us (a 1024 x 1024
+# float32 negation is 3 * 2**17, and memory-bound). Counting scalar iterations before
+# vectorization (as this did) sent 5 us kernels (a 256 KiB negation, a gather of 2560 rows)
+# to the pool.
+PARALLEL_MIN_WORK = 1 << 18
 
 
 def default_schedule(function, vector_bits: int = 256, threads: bool = True, skip=()) -> Schedule:
@@ -89,11 +97,6 @@ def default_schedule_pass(module, vector_bits: int = 256, threads: bool = True):
 
 def _default_schedule(function, vector_bits: int, threads: bool, skip) -> Schedule:
     schedule = Schedule()
-    # Work per kernel, measured before any step changes trip counts.
-    work = {}
-    for nest in kernels(function):
-        kernel = A.kernel_of(nest)
-        work[kernel] = work.get(kernel, 0) + _work(nest)
     done = {nest for nest in kernels(function) if A.kernel_of(nest) in skip}
     while True:  # steps can add nests (remainder loops): schedule those too
         pending = [nest for nest in kernels(function) if nest not in done]
@@ -116,6 +119,10 @@ def _default_schedule(function, vector_bits: int, threads: bool, skip) -> Schedu
                 if _contains_loops(loop):
                     jam_vector_reductions(function, name, vector_bits, schedule)
                     break  # an outer loop vectorized: the loops inside it are done
+    work = {}  # operations per kernel, as vectorized (remainder nests included)
+    for nest in kernels(function):
+        kernel = A.kernel_of(nest)
+        work[kernel] = work.get(kernel, 0) + _work(nest)
     for nest in list(kernels(function)):
         name = A.loop_name(nest)
         if name.split(".")[0] in skip:
@@ -281,10 +288,10 @@ def _widest_element(loop) -> int:
 
 
 def _work(nest) -> int:
-    """Innermost iterations of a nest: the product of loop trip counts along its deepest path."""
-    best = 0
+    """Operations a nest executes: each op of a loop body once per iteration, loops inside
+    it by their own work (a vector op is one operation, as it is one instruction)."""
+    body = 0
     for op in nest.body.ops:
-        if isinstance(op, A.ForOp):
-            best = max(best, _work(op))
+        body += _work(op) if isinstance(op, (A.ForOp, A.ParallelOp)) else 1
     trips = nest.trip_count if isinstance(nest, A.ForOp) else nest.upper
-    return max(trips, 1) * max(best, 1)
+    return max(trips, 0) * body

@@ -44,10 +44,11 @@ import math
 from kiln.dialects import affine as A
 from kiln.dialects import arith as AR
 from kiln.dialects import memref as MR
-from kiln.dialects.affine_expr import Dim
+from kiln.dialects.affine_expr import Const, Dim
 from kiln.dialects.types import MemRefType, i1, i32, i64, index
 
 from .affine_builder import access
+from .lower_indexed import indexed_address
 
 ROW_GROUP = 4  # rows merged side by side in one pass loop, when the row count allows
 
@@ -110,8 +111,11 @@ def lower_sort(L, op) -> None:
     out = L.destination(op.result)
     passes = max(n - 1, 0).bit_length()  # ceil(log2 n)
     with_index = op.returns_kind == "indices"
-    if math.prod(shape) == 0:
+    if math.prod(op.result.type.shape) == 0:
         return  # nothing to sort, nothing to write
+    if op.count < n:
+        _select(L, op, source, out)
+        return
 
     def scratch(kind):
         buffer = L.b.op(MR.AllocOp, result_type=MemRefType(shape, kind))
@@ -214,3 +218,117 @@ def _merge_pass(b, op, group_rows, width, keys, index, name, store):
         ]
     b.emit(A.YieldOp, yielded, {})
     b.block = saved
+
+
+# An order key: an integer whose plain compare is the sort's order, so a selection step is one
+# compare a slot. A float's bits with the sign bit flipped (a positive number) or all bits
+# flipped (a negative one) compare as unsigned integers in the float's order (the radix sort's
+# trick), after -0.0 becomes 0.0 (x + 0.0) and every NaN one NaN above +inf, as numpy orders
+# them. Integers narrower than 64 bits are widened, which leaves the largest key free as the
+# mark of an empty slot; a descending order flips every bit (~k: no overflow).
+_SIGN = {"f32": (i32, 0x7FC00000, 31), "f64": (i64, 0x7FF8000000000000, 63)}
+
+
+def _order_key(b, element, x, descending: bool):
+    """(key, the cmpi predicate of "sorts strictly before", the key that marks an empty slot
+    or None where every key value can occur: 64-bit integers, compared as they are) for a
+    value `x` of `element`."""
+    if element.name in _SIGN:
+        bits, nan, top = _SIGN[element.name]
+        zero = b.op(AR.ConstantOp, result_type=element, value=0.0)
+        value = _bitcast(b, b.op(AR.AddFOp, x, zero), bits)
+        is_nan = b.op(AR.CmpFOp, x, x, predicate="une")  # x != x: NaN (as the CUDA printer spells it)
+        value = b.op(AR.SelectOp, is_nan, b.op(AR.ConstantOp, result_type=bits, value=nan), value)
+        sign = b.op(AR.ShRSIOp, value, b.op(AR.ConstantOp, result_type=bits, value=top))
+        mask = b.op(AR.OrIOp, sign, b.op(AR.ConstantOp, result_type=bits, value=-(1 << top)))
+        key, predicate, empty = b.op(AR.XOrIOp, value, mask), "ult", -1
+    elif element.dtype.itemsize < 8:
+        unsigned = element.is_unsigned or element == i1
+        key = b.op(AR.ExtUIOp if unsigned else AR.ExtSIOp, x, result_type=i64)
+        predicate, empty = "slt", (1 << 63) - 1
+    else:  # every bit pattern is a key: no transform, the order's own compare
+        unsigned = element.is_unsigned
+        return x, ("ugt" if descending else "ult") if unsigned else ("sgt" if descending else "slt"), None
+    if descending:
+        key = b.op(AR.XOrIOp, key, b.op(AR.ConstantOp, result_type=key.type, value=-1))
+    return key, predicate, empty
+
+
+def _select(L, op, source, out) -> None:
+    """A sort with ``count = k < n``: a selection of each row's first k in the sort's order,
+    O(n k) a row. One sequential loop over the row carries, for each row of the group, the k
+    best order keys so far (_order_key) and their positions, in order. Element j goes before
+    slot s when its key is strictly smaller (an equal key came earlier and stays first, which
+    keeps the selection stable) or the slot is still empty (its key is the empty mark, which
+    no element's key reaches; for 64-bit integers, whose keys take every value, its position
+    is n). Those slots are a suffix of the k, so the new slot s holds slot s - 1 where
+    element j goes before slot s - 1, element j where it goes before slot s only, and its own
+    where neither: two selects a slot, no branch. Values are read back from the row at the
+    selected positions (the keys lost -0.0 and NaN payloads)."""
+    shape, k = op.operand.type.shape, op.count
+    lead, n = shape[:-1], shape[-1]
+    element = op.operand.type.element
+    rows = math.prod(lead)
+    # rows side by side (independent chains the processor overlaps) while their slots fit
+    # in registers: 2 k values a row
+    group = next(g for g in (ROW_GROUP, 2, 1) if rows % g == 0 and (g == 1 or 2 * k * g <= 32))
+    b = L.b
+    with b.loops((rows // group,)) as (block_iv,):
+
+        def row_exprs(r):
+            flat, exprs = Dim(0) * group + r, []
+            for axis, extent in enumerate(lead):
+                quotient = flat // math.prod(lead[axis + 1 :])
+                exprs.append(quotient if axis == 0 else quotient % extent)
+            return exprs
+
+        # the key type and its empty mark, from a key made outside the loop (then unused: DCE)
+        probe_key, predicate, empty_key = _order_key(b, element, _zero_of(b, element), op.descending)
+        key_type = probe_key.type
+        blank = b.op(AR.ConstantOp, result_type=key_type, value=empty_key if empty_key is not None else 0)
+        nowhere = b.op(AR.ConstantOp, result_type=i64, value=n)
+        loop = A.ForOp.create(0, n, inits=([blank] * k + [nowhere] * k) * group, iv_name="s")
+        b.block.append(loop)
+        saved, b.block = b.block, loop.body
+        j, carried = loop.body.args[0], loop.body.args[1:]
+        position = b.op(AR.IndexCastOp, _apply(b, Dim(0), [j]), result_type=i64)
+        yielded = []
+        for r in range(group):
+            keys, places = carried[2 * k * r : 2 * k * r + k], carried[2 * k * r + k : 2 * k * (r + 1)]
+            x = b.load(source, [*row_exprs(r), Dim(1)], [block_iv, j])
+            key = _order_key(b, element, x, op.descending)[0]
+            before = []
+            for slot, place in zip(keys, places):
+                goes = _cmpi(b, predicate, key, slot)
+                if empty_key is None:
+                    goes = b.op(AR.OrIOp, goes, _cmpi(b, "eq", place, nowhere))
+                before.append(goes)
+            new_keys, new_places = [], []
+            for s in range(k):
+                taken = b.op(AR.SelectOp, before[s], key, keys[s])
+                place = b.op(AR.SelectOp, before[s], position, places[s])
+                if s:
+                    taken = b.op(AR.SelectOp, before[s - 1], keys[s - 1], taken)
+                    place = b.op(AR.SelectOp, before[s - 1], places[s - 1], place)
+                new_keys.append(taken)
+                new_places.append(place)
+            yielded += new_keys + new_places
+        b.emit(A.YieldOp, yielded, {})
+        b.block = saved
+        for r in range(group):
+            places = loop.results[2 * k * r + k : 2 * k * (r + 1)]
+            for s in range(k):
+                value = places[s]
+                if op.returns_kind == "values":
+                    at = b.op(AR.IndexCastOp, value, result_type=index)
+                    where = indexed_address(b, source, row_exprs(r), [block_iv], at)
+                    value = b.op(MR.LoadOp, source.buffer, *where)
+                operands, amap = access((*row_exprs(r), Const(s)), [block_iv])
+                b.emit(A.StoreOp, [value, out, *operands], {"map": amap})
+
+
+def _zero_of(b, element):
+    """A constant 0 (False) as the loops hold `element` (integers signless)."""
+    if element.is_float:
+        return b.op(AR.ConstantOp, result_type=element, value=0.0)
+    return b.op(AR.ConstantOp, result_type=element.signless, value=0)
