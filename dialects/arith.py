@@ -262,7 +262,7 @@ class IndexCastOp(_Cast):
 
     def verify(self):
         super().verify()
-        if (self.operand.type == index) == (self.result.type == index):
+        if (element_of(self.operand.type) == index) == (element_of(self.result.type) == index):
             raise self.error(
                 f"{self.name} converts between index and an integer type, not {self.operand.type} to {self.result.type}"
             )

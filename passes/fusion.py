@@ -22,6 +22,11 @@ places is computed in each. Two rules keep that cheap:
   kernel: per row, the maximum, exp into the row buffer, its
   sum, the division; x is read and the result written once.
 
+A gather joins like an elementwise op (its index computed in the group, where it
+is read), but its source never does: it is read at positions the data gives, so
+it must be memory of its own (numpy's histogram is one kernel: each value's bin,
+the two edges around it gathered, the correction).
+
 Broadcasts, transposes, reshapes, slices and constants are free: they are
 copied into every group that reads them and are never materialized. conv2d,
 concat and insert_slice are kernels of their own. Before::
@@ -49,6 +54,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kiln.dialects import tensor as T
+from kiln.dialects import tensor_indexed as TI
 from kiln.dialects.affine_expr import Dim, dims_of
 from kiln.dialects.diagnostics import VerificationError
 from kiln.dialects.ir import Block, Region
@@ -61,8 +67,20 @@ from .pass_spec import Option, declare_pass, function_pass, positive
 
 
 def fusable(op) -> bool:
-    """Whether `op` may join a group: elementwise ops, reductions and matmuls."""
-    return op.has_trait(ELEMENTWISE) or expensive(op)
+    """Whether `op` may join a group: elementwise ops, reductions, matmuls and gathers whose
+    source is computed elsewhere (an argument, a constant, another kernel's result)."""
+    return op.has_trait(ELEMENTWISE) or expensive(op) or _fusable_gather(op)
+
+
+def _fusable_gather(op) -> bool:
+    """A kiln.gather reads its source at positions only known at run time, so the source must
+    be memory of its own: not a value of the group, and not a view (which the kernel would
+    compute as index arithmetic of the element it reads). Its index, read at the result's
+    index, may be computed in the group (numpy's histogram: edges[bin of x])."""
+    if not isinstance(op, TI.GatherOp):
+        return False
+    producer = getattr(op.source, "op", None)
+    return producer is None or not producer.has_trait(VIEW)
 
 
 def expensive(op) -> bool:
@@ -123,6 +141,9 @@ class Group:
         index, loops = placement
         if user.has_trait(ELEMENTWISE):
             return index, loops
+        if isinstance(user, TI.GatherOp):  # the index operand (the source never joins: _joinable_group)
+            axis = user.gather_axis
+            return index[axis : axis + user.index.type.rank], loops
         level = _level(index, loops)
         fresh = []
         if isinstance(user, T.MatmulOp):
@@ -183,6 +204,8 @@ def _joinable_group(op, group_of, limits: Limits):
     uses = computing_uses(op.results[0])
     if not uses or any(user not in group_of or not fusable(user) for user, _, _ in uses):
         return None
+    if any(isinstance(user, TI.GatherOp) and position == 0 for user, position, _ in uses):
+        return None  # a gather's source is read where the data says: it needs memory of its own
     groups = {id(group_of[user]) for user, _, _ in uses}
     if len(groups) != 1:
         return None

@@ -27,13 +27,16 @@ from kiln.dialects import arith as AR
 from kiln.dialects import cf as CF
 from kiln.dialects import memref as MR
 from kiln.dialects import tensor as T
+from kiln.dialects import tensor_indexed as TI
 from kiln.dialects.affine_expr import Const, Dim, ceildiv, dims_of
 from kiln.dialects.rewriter import InsertPoint, Rewriter
 from kiln.dialects.traits import ELEMENTWISE, REDUCTION, VIEW
-from kiln.dialects.types import MemRefType
+from kiln.dialects.types import MemRefType, i64
+from kiln.dialects.types import index as index_type
 
 from .affine_builder import LOOP_NAMES, REDUCTION_NAMES, View, access
 from .index_maps import operand_index
+from .lower_indexed import indexed_address
 from .scalar_rules import REDUCTION_COMBINE, SCALAR_RULES, reduction_identity
 
 # The summation tree of float sums (see KernelEmitter.float_sum).
@@ -203,7 +206,32 @@ class KernelEmitter:
             return self.reduction(op, index, chain, level)
         if isinstance(op, T.MatmulOp):
             return self.matmul(op, index, chain, level)
+        if isinstance(op, TI.GatherOp):
+            return self.gather(op, index, chain, level)
         raise NotImplementedError(f"{op.name} cannot be computed inside a kernel")
+
+    def gather(self, op, index, chain, level):
+        """`op` (a kiln.gather) at `index`: its index operand at the gathered axes of `index`
+        (computed in the kernel where fusion put it there), clamped into the axis as
+        lower_indexed's gathers are (a failed check records its status and the code runs on),
+        then one memref.load of the source, which is memory of its own (fusion.fusable)."""
+        axis, rank = op.gather_axis, op.index.type.rank
+        position = self.value(op.index, index[axis : axis + rank], chain)
+        b = _LevelBuilder(level)
+        size = op.source.type.shape[axis]
+        position = b.op(AR.MaxSIOp, position, b.op(AR.ConstantOp, result_type=i64, value=0))
+        position = b.op(AR.MinSIOp, position, b.op(AR.ConstantOp, result_type=i64, value=max(size - 1, 0)))
+        position = b.op(AR.IndexCastOp, position, result_type=index_type)
+        source = op.source
+        producer = getattr(source, "op", None)
+        if producer is not None and self.inside(producer):  # a constant, copied into the kernel
+            if producer not in self.outer.memo:
+                self.outer.memo[producer] = View.identity(self.outer.insert(self.constant_view(producer)).result)
+            view = self.outer.memo[producer]
+        else:
+            view = self.outside(source)
+        where = indexed_address(b, view, index[:axis], self.ivs, position, index[axis + rank :])
+        return b.op(MR.LoadOp, view.buffer, *where)
 
     def inside(self, op) -> bool:
         return op in self.members

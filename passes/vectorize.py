@@ -63,7 +63,7 @@ from kiln.dialects.affine_expr import AffineMap, Dim, linear_form, substitute
 from kiln.dialects.ir import Operation
 from kiln.dialects.rewriter import InsertPoint, OpList, Rewriter
 from kiln.dialects.traits import AFFINE_READ
-from kiln.dialects.types import VectorType, element_of, i1
+from kiln.dialects.types import VectorType, element_of, i1, index
 
 from .loop_transforms import ScheduleError, remainder_loop, replace_loop
 
@@ -367,6 +367,8 @@ class _Widener:
             return self.lane_index(op)
         if isinstance(op, MR.LoadOp) and op.indices[-1] in self.lane_indices:
             return self.row_load(op)
+        if isinstance(op, MR.LoadOp) and self._gathered(op):
+            return self.gather(op)
         if any(v in self.lane_indices for v in op.operands):
             raise ScheduleError(f"cannot vectorize a loop indexing memory through a computed index ({op.name})")
         if isinstance(op, A.LoadOp):
@@ -424,6 +426,36 @@ class _Widener:
         indices = [self.get(v) for v in op.indices[:-1]] + [self.lane_indices[op.indices[-1]]]
         copy = MR.VectorLoadOp([self.get(op.memref), *indices], {}, [VectorType(self.width, op.result.type)])
         self.emit(copy)
+        self.values[op.result] = copy.result
+
+    def _gathered(self, op) -> bool:
+        """A memref.load whose position the loop computes (an index read from memory, in
+        some lanes' dims) from a memref it does not: a vector.gather."""
+        moving = [v for v in op.indices if v is self.old_iv or v in self.dependent]
+        return bool(moving) and op.memref not in self.dependent and not any(v in self.lane_indices for v in op.indices)
+
+    def gather(self, op) -> None:
+        """vector.gather of a memref.load through computed indices: the dims whose index is
+        the same in every lane stay the base's indices, the others (vectors of index)
+        become each lane's offset, index times the dim's stride, summed."""
+        t = op.memref.type
+        zero, offsets, indices = None, None, []
+        for value, stride in zip(op.indices, t.strides):
+            if value is not self.old_iv and value not in self.dependent:
+                indices.append(self.get(value))
+                continue
+            if zero is None:
+                zero = self.emit(AR.ConstantOp([], {"value": 0}, [index])).result
+            indices.append(zero)
+            term = self.vector_of(value)
+            if stride != 1:
+                scale = self.broadcast(self.emit(AR.ConstantOp([], {"value": stride}, [index])).result)
+                term = self.emit(AR.MulIOp([term, scale], {})).result
+            offsets = term if offsets is None else self.emit(AR.AddIOp([offsets, term], {})).result
+        true = self.emit(AR.ConstantOp([], {"value": True}, [i1])).result
+        mask = self.broadcast(true)
+        pass_thru = self.broadcast(self.constant(0, t.element))
+        copy = self.emit(V.GatherOp([self.get(op.memref), offsets, mask, pass_thru, *indices], {}))
         self.values[op.result] = copy.result
 
     def _index(self, op, lane=0, contiguous=True):

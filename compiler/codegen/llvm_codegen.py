@@ -22,6 +22,7 @@ from kiln.codegen.constant_pool import ConstantPool
 from kiln.codegen.llvm_emitter import (
     I1,
     I8,
+    I32,
     I64,
     FunctionEmitter,
     access_sites,
@@ -34,6 +35,7 @@ from kiln.codegen.llvm_probes import Probes
 from kiln.dialects import affine as A
 from kiln.dialects import func as F
 from kiln.dialects import memref as MR
+from kiln.dialects import vector as V
 from kiln.dialects.collection import collection_paused
 
 
@@ -219,6 +221,45 @@ def _vector_load(e: FunctionEmitter, op):
         ir.Constant(stored(t), None),
     )
     e.values[op.result] = e.b.trunc(value, scalar(t)) if t.element.name == "i1" else value
+
+
+@handles(V.GatherOp)
+def _vector_gather(e: FunctionEmitter, op):
+    """llvm.masked.gather of one pointer a lane: the base element's address plus each lane's
+    offset (in elements) as integers, then as a vector of pointers."""
+    t = op.result.type
+    memory = stored(t)
+    offset = ir.Constant(I64, 0)
+    for value, stride in zip(op.indices, op.base.type.strides):
+        offset = e.b.add(offset, e.b.mul(e.get(value), ir.Constant(I64, stride), flags=["nsw"]), flags=["nsw"])
+    base = e.b.ptrtoint(e.b.gep(e.get(op.base), [offset], inbounds=True), I64)
+    lanes = ir.VectorType(I64, t.lanes)
+    spread = e.b.insert_element(ir.Constant(lanes, ir.Undefined), base, ir.Constant(I32, 0))
+    spread = e.b.shuffle_vector(
+        spread, ir.Constant(lanes, ir.Undefined), ir.Constant(ir.VectorType(I32, t.lanes), None)
+    )
+    size = ir.Constant(lanes, [t.element.dtype.itemsize] * t.lanes)
+    addresses = e.b.add(spread, e.b.mul(e.get(op.offsets), size))
+    pointers = e.b.inttoptr(addresses, ir.VectorType(memory.element.as_pointer(), t.lanes))
+    passthru = e.get(op.pass_thru)
+    if t.element.name == "i1":
+        passthru = e.b.zext(passthru, memory)
+    gather = e.declare(
+        f"llvm.masked.gather.v{t.lanes}{_lane_suffix(memory.element)}.v{t.lanes}p0",
+        memory,
+        [pointers.type, I32, ir.VectorType(I1, t.lanes), memory],
+    )
+    align = ir.Constant(I32, t.element.dtype.itemsize)
+    value = e.b.call(gather, [pointers, align, e.get(op.mask), passthru])
+    e.values[op.result] = e.b.trunc(value, scalar(t)) if t.element.name == "i1" else value
+
+
+def _lane_suffix(element: ir.Type) -> str:
+    if isinstance(element, ir.FloatType):
+        return "f32"
+    if isinstance(element, ir.DoubleType):
+        return "f64"
+    return f"i{element.width}"
 
 
 @handles(A.VectorStoreOp)

@@ -257,7 +257,8 @@ _CASTS = {
 def _index_cast(e, op):
     # index is i64 on every target: an i64 passes as it is, narrower integers sign-extend
     x, target = e.get(op.operand), scalar(op.result.type)
-    width, wanted = x.type.width, target.width
+    lane = lambda t: t.element if isinstance(t, ir.VectorType) else t  # noqa: E731  (vectors cast lane by lane)
+    width, wanted = lane(x.type).width, lane(target).width
     e.values[op.result] = x if width == wanted else (e.b.sext(x, target) if width < wanted else e.b.trunc(x, target))
 
 

@@ -24,6 +24,7 @@ from kiln.dialects import memref as MR
 from kiln.dialects import vector as V
 from kiln.dialects.diagnostics import KilnError
 from kiln.dialects.traits import ALLOCATION, MEMORY_READ, MEMORY_WRITE
+from kiln.dialects.types import VectorType, index
 from kiln.errors import OutOfBoundsError
 
 
@@ -81,6 +82,8 @@ class _Runner:
             for i in range(op.upper):
                 env[op.induction_variable] = i
                 self.block(op.body.ops)
+        elif isinstance(op, V.GatherOp):
+            env[op.result] = self.gather(op)
         elif op.has_trait(MEMORY_READ):
             array, index = self.access(op)
             if isinstance(op, (A.VectorLoadOp, MR.VectorLoadOp)):
@@ -131,6 +134,22 @@ class _Runner:
             raise OutOfBoundsError(f"{op.name} at byte {shift} is not aligned for {t.element}", op.loc)
         return raw[shift : shift + size].view(t.dtype).reshape(t.shape)
 
+    def gather(self, op):
+        """vector.gather: each lane where the mask holds from its row-major position, checked
+        to lie inside the memref."""
+        flat = self.env[op.base].reshape(-1)
+        start = (
+            int(np.ravel_multi_index([int(self.env[v]) for v in op.indices], op.base.type.shape)) if op.indices else 0
+        )
+        positions = start + np.asarray(self.env[op.offsets], np.int64)
+        mask = np.asarray(self.env[op.mask], bool)
+        bad = mask & ((positions < 0) | (positions >= flat.size))
+        if bad.any():
+            raise OutOfBoundsError(f"{op.name} of element {int(positions[bad][0])} is outside {op.base.type}", op.loc)
+        result = np.array(self.env[op.pass_thru], copy=True)
+        result[mask] = flat[positions[mask]]
+        return result
+
     def access(self, op):
         array = self.env[op.memref]
         index = op.map.evaluate([int(self.env[v]) for v in op.indices])
@@ -166,8 +185,18 @@ def _typed(t, value):
     if getattr(t, "name", None) == "index":
         return int(value)
     if hasattr(t, "lanes"):
-        return np.broadcast_to(np.asarray(value).astype(t.dtype), (t.lanes,)).copy()
+        dtype = np.int64 if t.element == index else t.dtype  # a vector of index: int64 lanes
+        return np.broadcast_to(np.asarray(value).astype(dtype), (t.lanes,)).copy()
     return np.asarray(value).astype(t.dtype)[()]
+
+
+def _index_cast(t, x):
+    """arith.index_cast: an index is a Python int, a vector of index int64 lanes."""
+    if t == index:
+        return int(x)
+    if isinstance(t, VectorType) and t.element == index:
+        return np.asarray(x).astype(np.int64)
+    return np.asarray(x).astype(t.dtype)
 
 
 def _ipow(op, base, exponent):
@@ -263,7 +292,7 @@ _SCALAR = {
     AR.SIToFPOp: _cast,
     AR.ExtSIOp: _cast,
     AR.TruncIOp: _cast,
-    AR.IndexCastOp: lambda op, x: int(x) if op.result.type.name == "index" else _cast(op, x),
+    AR.IndexCastOp: lambda op, x: _index_cast(op.result.type, x),
     AR.UIToFPOp: lambda op, x: _unsigned(x).astype(op.result.type.dtype),
     AR.ExtUIOp: lambda op, x: _unsigned(x).astype(op.result.type.dtype),
     AR.FPToSIOp: lambda op, x: AR.float_to_int(x, op.result.type.dtype),
@@ -288,7 +317,7 @@ _SCALAR = {
     AR.MaxUIOp: _on_unsigned(np.maximum),
     AR.MinUIOp: _on_unsigned(np.minimum),
     AR.RemFOp: lambda op, a, b: np.fmod(a, b),
-    V.BroadcastOp: lambda op, x: np.full(op.result.type.lanes, x, op.result.type.dtype),
+    V.BroadcastOp: lambda op, x: _typed(op.result.type, x),
     V.ReductionOp: lambda op, v, *acc: _REDUCE[op.kind](np.concatenate([v, np.asarray(acc, v.dtype).reshape(-1)])),
     V.ExtractOp: lambda op, v: v[op.attributes["position"]],
 }
