@@ -100,3 +100,11 @@ def test_mlir_opt_accepts_every_stage_with_vector_gathers():
     ]:
         lowered = kiln.compile(fn).lower(*(spec if isinstance(spec, tuple) else (spec,)))
         assert_mlir_opt_accepts_every_stage(lowered)
+
+
+def test_an_index_out_of_range_in_a_dropped_part_still_raises():
+    """numpy gathers every index before the slice: one outside the axis raises even where the
+    slice drops it (canonicalize moves slices before converts and negations only)."""
+    f = kiln.compile(lambda x, i: (-x[i].astype(np.float32))[:1])
+    with pytest.raises(kiln.OutOfBoundsError, match="axis 0 with size 5"):
+        f(np.ones(5), np.array([0, 9]))

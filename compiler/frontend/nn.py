@@ -71,8 +71,9 @@ def top_k(x, k, axis=-1):
     int64. Ties go to the lower index and NaN counts as the largest value, as in
     ``jax.lax.top_k`` and ``torch.topk``. `k` must be a Python int in [0, n] (a negative or
     non-integer k is a ``kiln.ArgumentError``, one past the axis a ``kiln.ShapeError``).
-    Traced, it is a stable descending sort (``kiln.sort``, a merge sort: O(n log n)) cut to
-    `k`; its values are differentiable.
+    Traced, it is a stable descending sort (``kiln.sort``) cut to `k`, which canonicalization
+    makes a selection for k <= 16 (O(n k): one pass over each row keeping the k best in
+    registers) and a merge sort otherwise (O(n log n)); its values are differentiable.
 
     >>> kiln.top_k(np.array([1.0, 3.0, 2.0, 3.0]), 2)
     (array([3., 3.]), array([1, 3]))
