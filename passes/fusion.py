@@ -220,6 +220,8 @@ def _joinable_group(op, group_of, limits: Limits):
     places = list(places.values())
     if len(places) > limits.max_places or any(group.recomputes(*place) for place in places):
         return None
+    if isinstance(op, T.CheckIndexOp) and not _every_element(group, op, places):
+        return None
     if (expensive(op) or op.has_trait(TRANSCENDENTAL)) and len(places) != 1:
         row = _row_of(group, op, places, limits.row_buffer_bytes)
         if row is None:
@@ -228,6 +230,21 @@ def _joinable_group(op, group_of, limits: Limits):
         places = places[:1]
     group.placements[op] = places
     return group
+
+
+def _every_element(group, op, places) -> bool:
+    """Whether the group computes every element of `op`: one place, its index a distinct loop
+    of the group's for each axis, over the axis' whole extent. A kiln.check_index must see
+    every index, as numpy gathers them all before any slice of the result: computed only where
+    a slice of a gather downstream reads it, an index outside the axis in the dropped part
+    would not raise."""
+    if len(places) != 1:
+        return False
+    index = places[0][0]
+    shape = op.results[0].type.shape
+    if not all(isinstance(e, Dim) for e in index) or len({e.index for e in index}) != len(index):
+        return False
+    return len(index) == len(shape) and all(group.extents[e.index] == n for e, n in zip(index, shape))
 
 
 def _row_of(group, op, places, row_buffer_bytes: int):
