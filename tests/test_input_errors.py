@@ -1,0 +1,83 @@
+"""Bad inputs get numpy's answer or a clear exception, never a wrong answer: each case is
+checked against numpy (the same result, or an exception of the Python class numpy raises,
+whose message names the problem and, while tracing, the user's line)."""
+
+import re
+
+import numpy as np
+import pytest
+
+import kiln
+
+
+def numpy_error(fn, *args):
+    """The exception numpy raises for fn(*args) (the test fails if it raises none)."""
+    with pytest.raises(Exception) as info:
+        fn(*args)
+    return type(info.value)
+
+
+def refuses_as_numpy(fn, args, error, match, compiled_args=None):
+    """kiln raises `error` (message matching `match`, at this file's line when tracing) where
+    numpy raises an exception of a class `error` derives from."""
+    assert issubclass(error, numpy_error(fn, *args))
+    with pytest.raises(error, match=match) as info:
+        kiln.compile(fn)(*(args if compiled_args is None else compiled_args))
+    return info.value
+
+
+def at_user_line(error):
+    assert re.search(r"test_input_errors\.py:\d+: ", str(error)), str(error)
+
+
+# -- np.searchsorted's sorter --------------------------------------------------------------------
+A = np.array([3.0, 1.0, 2.0])
+V = np.array([1.5, 2.5, 0.0, 7.0])
+
+
+@pytest.mark.parametrize(
+    "sorter, error, match",
+    [
+        (np.array([1, 2]), kiln.ShapeError, r"sorter\.size must equal a\.size.*2.*3"),
+        (np.array([1, 2, 0, 0]), kiln.ShapeError, r"sorter\.size must equal a\.size"),
+        (np.array([[1, 2, 0]]), kiln.ArgumentError, r"could not parse sorter.*1-d.*\(1, 3\)"),
+        (np.array([1.0, 2.0, 0.0]), kiln.DTypeError, r"sorter must only contain integers.*float64"),
+        (np.array([True, False, True]), kiln.DTypeError, r"sorter must only contain integers.*bool"),
+        (np.array([1, 2, 0], np.uint64), kiln.InvalidValueError, r"could not parse sorter.*uint64"),
+    ],
+)
+@pytest.mark.parametrize("traced", [True, False], ids=["traced", "constant"])
+def test_searchsorted_refuses_a_bad_sorter_while_tracing(sorter, error, match, traced):
+    if traced:
+        fn, args = (lambda a, v, s: np.searchsorted(a, v, sorter=s)), (A, V, sorter)
+    else:
+        fn, args = (lambda a, v: np.searchsorted(a, v, sorter=sorter)), (A, V)
+    at_user_line(refuses_as_numpy(fn, args, error, match))
+
+
+@pytest.mark.parametrize("bad", [3, 5, -1, -3])
+def test_searchsorted_refuses_a_sorter_entry_out_of_range(bad):
+    sorter = np.array([1, 2, bad])
+    constant = refuses_as_numpy(
+        lambda a, v: np.searchsorted(a, v, sorter=sorter),
+        (A, V),
+        kiln.InvalidValueError,
+        f"Sorter index out of range.*{bad}",
+    )
+    at_user_line(constant)
+    # a traced sorter is checked when the function runs; numpy refuses negative entries too
+    # (np.take would count them from the end)
+    numpy_error(lambda a, v, s: np.searchsorted(a, v, sorter=s), A, V, sorter)
+    with pytest.raises(kiln.OutOfBoundsError, match=r"out of bounds for axis 0 with size 3"):
+        kiln.compile(lambda a, v, s: np.searchsorted(a, v, sorter=s))(A, V, sorter)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint32, np.int64])
+def test_searchsorted_with_a_good_sorter_matches_numpy(dtype):
+    sorter = np.argsort(A).astype(dtype)
+    expected = np.searchsorted(A, V, sorter=sorter)
+    np.testing.assert_array_equal(kiln.compile(lambda a, v, s: np.searchsorted(a, v, sorter=s))(A, V, sorter), expected)
+    np.testing.assert_array_equal(
+        kiln.compile(lambda s: np.searchsorted([3.0, 1.0, 2.0], V, sorter=s))(sorter), expected
+    )
+    np.testing.assert_array_equal(kiln.compile(lambda a: np.searchsorted(a, V, sorter=list(sorter)))(A), expected)
