@@ -81,3 +81,17 @@ def test_searchsorted_with_a_good_sorter_matches_numpy(dtype):
         kiln.compile(lambda s: np.searchsorted([3.0, 1.0, 2.0], V, sorter=s))(sorter), expected
     )
     np.testing.assert_array_equal(kiln.compile(lambda a: np.searchsorted(a, V, sorter=list(sorter)))(A), expected)
+
+
+# -- a dtype of the other byte order --------------------------------------------------------------
+@pytest.mark.parametrize("code", ["f4", "f8", "i8", "u2"])
+def test_a_dtype_of_the_other_byte_order_is_refused_with_the_fix(code):
+    swapped = np.dtype(code).newbyteorder("S")
+    x = np.arange(3).astype(swapped)
+    with pytest.raises(kiln.DTypeError, match=re.escape(f".astype('={code}')")):
+        kiln.compile(lambda x: x + 1)(x)
+    with pytest.raises(kiln.DTypeError, match=re.escape(f".astype('={code}')")) as info:
+        kiln.compile(lambda y: y + x)(np.arange(3).astype(code))  # a captured constant
+    at_user_line(info.value)
+    fixed = x.astype(f"={code}")
+    np.testing.assert_array_equal(kiln.compile(lambda x: x + 1)(fixed), x + 1)
