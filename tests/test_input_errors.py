@@ -95,3 +95,36 @@ def test_a_dtype_of_the_other_byte_order_is_refused_with_the_fix(code):
     at_user_line(info.value)
     fixed = x.astype(f"={code}")
     np.testing.assert_array_equal(kiln.compile(lambda x: x + 1)(fixed), x + 1)
+
+
+# -- np.bincount ----------------------------------------------------------------------------------
+# (with traced weights, so that kiln's np.bincount, not numpy's, sees the constant input)
+def test_bincount_of_uint64_is_numpys():
+    x, w = np.array([1, 0, 3, 3], np.uint64), np.arange(4.0)
+    np.testing.assert_array_equal(kiln.compile(lambda w: np.bincount(x, w))(w), np.bincount(x, w))
+    np.testing.assert_array_equal(kiln.compile(lambda x: np.bincount(x, minlength=6))(x), np.bincount(x, minlength=6))
+    huge = np.array([2**63 + 1, 1], np.uint64)  # numpy converts it to a negative int64
+    error = refuses_as_numpy(
+        lambda w: np.bincount(huge, w), (np.ones(2),), kiln.InvalidValueError, "'list' argument must have no negative"
+    )
+    at_user_line(error)
+
+
+@pytest.mark.parametrize("x", [np.array([1, -1]), np.array([7, 1]), np.array([2**63 + 1, 1], np.uint64)])
+def test_bincount_names_the_inputs_values_when_the_function_runs(x):
+    with pytest.raises(kiln.OutOfBoundsError, match=r"np\.bincount: the input's values must lie in 0\.\.4") as info:
+        kiln.compile(lambda x: np.bincount(x, minlength=5))(x)
+    at_user_line(info.value)
+
+
+@pytest.mark.parametrize(
+    "x, minlength, error, match",
+    [
+        (np.array([1.0, 2.0]), 0, kiln.DTypeError, r"dtype\('float64'\) to dtype\('int64'\) according to the rule"),
+        (np.array([1, -2]), 0, kiln.InvalidValueError, "'list' argument must have no negative elements"),
+        (np.array([1, 2]), -1, kiln.InvalidValueError, "'minlength' must not be negative"),
+    ],
+)
+def test_bincount_refuses_as_numpy(x, minlength, error, match):
+    w = np.ones(x.shape)
+    at_user_line(refuses_as_numpy(lambda w: np.bincount(x, w, minlength=minlength), (w,), error, match))

@@ -351,8 +351,9 @@ def _histogram2d(x, y, bins=10, range=None, density=None, weights=None):
 
 
 def _bincount(x, weights=None, minlength=0):
-    """np.bincount: for a 1-d array of non-negative integers x (a dtype numpy casts safely to
-    int64: bool, int8..int64, uint8..uint32), how often each value 0..L-1 occurs, int64, or
+    """np.bincount: for a 1-d array of non-negative integers x (a dtype numpy casts to int64
+    with same_kind casting: bool, int8..int64, uint8..uint64; a uint64 value past int64 turns
+    negative and is refused as numpy refuses it), how often each value 0..L-1 occurs, int64, or
     the sums of `weights` (x's shape, added in float64 in x's order, as numpy's loop) at each,
     float64. O(len(x)): one scatter-add.
 
@@ -377,7 +378,7 @@ def _bincount(x, weights=None, minlength=0):
             f"{name}: object of {'too small' if np.ndim(x) == 0 else 'too deep'} depth for desired array",
             user_location(),
         )
-    if not np.can_cast(x.dtype, np.int64, "safe"):
+    if not np.can_cast(x.dtype, np.int64, "same_kind"):  # uint64 converts, its values past int64 turn negative
         raise DTypeError(
             f"{name}: Cannot cast array data from dtype('{x.dtype}') to dtype('int64') according to the rule 'safe'",
             user_location(),
@@ -397,12 +398,17 @@ def _bincount(x, weights=None, minlength=0):
         index = ops.cast(x, np.int64)
         # negatives (numpy's ValueError) are put out of range too, so that the one check names them
         index = np.where(np.less(index, 0), np.int64(length), index)
-        index = ctx.emit(T.CheckIndexOp, [index], {"size": length, "axis": 0})
+        message = (
+            f"{name}: the input's values must lie in 0..{length - 1} (minlength={length}); numpy refuses "
+            "negative elements and counts larger ones in a longer result: pass a larger minlength"
+        )
+        index = ctx.emit(T.CheckIndexOp, [index], {"size": length, "axis": 0, "msg": message})
     else:
+        x = x.astype(np.int64)  # as numpy converts it (same_kind): uint64 past int64 is negative
         if x.size and x.min() < 0:
             raise InvalidValueError(f"{name}: 'list' argument must have no negative elements", user_location())
         length = max(int(x.max()) + 1 if x.size else 0, minlength)
-        index = ops.lift(ctx, x.astype(np.int64), np.int64)
+        index = ops.lift(ctx, x, np.int64)
     values = ops.full_like(index, 1, np.int64) if weights is None else weights
     if x.shape[0] == 0:
         return ops.full_like(values, 0, values.dtype, shape=(length,))
