@@ -128,3 +128,47 @@ def test_bincount_names_the_inputs_values_when_the_function_runs(x):
 def test_bincount_refuses_as_numpy(x, minlength, error, match):
     w = np.ones(x.shape)
     at_user_line(refuses_as_numpy(lambda w: np.bincount(x, w, minlength=minlength), (w,), error, match))
+
+
+# -- histograms whose edges are not finite ---------------------------------------------------------
+WIDE = np.array([-1e308, 1e308, 0.0])
+Y = np.array([0.0, 1.0, 3.0])
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, y: np.histogram2d(x, y, 4, range=[(-1e308, 1e308), (0, 1)]),
+        lambda x, y: np.histogramdd(np.stack([x, y], 1), 4, range=[(-1e308, 1e308), (0, 1)]),
+    ],
+)
+def test_a_range_whose_width_overflows_is_refused_while_tracing(fn):
+    numpy_error(fn, WIDE, Y)  # numpy: "invalid entry in coordinates array" for this data, NaN edges for others
+    with pytest.raises(
+        kiln.ShapeError, match=r"range\[0\] = \(-1e\+308, 1e\+308\) is too wide.*overflows float64"
+    ) as info:
+        kiln.compile(fn)(WIDE, Y)
+    at_user_line(info.value)
+    with pytest.raises(ValueError, match="Too many bins"):  # np.histogram's own refusal, as numpy's
+        kiln.compile(lambda x: np.histogram(x, 4, range=(-1e308, 1e308)))(WIDE)
+
+
+@pytest.mark.parametrize(
+    "x", [WIDE, np.array([0.0, np.nan, 1.0]), np.array([0.0, np.inf, 1.0])], ids=["wide", "nan", "inf"]
+)
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, y: np.histogram(x, 4),
+        lambda x, y: np.histogram2d(x, y, 4),
+        lambda x, y: np.histogramdd(np.stack([x, y], 1), 4),
+    ],
+    ids=["histogram", "histogram2d", "histogramdd"],
+)
+def test_data_without_finite_edges_raise_when_the_function_runs(x, fn):
+    numpy_error(fn, x, Y)
+    with pytest.raises(kiln.OutOfBoundsError, match="bin edges of dimension 0.*are not finite") as info:
+        kiln.compile(fn)(x, Y)
+    at_user_line(info.value)
+    for got, want in zip(kiln.compile(fn)(Y, Y), fn(Y, Y)):  # finite data: numpy's answer
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want) if not isinstance(want, list) else want)

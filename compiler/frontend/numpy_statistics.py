@@ -215,9 +215,9 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
     scatter-add; weights are summed as numpy's bincount does, block by block, so the bits
     are numpy's. O(len(a) * log len(edges)) for an array of edges (a binary search).
 
-    What numpy checks on the data itself cannot be checked while tracing: with range=None it
-    raises for NaN or infinite data (kiln's edges come out NaN and nothing is counted) and
-    for a data range too narrow for `bins` finite bins (kiln's edges repeat). And one
+    What numpy checks on the data itself is checked when the function runs: with range=None
+    NaN or infinite data, or a data range too narrow or too wide for `bins` finite bins, raise
+    OutOfBoundsError (numpy's ValueError). And one
     difference in rounding: with an array of edges and float weights numpy sums the weights
     cumulatively and subtracts, kiln sums each bin's weights directly (in float64, then cast)."""
     name = "np.histogram"
@@ -227,6 +227,8 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
     if uniform is not None:
         first, last, count = uniform
         index, keep = _equal_bin_index(a, edges, first, last, count)
+        if isinstance(edges, Tracer):
+            index = _finite_edges_checked(name, 0, index, edges, count + 1)
     else:
         count = max(edges.shape[0] - 1, 0)
         index, keep = _edge_bin_index(a, edges) if count and a.shape[0] else (None, None)
@@ -249,6 +251,27 @@ def _histogram_bin_edges(a, bins=10, range=None, weights=None):
     a, _ = _ravel_and_check_weights(name, a, weights)
     edges, _ = _bin_edges(name, a, bins, range)
     return edges if isinstance(edges, Tracer) else ops.lift(current_context(), edges, edges.dtype)
+
+
+def _finite_edges_checked(name, axis, index, edges, size, strict=True):
+    """`index` (int64, in 0..size-1 for finite edges), checked when the function runs to come
+    from finite `edges` (traced, from the data's minimum and maximum): numpy raises for NaN or
+    infinite data ("autodetected range ... is not finite") and for a range too wide for its
+    bins; kiln's edges would come out NaN and the counts wrong, or (an index of -1 on a
+    non-increasing array of edges) be written outside the counts. One comparison a value.
+    `strict`: equal edges are refused too (np.histogram's "Too many bins"; histogramdd keeps them)."""
+    increasing = np.less(edges[:-1], edges[1:]) if strict else np.less_equal(edges[:-1], edges[1:])
+    finite = np.logical_and(np.all(np.isfinite(edges)), np.all(increasing))
+    index = np.where(finite, index, np.int64(-1))
+    message = (
+        f"{name}: the bin edges of dimension {axis}, from the data's minimum and maximum, are not finite "
+        "increasing numbers: the data hold NaN or infinity, or their range is too wide for the number of bins "
+        "(numpy raises ValueError: autodetected range is not finite, or Too many bins for data range)"
+    )
+    checked = current_context().emit(
+        T.CheckIndexOp, [ops.cast(index, np.uint64)], {"size": size, "axis": axis, "msg": message}
+    )
+    return ops.cast(checked, np.int64)
 
 
 def _histogramdd(sample, bins=10, range=None, density=None, weights=None):
@@ -302,6 +325,14 @@ def _histogramdd(sample, bins=10, range=None, density=None, weights=None):
                 raise ShapeError(f"{name}: `bins[{i}]` must be positive, when an integer", user_location())
             first, last = _outer_edges(name, column, ranges[i])
             e = np.linspace(first, last, count + 1)
+            if not isinstance(e, Tracer) and not np.all(np.isfinite(e)):
+                # numpy goes on with NaN edges: counts from a search of unsorted edges, or
+                # "invalid entry in coordinates array", depending on the data
+                raise ShapeError(
+                    f"{name}: range[{i}] = ({first}, {last}) is too wide: max - min overflows {e.dtype}, so the "
+                    f"bin edges are not finite. Cannot create {count} finite-sized bins; narrow the range",
+                    user_location(),
+                )
         elif np.ndim(b) == 1:
             e = np.asarray(b)
             if np.any(e[:-1] > e[1:]):
@@ -310,12 +341,15 @@ def _histogramdd(sample, bins=10, range=None, density=None, weights=None):
                 )
         else:
             raise ShapeError(f"{name}: `bins[{i}]` must be a scalar or 1d array", user_location())
-        e = e if isinstance(e, Tracer) else ops.lift(ctx, e, e.dtype)
+        from_data = isinstance(e, Tracer)  # edges from the data's minimum and maximum
+        e = e if from_data else ops.lift(ctx, e, e.dtype)
         edges.append(e)
         dtype = np.result_type(e.dtype, column.dtype)
         values, table = ops.cast(column, dtype), ops.cast(e, dtype)
         index = binary_search(table, values, "right")
         index = np.where(np.equal(values, table[-1]), index - np.int64(1), index)
+        if from_data:
+            index = _finite_edges_checked(name, i, index, e, e.shape[0] + 1, strict=False)
         sizes.append(e.shape[0] + 1)  # an outlier bin at each end
         flat = index if flat is None else np.add(np.multiply(flat, np.int64(sizes[-1])), index)
     total = int(np.prod(sizes))
