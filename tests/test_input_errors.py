@@ -172,3 +172,17 @@ def test_data_without_finite_edges_raise_when_the_function_runs(x, fn):
     at_user_line(info.value)
     for got, want in zip(kiln.compile(fn)(Y, Y), fn(Y, Y)):  # finite data: numpy's answer
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want) if not isinstance(want, list) else want)
+
+
+# -- the offending index of a run-time check -----------------------------------------------------
+@pytest.mark.parametrize("index", [np.array([0, 7, 2]), np.array([0, -7]), np.array([3, 9], np.int32)])
+@pytest.mark.parametrize(
+    "fn", [lambda x, i: x[i], lambda x, i: np.take(x, i), lambda x, i: x[i + 1]], ids=["getitem", "take", "computed"]
+)
+def test_a_failed_index_check_names_numpys_first_offending_index(fn, index):
+    x = np.arange(5.0)
+    with pytest.raises(IndexError) as expected:
+        fn(x, index)
+    with pytest.raises(kiln.OutOfBoundsError, match=re.escape(str(expected.value))) as info:
+        kiln.compile(fn)(x, index)
+    at_user_line(info.value)
