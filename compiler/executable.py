@@ -91,7 +91,7 @@ def call_signature(traced, pipeline, executable, debug: bool, leaves, out=None):
             results = executable.run(leaves, out_leaves)  # native: CPU or CUDA
         except OutOfBoundsStatus as exc:
             if exc.status <= FAILED_CHECK:
-                raise failed_check_error(pipeline, exc.status) from None
+                raise with_index_value(failed_check_error(pipeline, exc.status), traced.function, leaves) from None
             raise debug_mode.out_of_bounds_error(pipeline, exc.status) from None
         if debug:
             debug_mode.check_finite(traced.function, [np.asarray(leaf) for leaf in leaves])
@@ -159,6 +159,50 @@ def failed_check_error(pipeline, status: int) -> OutOfBoundsError:
     at the user's line of the indexing it guards."""
     site = check_sites(pipeline.module("scheduled").body.ops[-1])[FAILED_CHECK - status]
     return OutOfBoundsError(site.msg, site.loc)
+
+
+def with_index_value(error: OutOfBoundsError, function, leaves) -> OutOfBoundsError:
+    """`error`, a failed index check's, with numpy's first offending value ("index 7 is out of
+    bounds for axis 0 with size 5"), found by evaluating again, with numpy, the ops the checked
+    index is computed from (only after a failure: the successful call pays nothing). The error
+    as it is where the index cannot be recomputed or no value is out of range there."""
+    from kiln.dialects import tensor as T
+
+    try:
+        checks = [
+            op
+            for op in function.body.ops
+            if isinstance(op, T.CheckIndexOp)
+            and not op.attributes.get("msg")
+            and op.message == error.message
+            and op.loc == error.loc
+        ]
+        if not checks:
+            return error
+        producers = {r: op for op in function.body.ops for r in op.results}
+        args = dict(zip(function.arguments, (np.asarray(leaf) for leaf in leaves)))
+        env: dict = {}
+
+        def value(v):
+            if v in args:
+                return args[v]
+            if v not in env:
+                op = producers[v]
+                env[v] = np.asarray(op.evaluate(*(value(u) for u in op.operands)))
+            return env[v]
+
+        with np.errstate(all="ignore"):
+            for check in checks:
+                index = value(check.operands[0])
+                bad = (index < -check.size) | (index >= check.size)
+                if np.any(bad):
+                    first = int(index[bad].flat[0])
+                    return OutOfBoundsError(
+                        f"index {first} is out of bounds for axis {check.axis} with size {check.size}", error.loc
+                    )
+    except Exception:  # noqa: BLE001 - the message without the value is still right
+        pass
+    return error
 
 
 def status_error(status: int) -> Exception:

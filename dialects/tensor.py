@@ -182,12 +182,17 @@ class CheckIndexOp(ElementwiseOp):
 
     @property
     def message(self) -> str:
-        return f"index is out of bounds for axis {self.axis} with size {self.size}"
+        """numpy's message for an index, or the optional string attribute `msg` where the
+        checked value is not an index to the user (np.bincount's input values)."""
+        return self.attributes.get("msg") or f"index is out of bounds for axis {self.axis} with size {self.size}"
 
     def evaluate(self, index):
-        bad = (index < -self.size) | (index >= self.size)
+        unsigned = np.asarray(index).dtype.kind == "u"
+        bad = (index >= self.size) if unsigned else (index < -self.size) | (index >= self.size)
         if bad.any():
             first = int(np.asarray(index)[bad].flat[0])
+            if self.attributes.get("msg"):  # the value checked may be a stand-in (a negative one moved past the end)
+                raise OutOfBoundsError(self.attributes["msg"], self.loc)
             raise OutOfBoundsError(
                 f"index {first} is out of bounds for axis {self.axis} with size {self.size}", self.loc
             )

@@ -85,6 +85,18 @@ _FROM_NUMPY = {np.dtype(v): SCALAR_TYPES[k] for k, v in _TO_NUMPY.items()}
 SUPPORTED_DTYPES = tuple(_FROM_NUMPY)
 
 
+def dtype_fix_hint(dtype) -> str:
+    """A hint for an unsupported dtype that kiln supports in another byte order: numpy
+    arrays of a non-native byte order (np.dtype('>f4') on a little-endian machine) convert
+    with .astype('=f4'); "" for any other dtype."""
+    dtype = np.dtype(dtype)
+    native = dtype.newbyteorder("=")
+    if dtype.byteorder not in ("=", "|") and not dtype.isnative and native in SUPPORTED_DTYPES:
+        code = f"{native.kind}{native.itemsize}"
+        return f"; its byte order is not the machine's: convert it to native byte order first, .astype('={code}')"
+    return ""
+
+
 def scalar_type_of(dtype) -> ScalarType:
     """The IR element type of a numpy dtype; KeyError if kiln has none."""
     return _FROM_NUMPY[np.dtype(dtype)]

@@ -189,7 +189,7 @@ def test_bincount_is_numpys():
 @pytest.mark.parametrize("bad", [np.array([0, 10]), np.array([-1, 2])])
 def test_bincount_values_past_minlength_raise_when_the_function_runs(bad):
     f = kiln.compile(lambda x: np.bincount(x, minlength=10))
-    with pytest.raises(OutOfBoundsError, match="size 10"):
+    with pytest.raises(OutOfBoundsError, match=r"the input's values must lie in 0\.\.9 \(minlength=10\)"):
         f(bad)
     assert_same(f(np.array([9])), np.bincount([9], minlength=10))  # still usable
 
@@ -199,7 +199,6 @@ def test_bincount_values_past_minlength_raise_when_the_function_runs(bad):
     [
         (lambda x: np.bincount(x), UnsupportedError, "pass minlength"),
         (lambda x: np.bincount(x.astype(np.float64), minlength=3), DTypeError, "safe"),
-        (lambda x: np.bincount(x.astype(np.uint64), minlength=3), DTypeError, "uint64"),
         (lambda x: np.bincount(x.reshape(1, -1), minlength=3), ShapeError, "too deep"),
         (lambda x: np.bincount(x, minlength=-1), InvalidValueError, "negative"),
         (lambda x: np.bincount(x, np.ones(2), minlength=3), ShapeError, "same length"),

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from kiln.dialects import tensor as T
 from kiln.dialects import tensor_indexed as TI
-from kiln.errors import ArgumentError, DTypeError, ShapeError
+from kiln.errors import ArgumentError, DTypeError, InvalidValueError, ShapeError
 from kiln.frontend import traced_ops as ops
 from kiln.frontend.numpy_api import FUNCTION_RULES
 from kiln.frontend.tracing import Tracer, current_context, user_location
@@ -107,14 +108,58 @@ def _searchsorted(a, v, side="left", sorter=None):
     (side='left') or <= v (side='right'), with NaN sorting last as numpy's order has it."""
     if side not in ("left", "right"):
         raise ArgumentError(f"np.searchsorted: side must be 'left' or 'right', got {side!r}", user_location())
-    a, v = _array(a), _array(v)
-    ctx = ops.context_of([a, v])
-    if sorter is not None:
-        a = np.take(a, sorter) if isinstance(a, Tracer) else np.asarray(a)[np.asarray(sorter)]
+    a, v, sorter = _array(a), _array(v), None if sorter is None else _array(sorter)
+    ctx = ops.context_of([a, v, sorter])
     if np.ndim(a) != 1:
         raise ShapeError(f"np.searchsorted: a must be 1-d, got shape {np.shape(a)}", user_location())
+    if sorter is not None:
+        sorter = _checked_sorter(sorter, np.shape(a)[0])
+        if isinstance(sorter, Tracer):
+            a = gather_in_bounds(a if isinstance(a, Tracer) else ops.lift(ctx, a, np.asarray(a).dtype), sorter)
+        else:
+            a = np.take(a, sorter) if isinstance(a, Tracer) else np.asarray(a)[sorter]
     dtype = np.result_type(ops.promotion_sample(ops.check_operand(a)), ops.promotion_sample(ops.check_operand(v)))
     return ops.strong(binary_search(ops.lift(ctx, a, dtype), ops.lift(ctx, v, dtype), side))
+
+
+def _checked_sorter(sorter, size: int):
+    """numpy's checks of searchsorted's `sorter`, with numpy's exception types: a 1-d array
+    (TypeError) of integers (TypeError for bool or float; ValueError for uint64, which does
+    not cast safely to intp) of a's length (ValueError), and for a constant, every index
+    inside 0..size-1 (ValueError, "Sorter index out of range"; a traced sorter's values are
+    checked when the compiled function runs, by np.take)."""
+    sorter = _array(sorter)
+    dtype = sorter.dtype if isinstance(sorter, Tracer) else np.asarray(sorter).dtype
+    if dtype.kind not in "iu":
+        raise DTypeError(f"np.searchsorted: sorter must only contain integers, got dtype {dtype}", user_location())
+    if not np.can_cast(dtype, np.intp, "safe"):
+        raise InvalidValueError(
+            f"np.searchsorted: could not parse sorter argument: dtype {dtype} does not cast safely to int64",
+            user_location(),
+        )
+    if np.ndim(sorter) != 1:
+        raise ArgumentError(
+            f"np.searchsorted: could not parse sorter argument: it must be 1-d, got shape {np.shape(sorter)}",
+            user_location(),
+        )
+    if np.shape(sorter)[0] != size:
+        raise ShapeError(
+            f"np.searchsorted: sorter.size must equal a.size, got sorter.size {np.shape(sorter)[0]} and a.size {size}",
+            user_location(),
+        )
+    if isinstance(sorter, Tracer):
+        # checked when the function runs; numpy refuses a negative entry (np.take would count
+        # it from the end), which as uint64 lies past every size, so the check refuses it too
+        checked = current_context().emit(T.CheckIndexOp, [ops.cast(sorter, np.uint64)], {"size": size, "axis": 0})
+        return ops.cast(checked, np.int64)
+    sorter = np.asarray(sorter)
+    bad = (sorter < 0) | (sorter >= size)
+    if bad.any():
+        raise InvalidValueError(
+            f"np.searchsorted: Sorter index out of range: sorter holds {sorter[bad][0]}, a.size is {size}",
+            user_location(),
+        )
+    return sorter
 
 
 def gather_in_bounds(table: Tracer, index: Tracer) -> Tracer:

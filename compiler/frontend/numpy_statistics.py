@@ -215,9 +215,9 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
     scatter-add; weights are summed as numpy's bincount does, block by block, so the bits
     are numpy's. O(len(a) * log len(edges)) for an array of edges (a binary search).
 
-    What numpy checks on the data itself cannot be checked while tracing: with range=None it
-    raises for NaN or infinite data (kiln's edges come out NaN and nothing is counted) and
-    for a data range too narrow for `bins` finite bins (kiln's edges repeat). And one
+    What numpy checks on the data itself is checked when the function runs: with range=None
+    NaN or infinite data, or a data range too narrow or too wide for `bins` finite bins, raise
+    OutOfBoundsError (numpy's ValueError). And one
     difference in rounding: with an array of edges and float weights numpy sums the weights
     cumulatively and subtracts, kiln sums each bin's weights directly (in float64, then cast)."""
     name = "np.histogram"
@@ -227,6 +227,8 @@ def _histogram(a, bins=10, range=None, density=None, weights=None):
     if uniform is not None:
         first, last, count = uniform
         index, keep = _equal_bin_index(a, edges, first, last, count)
+        if isinstance(edges, Tracer):
+            index = _finite_edges_checked(name, 0, index, edges, count + 1)
     else:
         count = max(edges.shape[0] - 1, 0)
         index, keep = _edge_bin_index(a, edges) if count and a.shape[0] else (None, None)
@@ -249,6 +251,27 @@ def _histogram_bin_edges(a, bins=10, range=None, weights=None):
     a, _ = _ravel_and_check_weights(name, a, weights)
     edges, _ = _bin_edges(name, a, bins, range)
     return edges if isinstance(edges, Tracer) else ops.lift(current_context(), edges, edges.dtype)
+
+
+def _finite_edges_checked(name, axis, index, edges, size, strict=True):
+    """`index` (int64, in 0..size-1 for finite edges), checked when the function runs to come
+    from finite `edges` (traced, from the data's minimum and maximum): numpy raises for NaN or
+    infinite data ("autodetected range ... is not finite") and for a range too wide for its
+    bins; kiln's edges would come out NaN and the counts wrong, or (an index of -1 on a
+    non-increasing array of edges) be written outside the counts. One comparison a value.
+    `strict`: equal edges are refused too (np.histogram's "Too many bins"; histogramdd keeps them)."""
+    increasing = np.less(edges[:-1], edges[1:]) if strict else np.less_equal(edges[:-1], edges[1:])
+    finite = np.logical_and(np.all(np.isfinite(edges)), np.all(increasing))
+    index = np.where(finite, index, np.int64(-1))
+    message = (
+        f"{name}: the bin edges of dimension {axis}, from the data's minimum and maximum, are not finite "
+        "increasing numbers: the data hold NaN or infinity, or their range is too wide for the number of bins "
+        "(numpy raises ValueError: autodetected range is not finite, or Too many bins for data range)"
+    )
+    checked = current_context().emit(
+        T.CheckIndexOp, [ops.cast(index, np.uint64)], {"size": size, "axis": axis, "msg": message}
+    )
+    return ops.cast(checked, np.int64)
 
 
 def _histogramdd(sample, bins=10, range=None, density=None, weights=None):
@@ -302,6 +325,14 @@ def _histogramdd(sample, bins=10, range=None, density=None, weights=None):
                 raise ShapeError(f"{name}: `bins[{i}]` must be positive, when an integer", user_location())
             first, last = _outer_edges(name, column, ranges[i])
             e = np.linspace(first, last, count + 1)
+            if not isinstance(e, Tracer) and not np.all(np.isfinite(e)):
+                # numpy goes on with NaN edges: counts from a search of unsorted edges, or
+                # "invalid entry in coordinates array", depending on the data
+                raise ShapeError(
+                    f"{name}: range[{i}] = ({first}, {last}) is too wide: max - min overflows {e.dtype}, so the "
+                    f"bin edges are not finite. Cannot create {count} finite-sized bins; narrow the range",
+                    user_location(),
+                )
         elif np.ndim(b) == 1:
             e = np.asarray(b)
             if np.any(e[:-1] > e[1:]):
@@ -310,12 +341,15 @@ def _histogramdd(sample, bins=10, range=None, density=None, weights=None):
                 )
         else:
             raise ShapeError(f"{name}: `bins[{i}]` must be a scalar or 1d array", user_location())
-        e = e if isinstance(e, Tracer) else ops.lift(ctx, e, e.dtype)
+        from_data = isinstance(e, Tracer)  # edges from the data's minimum and maximum
+        e = e if from_data else ops.lift(ctx, e, e.dtype)
         edges.append(e)
         dtype = np.result_type(e.dtype, column.dtype)
         values, table = ops.cast(column, dtype), ops.cast(e, dtype)
         index = binary_search(table, values, "right")
         index = np.where(np.equal(values, table[-1]), index - np.int64(1), index)
+        if from_data:
+            index = _finite_edges_checked(name, i, index, e, e.shape[0] + 1, strict=False)
         sizes.append(e.shape[0] + 1)  # an outlier bin at each end
         flat = index if flat is None else np.add(np.multiply(flat, np.int64(sizes[-1])), index)
     total = int(np.prod(sizes))
@@ -351,8 +385,9 @@ def _histogram2d(x, y, bins=10, range=None, density=None, weights=None):
 
 
 def _bincount(x, weights=None, minlength=0):
-    """np.bincount: for a 1-d array of non-negative integers x (a dtype numpy casts safely to
-    int64: bool, int8..int64, uint8..uint32), how often each value 0..L-1 occurs, int64, or
+    """np.bincount: for a 1-d array of non-negative integers x (a dtype numpy casts to int64
+    with same_kind casting: bool, int8..int64, uint8..uint64; a uint64 value past int64 turns
+    negative and is refused as numpy refuses it), how often each value 0..L-1 occurs, int64, or
     the sums of `weights` (x's shape, added in float64 in x's order, as numpy's loop) at each,
     float64. O(len(x)): one scatter-add.
 
@@ -377,7 +412,7 @@ def _bincount(x, weights=None, minlength=0):
             f"{name}: object of {'too small' if np.ndim(x) == 0 else 'too deep'} depth for desired array",
             user_location(),
         )
-    if not np.can_cast(x.dtype, np.int64, "safe"):
+    if not np.can_cast(x.dtype, np.int64, "same_kind"):  # uint64 converts, its values past int64 turn negative
         raise DTypeError(
             f"{name}: Cannot cast array data from dtype('{x.dtype}') to dtype('int64') according to the rule 'safe'",
             user_location(),
@@ -397,12 +432,17 @@ def _bincount(x, weights=None, minlength=0):
         index = ops.cast(x, np.int64)
         # negatives (numpy's ValueError) are put out of range too, so that the one check names them
         index = np.where(np.less(index, 0), np.int64(length), index)
-        index = ctx.emit(T.CheckIndexOp, [index], {"size": length, "axis": 0})
+        message = (
+            f"{name}: the input's values must lie in 0..{length - 1} (minlength={length}); numpy refuses "
+            "negative elements and counts larger ones in a longer result: pass a larger minlength"
+        )
+        index = ctx.emit(T.CheckIndexOp, [index], {"size": length, "axis": 0, "msg": message})
     else:
+        x = x.astype(np.int64)  # as numpy converts it (same_kind): uint64 past int64 is negative
         if x.size and x.min() < 0:
             raise InvalidValueError(f"{name}: 'list' argument must have no negative elements", user_location())
         length = max(int(x.max()) + 1 if x.size else 0, minlength)
-        index = ops.lift(ctx, x.astype(np.int64), np.int64)
+        index = ops.lift(ctx, x, np.int64)
     values = ops.full_like(index, 1, np.int64) if weights is None else weights
     if x.shape[0] == 0:
         return ops.full_like(values, 0, values.dtype, shape=(length,))

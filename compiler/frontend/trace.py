@@ -15,7 +15,7 @@ import numpy as np
 
 from kiln.dialects import builtin, verify
 from kiln.dialects import func as F
-from kiln.dialects.types import SUPPORTED_DTYPES, FunctionType, tensor_type
+from kiln.dialects.types import SUPPORTED_DTYPES, FunctionType, dtype_fix_hint, tensor_type
 from kiln.errors import ArgumentError, DTypeError, KilnError, TracerConversionError
 from kiln.frontend import pytree
 from kiln.frontend.numpy_random_guard import refusing_numpy_random, watching_bound_draws
@@ -131,6 +131,7 @@ def leaf_spec(path: str, leaf) -> LeafSpec:
         supported = ", ".join(str(d) for d in SUPPORTED_DTYPES)
         raise DTypeError(
             f"argument '{path}' has dtype {spec.dtype}, which kiln does not support (it supports {supported})"
+            + dtype_fix_hint(spec.dtype)
         )
     return LeafSpec(spec, weak)
 
@@ -237,7 +238,9 @@ def _output_value(ctx: TraceContext, leaf, index: int):
     if isinstance(leaf, (bool, int, float, np.ndarray, np.generic)):
         array = np.asarray(leaf)
         if array.dtype not in SUPPORTED_DTYPES:
-            raise DTypeError(f"result #{index} has dtype {array.dtype}, which kiln does not support")
+            raise DTypeError(
+                f"result #{index} has dtype {array.dtype}, which kiln does not support" + dtype_fix_hint(array.dtype)
+            )
         return ctx.constant(array).value
     raise ArgumentError(
         f"result #{index} is a {type(leaf).__name__}; compiled functions return arrays, "

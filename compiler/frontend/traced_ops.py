@@ -14,7 +14,7 @@ import numpy as np
 
 from kiln.dialects import tensor as T
 from kiln.dialects import tensor_sort as TS
-from kiln.dialects.types import SUPPORTED_DTYPES, tensor_type
+from kiln.dialects.types import SUPPORTED_DTYPES, dtype_fix_hint, tensor_type
 from kiln.errors import ArgumentError, DTypeError, IntegerOverflowError, ShapeError, UnsupportedError
 from kiln.frontend import python_ints, views
 from kiln.frontend.tracing import NUMPY_PROTOCOL, Tracer, current_context, user_location
@@ -38,7 +38,9 @@ def check_dtype(dtype, what: str) -> np.dtype:
         raise DTypeError(f"{what}: {dtype!r} is not a dtype", user_location()) from None
     if dtype not in SUPPORTED_DTYPES:
         raise DTypeError(
-            f"{what} has dtype {dtype}, which kiln does not support (it supports {_DTYPE_NAMES})", user_location()
+            f"{what} has dtype {dtype}, which kiln does not support (it supports {_DTYPE_NAMES})"
+            + dtype_fix_hint(dtype),
+            user_location(),
         )
     return dtype
 
