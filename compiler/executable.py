@@ -18,6 +18,7 @@ from kiln import debug as debug_mode
 from kiln import timings
 from kiln.codegen.llvm_emitter import symbol_name
 from kiln.codegen.status import FAILED_CHECK, OUT_OF_BOUNDS, STATUS, check_sites
+from kiln.dialects import tensor as T
 from kiln.errors import ArgumentError, KilnError, OutOfBoundsError
 from kiln.frontend import pytree
 from kiln.interpreters.tensor_interpreter import run_function
@@ -166,8 +167,6 @@ def with_index_value(error: OutOfBoundsError, function, leaves) -> OutOfBoundsEr
     bounds for axis 0 with size 5"), found by evaluating again, with numpy, the ops the checked
     index is computed from (only after a failure: the successful call pays nothing). The error
     as it is where the index cannot be recomputed or no value is out of range there."""
-    from kiln.dialects import tensor as T
-
     try:
         checks = [
             op

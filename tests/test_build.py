@@ -189,7 +189,10 @@ def test_an_index_out_of_range_raises_the_same_error_through_kiln_load_as_in_pro
     specs = (kiln.f32[5, 3], kiln.TensorSpec(index.shape, index.dtype))
     in_process, loaded = in_process_and_library_errors(tmp_path, fn, specs, fn.__name__, table, index)
     assert isinstance(in_process, IndexError) and type(loaded) is type(in_process)
-    assert str(loaded) == str(in_process)
+    # In process the message also names numpy's first offending index (recomputed from the
+    # arguments with the traced function); a loaded library has only the status: the rest is equal.
+    assert re.search(r"index -?\d+ is out of bounds", str(in_process))
+    assert str(loaded) == re.sub(r"index -?\d+ is", "index is", str(in_process))
     assert re.search(r"index is out of bounds for axis \d with size \d", str(loaded))
     assert f"test_build.py:{fn.__code__.co_firstlineno + 1}" in str(loaded)  # the user's line
 
@@ -217,7 +220,8 @@ def test_an_emulated_cuda_library_raises_the_in_process_index_error_through_kiln
         with pytest.raises(IndexError) as caught:
             call(table, index)
         errors.append(caught.value)
-    assert type(errors[0]) is type(errors[1]) and str(errors[0]) == str(errors[1])
+    assert type(errors[0]) is type(errors[1])
+    assert str(errors[1]) == re.sub(r"index -?\d+ is", "index is", str(errors[0]))
     assert "index is out of bounds for axis 0 with size 5" in str(errors[1])
 
 

@@ -5,6 +5,7 @@ the disk cache, kiln build and a damaged cache entry all keep numpy's numbers.""
 
 import glob
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -43,7 +44,8 @@ def test_large_constants_are_read_through_the_pool_and_not_compiled_into_the_cod
     exact = np.tanh(x.astype(np.float64) @ weights.T.astype(np.float64) + bias)
     np.testing.assert_allclose(compiled(x), exact, rtol=0, atol=1e-4)
     llvm = compiled.lower(x).text("llvm")
-    assert "external constant [263168 x i8], align 64" in llvm
+    # (LLVM may mark it local_unnamed_addr: its address is not compared, only read through)
+    assert re.search(r"external (local_unnamed_addr )?constant \[263168 x i8\], align 64", llvm)
     assert len(llvm) < weights.nbytes / 4  # the weights are not spelled out in the IR
     code = compiled.lower(x).pipeline.object_code()
     assert len(code.object) < weights.nbytes / 4

@@ -52,6 +52,7 @@ CUDA_NEVER = {
     "vector.broadcast",
     "vector.reduction",
     "vector.extract",
+    "vector.gather",
 }
 
 
