@@ -199,9 +199,7 @@ class KernelEmitter:
             flat = op.value.reshape(-1)
             if flat.size and (flat == flat[0]).all() and not _negative_zero_mix(flat):
                 return self.scalar_constant(flat[0], value.type.element)
-            if op not in self.outer.memo:
-                self.outer.memo[op] = View.identity(self.outer.insert(self.constant_view(op)).result)
-            return self.load(self.outer.memo[op], index, level)
+            return self.load(self.constant_buffer(op), index, level)
         if op.has_trait(REDUCTION):
             return self.reduction(op, index, chain, level)
         if isinstance(op, T.MatmulOp):
@@ -225,13 +223,17 @@ class KernelEmitter:
         source = op.source
         producer = getattr(source, "op", None)
         if producer is not None and self.inside(producer):  # a constant, copied into the kernel
-            if producer not in self.outer.memo:
-                self.outer.memo[producer] = View.identity(self.outer.insert(self.constant_view(producer)).result)
-            view = self.outer.memo[producer]
+            view = self.constant_buffer(producer)
         else:
             view = self.outside(source)
         where = indexed_address(b, view, index[:axis], self.ivs, position, index[axis + rank :])
         return b.op(MR.LoadOp, view.buffer, *where)
+
+    def constant_buffer(self, op) -> View:
+        """The memref.global of constant `op`, read once per kernel at its outermost level."""
+        if op not in self.outer.memo:
+            self.outer.memo[op] = View.identity(self.outer.insert(self.constant_view(op)).result)
+        return self.outer.memo[op]
 
     def inside(self, op) -> bool:
         return op in self.members

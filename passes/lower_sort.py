@@ -141,12 +141,8 @@ def lower_sort(L, op) -> None:
     with L.b.loops((rows // group,)) as (block_iv,):
         b = L.b
 
-        def row_exprs(r):  # the lead indices of row r of the group: affine expressions of the block
-            flat, exprs = Dim(0) * group + r, []
-            for k, extent in enumerate(lead):
-                quotient = flat // math.prod(lead[k + 1 :])
-                exprs.append(quotient if k == 0 else quotient % extent)
-            return exprs
+        def row_exprs(r):
+            return _row_exprs(lead, group, r)
 
         # memref.load's row indices: affine.apply of the row loop, which schedules rewrite as
         # they rewrite affine accesses (a loop variable used directly they cannot follow)
@@ -176,6 +172,16 @@ def lower_sort(L, op) -> None:
             read, write = p % 2, 1 - p % 2
             index = (indices[read], indices[write]) if with_index else (None, None)
             _merge_pass(b, op, group_rows, 1 << p, (keys[read], last_keys(p + 1)), index, f"p{p}", store)
+
+
+def _row_exprs(lead, group: int, r: int) -> list:
+    """The lead indices of row r of a group of `group` rows: affine expressions of the loop
+    over groups (Dim(0)), row-major over the `lead` shape."""
+    flat, exprs = Dim(0) * group + r, []
+    for axis, extent in enumerate(lead):
+        quotient = flat // math.prod(lead[axis + 1 :])
+        exprs.append(quotient if axis == 0 else quotient % extent)
+    return exprs
 
 
 def _merge_pass(b, op, group_rows, width, keys, index, name, store):
@@ -229,10 +235,20 @@ def _merge_pass(b, op, group_rows, width, keys, index, name, store):
 _SIGN = {"f32": (i32, 0x7FC00000, 31), "f64": (i64, 0x7FF8000000000000, 63)}
 
 
+def _key_form(element, descending: bool):
+    """(the key's type, the cmpi predicate of "sorts strictly before", the key that marks an
+    empty slot or None where every key value can occur: 64-bit integers, compared as they
+    are) of `element`'s order keys."""
+    if element.name in _SIGN:
+        return _SIGN[element.name][0], "ult", -1
+    if element.dtype.itemsize < 8:
+        return i64, "slt", (1 << 63) - 1
+    unsigned = element.is_unsigned
+    return element.signless, ("ugt" if descending else "ult") if unsigned else ("sgt" if descending else "slt"), None
+
+
 def _order_key(b, element, x, descending: bool):
-    """(key, the cmpi predicate of "sorts strictly before", the key that marks an empty slot
-    or None where every key value can occur: 64-bit integers, compared as they are) for a
-    value `x` of `element`."""
+    """The order key (see _key_form) of a value `x` of `element`."""
     if element.name in _SIGN:
         bits, nan, top = _SIGN[element.name]
         zero = b.op(AR.ConstantOp, result_type=element, value=0.0)
@@ -241,17 +257,15 @@ def _order_key(b, element, x, descending: bool):
         value = b.op(AR.SelectOp, is_nan, b.op(AR.ConstantOp, result_type=bits, value=nan), value)
         sign = b.op(AR.ShRSIOp, value, b.op(AR.ConstantOp, result_type=bits, value=top))
         mask = b.op(AR.OrIOp, sign, b.op(AR.ConstantOp, result_type=bits, value=-(1 << top)))
-        key, predicate, empty = b.op(AR.XOrIOp, value, mask), "ult", -1
+        key = b.op(AR.XOrIOp, value, mask)
     elif element.dtype.itemsize < 8:
         unsigned = element.is_unsigned or element == i1
         key = b.op(AR.ExtUIOp if unsigned else AR.ExtSIOp, x, result_type=i64)
-        predicate, empty = "slt", (1 << 63) - 1
     else:  # every bit pattern is a key: no transform, the order's own compare
-        unsigned = element.is_unsigned
-        return x, ("ugt" if descending else "ult") if unsigned else ("sgt" if descending else "slt"), None
+        return _bitcast(b, x, element.signless)
     if descending:
         key = b.op(AR.XOrIOp, key, b.op(AR.ConstantOp, result_type=key.type, value=-1))
-    return key, predicate, empty
+    return key
 
 
 def _select(L, op, source, out) -> None:
@@ -276,15 +290,9 @@ def _select(L, op, source, out) -> None:
     with b.loops((rows // group,)) as (block_iv,):
 
         def row_exprs(r):
-            flat, exprs = Dim(0) * group + r, []
-            for axis, extent in enumerate(lead):
-                quotient = flat // math.prod(lead[axis + 1 :])
-                exprs.append(quotient if axis == 0 else quotient % extent)
-            return exprs
+            return _row_exprs(lead, group, r)
 
-        # the key type and its empty mark, from a key made outside the loop (then unused: DCE)
-        probe_key, predicate, empty_key = _order_key(b, element, _zero_of(b, element), op.descending)
-        key_type = probe_key.type
+        key_type, predicate, empty_key = _key_form(element, op.descending)
         blank = b.op(AR.ConstantOp, result_type=key_type, value=empty_key if empty_key is not None else 0)
         nowhere = b.op(AR.ConstantOp, result_type=i64, value=n)
         loop = A.ForOp.create(0, n, inits=([blank] * k + [nowhere] * k) * group, iv_name="s")
@@ -296,7 +304,7 @@ def _select(L, op, source, out) -> None:
         for r in range(group):
             keys, places = carried[2 * k * r : 2 * k * r + k], carried[2 * k * r + k : 2 * k * (r + 1)]
             x = b.load(source, [*row_exprs(r), Dim(1)], [block_iv, j])
-            key = _order_key(b, element, x, op.descending)[0]
+            key = _order_key(b, element, x, op.descending)
             before = []
             for slot, place in zip(keys, places):
                 goes = _cmpi(b, predicate, key, slot)
@@ -325,10 +333,3 @@ def _select(L, op, source, out) -> None:
                     value = b.op(MR.LoadOp, source.buffer, *where)
                 operands, amap = access((*row_exprs(r), Const(s)), [block_iv])
                 b.emit(A.StoreOp, [value, out, *operands], {"map": amap})
-
-
-def _zero_of(b, element):
-    """A constant 0 (False) as the loops hold `element` (integers signless)."""
-    if element.is_float:
-        return b.op(AR.ConstantOp, result_type=element, value=0.0)
-    return b.op(AR.ConstantOp, result_type=element.signless, value=0)
