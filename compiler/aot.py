@@ -174,11 +174,13 @@ class Compiled:
         self.stages = lowered.stages
         sig = self._signature
         plain = None if sig.debug else plain_call.PlainCall.of_signature(sig.call, sig.specs, executable, sig.traced)
-        self._plain_calls = {} if plain is None else {plain.key: plain}  # the fast path, as CompiledFunction's
+        self._plain_calls = plain_call.PlainCalls()  # the fast path, as CompiledFunction's
+        if plain is not None:
+            self._plain_calls.add(plain)
 
     @user_facing
     def __call__(self, *args, out=None, **kwargs):
-        result = plain_call.call(self._plain_calls, args, kwargs, out)
+        result = self._plain_calls.call(args, kwargs, out)
         return self._checked_call(args, kwargs, out) if result is plain_call.MISS else result
 
     def _checked_call(self, args, kwargs, out):

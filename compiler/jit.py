@@ -88,7 +88,7 @@ class CompiledFunction:
             raise KilnError(f"static_argnames {unknown} are not parameters of {fn.__name__}")
         self._traces: dict = {}
         self._executables: dict = {}
-        self._plain_calls: dict = {}  # (shape, dtype) per argument -> PlainCall: the fast path
+        self._plain_calls = plain_call.PlainCalls()  # the fast path
         self._signature_locks: dict = {}  # key -> the lock held while tracing or compiling that signature
         self._lock = threading.Lock()  # guards _signature_locks
 
@@ -196,7 +196,7 @@ class CompiledFunction:
 
     @user_facing
     def __call__(self, *args, out=None, **kwargs):
-        result = plain_call.call(self._plain_calls, args, kwargs, out)
+        result = self._plain_calls.call(args, kwargs, out)
         return self._checked_call(args, kwargs, out) if result is plain_call.MISS else result
 
     def _checked_call(self, args, kwargs, out):
@@ -206,10 +206,10 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)  # called from inside another trace: inline it
         traced, pipeline = self._traces[key]
         executable = None if self.target_info.make_executable is None else self._executable(key)
-        if not self.debug and executable is not None and plain_call.lookup(self._plain_calls, args) is None:
+        if not self.debug and executable is not None and self._plain_calls.lookup(args) is None:
             plain = plain_call.PlainCall.of(call, args, kwargs, executable, traced)
             if plain is not None:
-                self._plain_calls[plain.key] = plain
+                self._plain_calls.add(plain)
         return call_signature(traced, pipeline, executable, self.debug, call.leaves, out)
 
     def profile(self, *args, seconds: float = 2.0, **kwargs):

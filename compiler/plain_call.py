@@ -31,28 +31,49 @@ import operator
 import numpy as np
 
 from kiln.frontend import pytree
-from kiln.runtime import threads
+from kiln.runtime import cpython_entry, threads
 from kiln.runtime.native import pointer
 
 MISS = object()  # the fast path could not prove the call safe: take the checked path
 _shape_and_dtype = operator.attrgetter("shape", "dtype")
 
 
-def lookup(table: dict, args: tuple):
-    """The PlainCall registered for these arguments' (shape, dtype) pairs, else None."""
-    try:
-        return table.get(tuple(map(_shape_and_dtype, args)))
-    except Exception:  # not array-like, or unhashable attributes: the checked path says what is wrong
-        return None
+def _missed(*args):
+    return MISS
 
 
-def call(table: dict, args: tuple, kwargs: dict, out):
-    """The result of calling through the fast path, or MISS where it does not apply: keywords,
-    out=, or arguments no registered PlainCall takes."""
-    if out is not None or kwargs:
-        return MISS
-    plain = lookup(table, args)
-    return MISS if plain is None else plain(args)
+class PlainCalls:
+    """The PlainCalls of one compiled function by their arguments' (shape, dtype) pairs, and
+    the entry of the one called last, which the next call tries first (its own checks are
+    the lookup: a call with other shapes misses and finds its PlainCall here)."""
+
+    def __init__(self):
+        self.table: dict = {}
+        self.entry = _missed  # entry(*args): the result, or MISS
+
+    def add(self, plain: PlainCall) -> None:
+        self.table[plain.key] = plain
+
+    def lookup(self, args: tuple):
+        """The PlainCall registered for these arguments' (shape, dtype) pairs, else None."""
+        try:
+            return self.table.get(tuple(map(_shape_and_dtype, args)))
+        except Exception:  # not array-like, or unhashable attributes: the checked path says what is wrong
+            return None
+
+    def call(self, args: tuple, kwargs: dict, out):
+        """The result of calling through the fast path, or MISS where it does not apply: keywords,
+        out=, or arguments no registered PlainCall takes."""
+        if out is not None or kwargs:
+            return MISS
+        result = self.entry(*args)
+        if result is not MISS:
+            return result
+        plain = self.lookup(args)
+        if plain is None:
+            return MISS
+        self.entry = plain.entry
+        return plain(args)
 
 
 class PlainCall:
@@ -66,6 +87,32 @@ class PlainCall:
         self._writes = any(int(np.prod(shape)) for shape, _ in self._output_specs)
         self._single = out_treedef == pytree.LEAF
         self._out_treedef = out_treedef
+        self._executable = executable  # the code the entry calls lives as long as this
+        self.entry = self._entry(executable)
+
+    def _entry(self, executable):
+        """entry(*args): the call in generated code (runtime/cpython_entry.py) where this
+        interpreter allows, else this object's own path; results in the function's structure."""
+        made = cpython_entry.make_entry(
+            executable.native.address, self.key, self._output_specs, MISS, as_tuple=not self._single
+        )
+        if made is None:
+            return self._python_entry
+        native, self._keep = made
+        scalars = [k for k, (shape, _) in enumerate(self._output_specs) if not shape]
+        if self._single:
+            return native if not scalars else lambda *args: _scalar(native(*args))
+        flat = self._out_treedef == pytree.TreeDef("tuple", None, (pytree.LEAF,) * len(self._output_specs))
+        if flat and not scalars:
+            return native
+
+        def structured(*args):
+            results = native(*args)
+            if results is MISS:
+                return MISS
+            return pytree.unflatten(self._out_treedef, [r[()] if r.ndim == 0 else r for r in results])
+
+        return structured
 
     @classmethod
     def of(cls, call, args: tuple, kwargs: dict, executable, traced):
@@ -103,6 +150,12 @@ class PlainCall:
             return None
         return cls(executable, traced.out_treedef)
 
+    def _python_entry(self, *args):
+        """The entry without generated code: this signature's arrays only (the lookup's test)."""
+        if len(args) != len(self.key) or any(type(a) is not np.ndarray for a in args):
+            return MISS
+        return self(args) if tuple(map(_shape_and_dtype, args)) == self.key else MISS
+
     def __call__(self, args: tuple):
         """The function's results for `args`, or MISS when the checked path must take the call."""
         pointers = []
@@ -119,6 +172,10 @@ class PlainCall:
             if self._c_function(*pointers, *map(pointer, outputs)):
                 return MISS
         if self._single:
-            result = outputs[0]
-            return result[()] if result.ndim == 0 else result
+            return _scalar(outputs[0])
         return pytree.unflatten(self._out_treedef, [r[()] if r.ndim == 0 else r for r in outputs])
+
+
+def _scalar(result):
+    """A zero-dimensional result as numpy returns one: a scalar (MISS passes through)."""
+    return result[()] if type(result) is np.ndarray and result.ndim == 0 else result

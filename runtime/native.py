@@ -129,6 +129,7 @@ class NativeFunction:
             self.c_function = _ffi.cast(signature, address)
         except _ffi.error:  # "internal type complexity limit": a few hundred arguments (a model's weights)
             self.c_function = _wide_ffi().cast(signature, address)
+        self.address = address
         self.num_args = num_args
 
     def __call__(self, arrays) -> int:

@@ -26,6 +26,8 @@ from kiln.runtime import config
 # compiled code applies the process's count itself: see use_in_this_thread.
 _count = 0  # the process's count; one int, replaced whole, so it needs no lock
 _this_thread = threading.local()  # .count: what this thread last gave omp_set_num_threads
+# The same count where generated code reads it (runtime/cpython_entry.py applies it on every call).
+_count_cell = ctypes.c_int32(0)
 
 
 # libgomp's default spin is 300,000 `pause`s (7 ms or more on current x86 cores) after every parallel
@@ -109,8 +111,7 @@ def _load():
     with _environment(_wait_policy(path)):
         llvm.load_library_permanently(path)  # so loaded code finds GOMP_parallel and friends
     library = ctypes.CDLL(path)
-    global _count
-    _count = thread_count()
+    _set_count(thread_count())
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_serial_after_fork)
     return library
@@ -124,9 +125,24 @@ def _serial_after_fork() -> None:
     does not survive fork(), and a child whose parent had started it hangs in its first
     parallel region with more than one thread (multiprocessing's fork pools do this); with one
     thread libgomp starts no team. torch makes the same choice for its children."""
-    global _count, _forked
-    _count, _forked = 1, True
+    global _forked
+    _forked = True
+    _set_count(1)
     use_in_this_thread()
+
+
+def _set_count(count: int) -> None:
+    global _count
+    _count = _count_cell.value = count
+
+
+def count_cell():
+    """``(address of the process's thread count as an int32, address of omp_set_num_threads)``
+    for generated code that applies the count itself; None without libgomp."""
+    library = _library()
+    if library is None:
+        return None
+    return ctypes.addressof(_count_cell), ctypes.cast(library.omp_set_num_threads, ctypes.c_void_p).value
 
 
 def use_in_this_thread() -> None:
@@ -168,7 +184,6 @@ def set_thread_count(count: int) -> None:
     """Change the number of threads parallel loops use from now on, in every thread. In a fork()
     child of a process that had loaded libgomp, parallel loops stay on one thread (see
     _serial_after_fork) and a larger count raises RuntimeError instead of hanging."""
-    global _count
     if _forked and int(count) > 1:
         raise RuntimeError(
             "kiln: this process was forked from one that had started OpenMP's thread pool, which does "
@@ -176,5 +191,5 @@ def set_thread_count(count: int) -> None:
             "multiprocessing's 'spawn' or 'forkserver' method to use more threads in them"
         )
     if _library() is not None:
-        _count = int(count)
+        _set_count(int(count))
         use_in_this_thread()

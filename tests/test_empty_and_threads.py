@@ -6,6 +6,7 @@ interpreter and in the CUDA backend's host emulation. Threads trace and compile
 independently (trace state belongs to the thread) and share the compile caches.
 """
 
+import ctypes
 import os
 import shutil
 import subprocess
@@ -321,20 +322,29 @@ def test_a_result_with_no_elements_runs_no_native_code():
     f.lower(x, y).compile()
     (executable,) = f._executables.values()
 
+    called = []
+
+    @ctypes.CFUNCTYPE(ctypes.c_int32, *[ctypes.c_void_p] * 4)
+    def record(*pointers):  # what the generated entry of plain arrays calls
+        called.append(pointers)
+        return 0
+
     class Refuse:
         def __call__(self, arrays):
             raise AssertionError("native code was called with nothing to compute")
 
         c_function = __call__  # what the fast path of plain arrays calls
+        address = ctypes.cast(record, ctypes.c_void_p).value
 
     executable.native = Refuse()
     for _ in range(2):  # the checked path, then the fast path it registers
         product, sums = f(x, y)
         assert product.shape == (0, 5) and product.dtype == np.float32
         assert sums.shape == (0,) and sums.dtype == np.float32
-    assert f._plain_calls
+    assert f._plain_calls.table
     out = (np.empty((0, 5), np.float32), np.empty((0,), np.float32))
     assert f(x, y, out=out) is out
+    assert not called, "the entry called native code with nothing to compute"
 
 
 # -- threads ---------------------------------------------------------------------------------------

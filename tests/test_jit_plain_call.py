@@ -6,6 +6,15 @@ import numpy as np
 import pytest
 
 import kiln
+from kiln.runtime import cpython_entry
+
+
+@pytest.fixture(autouse=True, params=["entry", "python"])
+def call_path(request, monkeypatch):
+    """Every test twice: with the generated entry, and with the Python path it replaces."""
+    if request.param == "python":
+        monkeypatch.setattr(cpython_entry, "_numpy_layout", lambda: None)
+    return request.param
 
 
 def spy_on_checked_path(f):
@@ -80,7 +89,7 @@ def test_another_dtype_or_shape_is_a_new_signature():
     assert f(np.arange(8, dtype=np.float32)).shape == (8,)
     assert f(np.arange(4, dtype=np.float32)).dtype == np.float32
     assert len(f.compilations) == 3
-    assert len(f._plain_calls) == 3
+    assert len(f._plain_calls.table) == 3
 
 
 def test_python_scalars_stay_weak_and_never_reach_the_fast_path():
@@ -103,7 +112,7 @@ def test_numpy_scalars_lists_and_0d_arrays():
     assert f(2.5) == 5.0
     assert len(checked) == 2
     total = kiln.compile(lambda xs: xs[0] + xs[1])
-    assert total([1.0, np.float32(2)]) == 3.0 and total._plain_calls == {}
+    assert total([1.0, np.float32(2)]) == 3.0 and total._plain_calls.table == {}
 
 
 def test_size_0_arrays():
@@ -127,7 +136,7 @@ def test_keywords_out_and_pytrees_take_the_checked_path():
     g = kiln.compile(lambda p: p["a"] + p["b"])
     g({"a": x, "b": y})
     np.testing.assert_array_equal(g({"a": x, "b": y}), x + y)
-    assert g._plain_calls == {}
+    assert g._plain_calls.table == {}
 
 
 def test_out_overlapping_an_input_after_plain_calls():
@@ -143,7 +152,7 @@ def test_varargs_and_static_arguments_are_not_plain():
     f = kiln.compile(lambda *xs: xs[0] + xs[1])
     a = np.ones(2, np.float32)
     np.testing.assert_array_equal(f(a, a), a + a)
-    assert f._plain_calls == {}
+    assert f._plain_calls.table == {}
 
     def power(x, n):
         return x**n
@@ -151,13 +160,13 @@ def test_varargs_and_static_arguments_are_not_plain():
     p = kiln.compile(power, static_argnames="n")
     assert p(a * 2, 2).tolist() == [4.0, 4.0]
     assert p(a * 2, 3).tolist() == [8.0, 8.0]
-    assert p._plain_calls == {}
+    assert p._plain_calls.table == {}
 
 
 def test_debug_builds_keep_every_check():
     f = kiln.compile(lambda x: x + 1, debug=True)
     f(np.ones(3, np.float32))
-    assert f._plain_calls == {}
+    assert f._plain_calls.table == {}
 
 
 def test_errors_are_the_checked_paths_own():
@@ -173,7 +182,7 @@ def test_a_failing_status_raises_the_same_error_on_the_fast_path():
     f = kiln.compile(lambda x, y: x**y)
     base, exponent = np.array([2, 3], np.int64), np.array([1, 2], np.int64)
     f(base, exponent)
-    assert f._plain_calls
+    assert f._plain_calls.table
     for _ in range(2):
         with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
             f(base, -exponent)
@@ -217,7 +226,7 @@ def test_compiled_signatures_take_the_fast_path_and_keep_their_errors():
 
 def test_compiled_signatures_the_fast_path_cannot_serve():
     scalar = kiln.compile(lambda x, s: x * s).lower(np.ones(2, np.float32), 2.0).compile()
-    assert scalar._plain_calls == {}
+    assert scalar._plain_calls.table == {}
     with pytest.raises(kiln.ArgumentError, match="argument 's' is kiln.f64"):
         scalar(np.ones(2, np.float32), np.array(2.0))  # a strong float64 is not the weak scalar it was lowered for
 
@@ -225,7 +234,7 @@ def test_compiled_signatures_the_fast_path_cannot_serve():
         return x + 1
 
     by_keyword = kiln.compile(keyword_only).lower(x=kiln.f32[2]).compile()
-    assert by_keyword._plain_calls == {}
+    assert by_keyword._plain_calls.table == {}
     with pytest.raises(kiln.ArgumentError, match=r"keyword_only\(\): too many positional arguments"):
         by_keyword(np.ones(2, np.float32))
     np.testing.assert_array_equal(by_keyword(x=np.ones(2, np.float32)), [2.0, 2.0])

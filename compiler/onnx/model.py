@@ -63,7 +63,8 @@ class OnnxFunction(CompiledFunction):
         return (), kwargs
 
     def __call__(self, *args, out=None, **kwargs):
-        args, kwargs = self._bound(args, kwargs)
+        if kwargs or self._random_calls is not None or self._static:
+            args, kwargs = self._bound(args, kwargs)
         result = super().__call__(*args, out=out, **kwargs)
         return tuple(np.asarray(r) if isinstance(r, np.generic) else r for r in result)
 
