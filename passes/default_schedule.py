@@ -119,10 +119,9 @@ def _default_schedule(function, vector_bits: int, threads: bool, skip) -> Schedu
                 if _contains_loops(loop):
                     jam_vector_reductions(function, name, vector_bits, schedule)
                     break  # an outer loop vectorized: the loops inside it are done
-    work = {}  # operations per kernel, as vectorized (remainder nests included)
-    for nest in kernels(function):
-        kernel = A.kernel_of(nest)
-        work[kernel] = work.get(kernel, 0) + _work(nest)
+    # Each nest is one fork and join of its own, so each must pay for it alone: a kernel's
+    # remainder nest (the two vectors left over from a 2492-vector loop) stays on one thread
+    # beside a main nest that goes parallel.
     for nest in list(kernels(function)):
         name = A.loop_name(nest)
         if name.split(".")[0] in skip:
@@ -132,7 +131,7 @@ def _default_schedule(function, vector_bits: int, threads: bool, skip) -> Schedu
             and isinstance(nest, A.ForOp)
             and nest.constant_bounds
             and nest.upper >= 2
-            and work.get(name.split(".")[0], 0) >= PARALLEL_MIN_WORK
+            and _work(nest) >= PARALLEL_MIN_WORK
         ):
             _try(function, schedule, ("parallel", name))
     return schedule

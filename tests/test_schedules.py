@@ -126,6 +126,20 @@ def test_default_schedules_vectorize_and_register_block_a_matmul():
     assert "iter_args(%acc0 = " in text and "vector<" in text
 
 
+def test_a_remainder_nest_stays_on_one_thread_beside_its_parallel_main_nest():
+    """Each nest is its own fork and join: the default schedule parallelizes a nest by its own
+    work (passes/default_schedule.py, PARALLEL_MIN_WORK), so the few elements a vector loop
+    leaves over do not wake the thread pool a second time."""
+    from kiln.passes.default_schedule import PARALLEL_MIN_WORK
+
+    size = 8 * PARALLEL_MIN_WORK + 3  # float32 in 256-bit vectors: 8 lanes, three left over
+    text = kiln.compile(lambda x: np.sqrt(x) * 2 + 1).lower(kiln.f32[size]).text("scheduled", locations=False)
+    if "affine.parallel" not in text:
+        pytest.skip("no thread pool: the default schedule parallelizes nothing")
+    assert "affine.parallel (%k0.i) = (0) to" in text
+    assert "affine.for %k0.i.tail = 0 to 3 {" in text and "affine.parallel (%k0.i.tail)" not in text
+
+
 def test_schedules_print_go_to_yaml_and_replay():
     schedule = Schedule().tile(["k0.i", "k0.j"], [4, 8]).split("k0.j.o", 2).parallel("k0.i.o")
     text = schedule.to_yaml()
