@@ -103,8 +103,16 @@ def _numpy_layout():
         or ctypes.c_int.from_address(base + offsets["flags"]).value != probe.flags.num
     ):
         return None
+    number = 1.5  # PyFloatObject (floatobject.h): the object header, then the double ob_fval
+    if (
+        word.from_address(id(number) + 8).value != id(float)
+        or ctypes.c_double.from_address(id(number) + 16).value != 1.5
+    ):
+        return None
     return {
         **offsets,
+        "ob_fval": 16,
+        "float": id(float),
         "ndarray": id(np.ndarray),
         "PyArray_Empty": ctypes.c_void_p.from_address(table + 8 * empty_slot).value,
         "Py_IncRef": _c_api("Py_IncRef"),
@@ -134,12 +142,15 @@ def _empty_slot() -> int | None:
     return int(found.group(1)) if found else None
 
 
-def make_entry(kernel_address: int, input_specs, output_specs, miss, as_tuple: bool = True):
+def make_entry(kernel_address: int, input_specs, output_specs, miss, as_tuple: bool = True, floats=()):
     """``(entry, keep)``: a builtin function ``entry(*arrays)`` that calls the kernel at
     `kernel_address` (``int32_t f(void *in..., void *out...)``) on plain arrays of
     `input_specs` and returns fresh arrays of `output_specs` ((shape, dtype) pairs;
     zero-dimensional ones as arrays), as a tuple, or the one result itself where
-    `as_tuple` is false; or `miss` where it cannot prove the call safe. `keep` must stay
+    `as_tuple` is false; or `miss` where it cannot prove the call safe. The inputs at the
+    positions `floats` are Python floats (weak scalars) instead, of a float32 or float64
+    spec of shape (): the entry converts them as ``np.asarray(x, dtype)`` does (the
+    nearest value, ties to even). `keep` must stay
     alive as long as the entry is used. None where this interpreter or numpy is not one
     whose layout was checked, or a dtype has no native descriptor."""
     layout = _numpy_layout()
@@ -147,6 +158,9 @@ def make_entry(kernel_address: int, input_specs, output_specs, miss, as_tuple: b
     if layout is None:
         return None
     descrs = []
+    for k, (shape, dtype) in enumerate(input_specs):
+        if k in floats and (shape != () or np.dtype(dtype) not in (np.float32, np.float64)):
+            return None
     for _, dtype in list(input_specs) + list(output_specs):
         dtype = np.dtype(dtype)
         if not dtype.isnative or dtype is not np.dtype(dtype.char):
@@ -154,7 +168,7 @@ def make_entry(kernel_address: int, input_specs, output_specs, miss, as_tuple: b
         descrs.append(id(dtype))
     if not as_tuple and len(output_specs) != 1:
         raise ValueError("only a single result can be returned as itself")
-    module = _entry_module(kernel_address, input_specs, output_specs, descrs, layout, count, as_tuple)
+    module = _entry_module(kernel_address, input_specs, output_specs, descrs, layout, count, as_tuple, set(floats))
     with LLVM_LOCK:
         code = host_target_machine().emit_object(llvm.parse_assembly(str(module)))
     loaded = LoadedObject(code)
@@ -167,7 +181,7 @@ def make_entry(kernel_address: int, input_specs, output_specs, miss, as_tuple: b
     return new(ctypes.addressof(definition), miss, None), (definition, loaded)
 
 
-def _entry_module(kernel_address, input_specs, output_specs, descrs, layout, count, as_tuple) -> ir.Module:
+def _entry_module(kernel_address, input_specs, output_specs, descrs, layout, count, as_tuple, floats) -> ir.Module:
     module = ir.Module("kiln_entry")
     module.triple = llvm.get_process_triple()
     entry = ir.Function(module, ir.FunctionType(_i8p, [_i8p, _i8p.as_pointer(), _i64]), "entry")
@@ -193,6 +207,8 @@ def _entry_module(kernel_address, input_specs, output_specs, descrs, layout, cou
     # The reference counting calls first: the miss block uses them, so they must dominate it.
     incref = c_function("Py_IncRef", ir.VoidType(), _i8p)
     decref = c_function("Py_DecRef", ir.VoidType(), _i8p)
+    # A Python float's value, converted, lives in this call's frame while the kernel reads it.
+    scalars = {k: b.alloca(_float_type(input_specs[k][1])) for k in sorted(floats)}
 
     # Arguments: the count, then each array's type, dimensions, shape, descriptor and flags.
     require(equal(nargs, len(input_specs)))
@@ -200,6 +216,14 @@ def _entry_module(kernel_address, input_specs, output_specs, descrs, layout, cou
     for k, (shape, _) in enumerate(input_specs):
         array = b.load(b.gep(args, [ir.Constant(_i64, k)]))
         type_ = b.load(b.bitcast(b.gep(array, [ir.Constant(_i64, 8)]), _i64.as_pointer()))
+        if k in scalars:
+            require(equal(type_, layout["float"]))
+            value = field(array, "ob_fval", ir.DoubleType())
+            if scalars[k].type.pointee != value.type:
+                value = b.fptrunc(value, scalars[k].type.pointee)  # IEEE round to nearest, ties to even
+            b.store(value, scalars[k])
+            pointers.append(b.bitcast(scalars[k], _i8p))
+            continue
         require(equal(type_, layout["ndarray"]))
         require(equal(field(array, "nd", _i32), len(shape)))
         dims = field(array, "dimensions", _i64.as_pointer())
@@ -263,6 +287,10 @@ def _entry_module(kernel_address, input_specs, output_specs, descrs, layout, cou
     b.call(incref, [miss_object])
     b.ret(miss_object)
     return module
+
+
+def _float_type(dtype):
+    return ir.FloatType() if np.dtype(dtype) == np.float32 else ir.DoubleType()
 
 
 def c_function_at(b: ir.IRBuilder, address: int, result, *params):

@@ -92,15 +92,46 @@ def test_another_dtype_or_shape_is_a_new_signature():
     assert len(f._plain_calls.table) == 3
 
 
-def test_python_scalars_stay_weak_and_never_reach_the_fast_path():
+def test_python_floats_stay_weak_on_the_fast_path_and_ints_take_the_checked_one():
     f = kiln.compile(lambda x, s: x + s)
-    x = np.arange(4, dtype=np.float32)
+    x = np.array([1.0, -0.0, np.inf, 3e38], np.float32)
     assert f(x, 2.0).dtype == np.float32  # a Python float is weak (NEP 50)
     assert f(x, np.array(2.0)).dtype == np.float64  # a 0-d float64 array is not
     assert f(x, np.array(2.0)).dtype == np.float64
     checked = spy_on_checked_path(f)
-    assert f(x, 2.0).dtype == np.float32
-    assert len(checked) == 1
+    for value in (2.0, 0.1, -0.0, 1e-46, float("nan"), float("inf"), 3.4028235e38):
+        got = f(x, value)
+        assert got.dtype == np.float32
+        with np.errstate(over="ignore"):
+            np.testing.assert_array_equal(got, x + np.float32(value))  # numpy's rounding of the float
+    with np.errstate(over="ignore"):
+        assert np.isinf(f(x, 1e300)).all()  # beyond float32: infinity, as the checked path converts it
+    assert checked == []
+    assert f(x, 2).dtype == np.float32 and len(checked) == 1  # ints: numpy checks their values
+
+
+def test_pytrees_of_arrays_and_floats_take_the_fast_path():
+    step = kiln.compile(lambda p, x, lr: (np.sum(x @ p["w"] + p["b"]), {k: v * (1 - lr) for k, v in p.items()}))
+    params = {"w": np.ones((3, 2), np.float32), "b": np.arange(2, dtype=np.float32)}
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    step(params, x, 0.5)
+    checked = spy_on_checked_path(step)
+    loss, new = step(params, x, 0.25)
+    assert checked == []
+    assert type(loss) is np.float32 and loss == np.sum(x @ params["w"] + params["b"])
+    assert sorted(new) == ["b", "w"]
+    np.testing.assert_array_equal(new["w"], params["w"] * np.float32(0.75))
+    np.testing.assert_array_equal(new["b"], params["b"] * np.float32(0.75))
+    # Another container type, another key, an int: the checked path, with the same results.
+    from collections import OrderedDict
+
+    for other, lr in ((OrderedDict(params), 0.25), ({**params, "c": params["b"]}, 0.25), (params, 1)):
+        loss, new = step(other, x, lr)
+        assert loss == np.sum(x @ params["w"] + params["b"])
+        np.testing.assert_array_equal(new["w"], params["w"] * np.float32(1 - lr))
+    assert len(checked) == 3
+    step({"w": params["w"], "b": params["b"][::-1]}, x, 0.25)  # a view: the checked path copies it
+    assert len(checked) == 4
 
 
 def test_numpy_scalars_lists_and_0d_arrays():
@@ -123,7 +154,7 @@ def test_size_0_arrays():
         assert result.shape == (0, 3) and result.dtype == np.float32
 
 
-def test_keywords_out_and_pytrees_take_the_checked_path():
+def test_keywords_and_out_take_the_checked_path():
     f = kiln.compile(lambda x, y: x - y)
     x, y = np.arange(4, dtype=np.float32), np.ones(4, np.float32)
     f(x, y)
@@ -136,7 +167,7 @@ def test_keywords_out_and_pytrees_take_the_checked_path():
     g = kiln.compile(lambda p: p["a"] + p["b"])
     g({"a": x, "b": y})
     np.testing.assert_array_equal(g({"a": x, "b": y}), x + y)
-    assert g._plain_calls.table == {}
+    assert g._plain_calls.table == {} and len(g._plain_calls.structured) == 1  # found by its structure
 
 
 def test_out_overlapping_an_input_after_plain_calls():

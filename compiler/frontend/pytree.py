@@ -95,3 +95,47 @@ def unflatten(treedef: TreeDef, leaves):
     if next(leaves, _END) is not _END:
         raise ValueError("too many leaves for the tree structure")
     return result
+
+
+def reader(treedef: TreeDef):
+    """A function of a tree that returns its leaves when the tree has exactly `treedef`'s
+    structure with exactly its container types (a dict is a dict with those keys, a tuple is
+    a tuple, not a subclass), else None: flatten for one known structure, without building
+    its TreeDef again (a compiled function's fast path of calls)."""
+
+    def build(node: TreeDef):
+        if node.kind == "leaf":
+            return lambda value, out: out.append(value) or True
+        if node.kind == "none":
+            return lambda value, out: value is None
+        children = [build(child) for child in node.children]
+        if node.kind == "dict":
+            keys = node.aux
+
+            def read_dict(value, out):
+                if type(value) is not dict or len(value) != len(keys):
+                    return False
+                try:
+                    return all(child(value[key], out) for key, child in zip(keys, children))
+                except KeyError:
+                    return False
+
+            return read_dict
+        kind = {"tuple": tuple, "list": list}.get(node.kind, node.aux)  # a namedtuple: its class
+
+        def read_sequence(value, out):
+            return (
+                type(value) is kind
+                and len(value) == len(children)
+                and all(child(item, out) for item, child in zip(value, children))
+            )
+
+        return read_sequence
+
+    read = build(treedef)
+
+    def leaves(tree):
+        out = []
+        return out if read(tree, out) else None
+
+    return leaves
