@@ -222,3 +222,29 @@ def test_results_keep_numpys_structure_and_types_through_the_entry(fn):
     for g, w in zip(got_leaves, want_leaves):
         assert type(g) is type(w)
         np.testing.assert_array_equal(g, w)
+
+
+def test_a_structure_reader_takes_exactly_its_structure():
+    """pytree.reader, the fast path's flatten: the leaves of a tree of the same structure and
+    container types, in flatten's order; None for anything else."""
+    import collections
+
+    from kiln.frontend import pytree
+
+    Pair = collections.namedtuple("Pair", "a b")
+    tree = ({"w": 1, "b": [2, None, Pair(3, 4)]}, 5)
+    leaves, treedef = pytree.flatten(tree)
+    read = pytree.reader(treedef)
+    assert read(tree) == leaves == [2, 3, 4, 1, 5]
+    assert read(({"b": [6, None, Pair(7, 8)], "w": 9}, 0)) == [6, 7, 8, 9, 0]  # dict order is irrelevant
+    for other in (
+        [{"w": 1, "b": [2, None, Pair(3, 4)]}, 5],  # a list for the tuple
+        ({"w": 1, "b": [2, None, (3, 4)]}, 5),  # a tuple for the namedtuple
+        ({"w": 1, "b": [2, 0, Pair(3, 4)]}, 5),  # a leaf for None
+        ({"w": 1, "c": [2, None, Pair(3, 4)]}, 5),  # another key
+        ({"w": 1, "b": [2, None, Pair(3, 4)], "c": 0}, 5),  # one key more
+        (collections.OrderedDict(w=1, b=[2, None, Pair(3, 4)]), 5),  # a dict subclass
+        ({"w": 1, "b": [2, None]}, 5),  # a shorter list
+        ({"w": 1, "b": [2, None, Pair(3, 4)]},),  # a shorter tuple
+    ):
+        assert read(other) is None, other
