@@ -30,12 +30,17 @@ _this_thread = threading.local()  # .count: what this thread last gave omp_set_n
 _count_cell = ctypes.c_int32(0)
 
 
-# libgomp's default spin is 300,000 `pause`s (7 ms or more on current x86 cores) after every parallel
-# loop. A process that also runs numpy pays for it: kiln's idle thread keeps a core from the
-# OpenBLAS call that follows, and on a loaded machine a spinning thread starves the one it waits
-# for. 3,000 (~0.1 ms) is meant to span the serial gaps between the parallel loops of one call,
-# so that kiln alone keeps its speed (bench/targets_threads.py and bench/run.py measure both).
-SPIN_COUNT = 3000
+# libgomp's default spin is 300,000 `pause`s (9 ms at the 30 ns a `pause` takes on Zen 5) after every
+# parallel loop. A process that also runs numpy pays for it: kiln's idle thread keeps a core from
+# the OpenBLAS call that follows, and on a loaded machine a spinning thread starves the one it waits
+# for. Too short a spin costs more: a worker that sleeps between calls is woken by the calling
+# thread, and Linux often wakes it on the caller's own core (measured on a 2-core machine:
+# np.convolve of 10 000 points took 35 us a call with the worker on the other core and 250 us once
+# they shared one, each thread then spinning at the join while the other waited for the core).
+# 30,000 (~0.9 ms) keeps the worker awake, and on its own core, across the calls of a loop and the
+# serial gaps between the parallel loops of one call; a loop alternating kiln and numpy's BLAS pays
+# the same as with 3,000 (bench/targets_threads.py, beside_numpy: 1.12x against 1.15x).
+SPIN_COUNT = 30000
 _loading = threading.Lock()  # the environment is the process's: one loader changes it at a time
 
 
