@@ -33,6 +33,7 @@ again and raises the error the status stands for.
 from __future__ import annotations
 
 import operator
+import threading
 
 import numpy as np
 
@@ -86,8 +87,9 @@ class PlainCalls:
         plain = self.lookup(args)
         if plain is None:
             return MISS
-        self.entry = plain.entry
-        return plain(args)
+        self.entry = plain.entry()
+        result = self.entry(*args)
+        return plain(args) if result is MISS else result
 
 
 class PlainCall:
@@ -108,7 +110,9 @@ class PlainCall:
         self._single = out_treedef == pytree.LEAF
         self._out_treedef = out_treedef
         self._executable = executable  # the code the entry calls lives as long as this
-        self.entry = self._entry(executable, flat)
+        self._flat = flat
+        self._entry = None
+        self._making = threading.Lock()
 
     @classmethod
     def of(cls, call, args: tuple, kwargs: dict, executable, traced):
@@ -120,6 +124,8 @@ class PlainCall:
         leaves, treedef = pytree.flatten(args)
         if treedef != call.treedef or len(leaves) != len(call.leaves):
             return None
+        if pytree.reader(treedef)(args) is None:
+            return None  # a container subclass (OrderedDict, a tuple subclass): later calls could not find it
         if any(leaf is not bound for leaf, bound in zip(leaves, call.leaves)):
             return None  # defaults, variadic parameters or conversions: not the arguments as given
         specs = list(executable.input_specs)
@@ -170,9 +176,17 @@ class PlainCall:
                 return None
         return leaves
 
-    def _entry(self, executable, flat: bool):
+    def entry(self):
         """entry(*args): the call in generated code (runtime/cpython_entry.py) where this
-        interpreter allows, else this object's own path; results in the function's structure."""
+        interpreter allows, else this object's own path; results in the function's structure.
+        Made when first asked for, which is the signature's second call: code called once
+        does not pay for generating it (some milliseconds)."""
+        with self._making:  # threads meeting here make it once
+            if self._entry is None:
+                self._entry = self._make_entry(self._executable, self._flat)
+        return self._entry
+
+    def _make_entry(self, executable, flat: bool):
         made = cpython_entry.make_entry(
             executable.native.address,
             self._input_specs,
@@ -180,10 +194,11 @@ class PlainCall:
             MISS,
             as_tuple=not self._single,
             floats=self._floats,
+            keep=(executable,),
         )
         if made is None:
             return self._python_entry
-        native, self._keep = made
+        native = made
         scalars = any(not shape for shape, _ in self._output_specs)
         tuple_of_leaves = pytree.TreeDef("tuple", None, (pytree.LEAF,) * len(self._output_specs))
         if flat and not scalars and (self._single or self._out_treedef == tuple_of_leaves):

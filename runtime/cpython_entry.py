@@ -44,7 +44,7 @@ import numpy as np
 from llvmlite import ir
 
 from kiln.runtime import threads
-from kiln.runtime.native import LLVM_LOCK, LoadedObject, host_target_machine
+from kiln.runtime.native import LLVM_LOCK, LoadedObject
 
 # numpy's array flags (ndarraytypes.h) and CPython's calling convention (methodobject.h).
 NPY_ARRAY_C_CONTIGUOUS = 0x0001
@@ -65,6 +65,18 @@ class _MethodDef(ctypes.Structure):
         ("ml_flags", ctypes.c_int),
         ("ml_doc", ctypes.c_char_p),
     ]
+
+
+@functools.lru_cache(maxsize=None)
+def _target_machine():
+    """The host's target machine without optimization: an entry is a straight line of loads,
+    compares and calls, which LLVM's fast instruction selector emits in a few milliseconds
+    (at -O3 it took 35-65 ms). Use under LLVM_LOCK."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    return llvm.Target.from_triple(llvm.get_process_triple()).create_target_machine(
+        cpu=llvm.get_host_cpu_name(), opt=0, reloc="pic", codemodel="default"
+    )
 
 
 def _c_api(name: str) -> int:
@@ -103,7 +115,11 @@ def _numpy_layout():
         or ctypes.c_int.from_address(base + offsets["flags"]).value != probe.flags.num
     ):
         return None
-    number = 1.5  # PyFloatObject (floatobject.h): the object header, then the double ob_fval
+    number = 1.5
+    pair = (probe, number)  # PyTupleObject (tupleobject.h): the object header, ob_size, then ob_item[]
+    if word.from_address(id(pair) + 24).value != id(probe):
+        return None
+    # PyFloatObject (floatobject.h): the object header, then the double ob_fval
     if (
         word.from_address(id(number) + 8).value != id(float)
         or ctypes.c_double.from_address(id(number) + 16).value != 1.5
@@ -112,6 +128,7 @@ def _numpy_layout():
     return {
         **offsets,
         "ob_fval": 16,
+        "ob_item": 24,
         "float": id(float),
         "ndarray": id(np.ndarray),
         "PyArray_Empty": ctypes.c_void_p.from_address(table + 8 * empty_slot).value,
@@ -142,17 +159,18 @@ def _empty_slot() -> int | None:
     return int(found.group(1)) if found else None
 
 
-def make_entry(kernel_address: int, input_specs, output_specs, miss, as_tuple: bool = True, floats=()):
-    """``(entry, keep)``: a builtin function ``entry(*arrays)`` that calls the kernel at
+def make_entry(kernel_address: int, input_specs, output_specs, miss, as_tuple: bool = True, floats=(), keep=()):
+    """A builtin function ``entry(*arrays)`` that calls the kernel at
     `kernel_address` (``int32_t f(void *in..., void *out...)``) on plain arrays of
     `input_specs` and returns fresh arrays of `output_specs` ((shape, dtype) pairs;
     zero-dimensional ones as arrays), as a tuple, or the one result itself where
     `as_tuple` is false; or `miss` where it cannot prove the call safe. The inputs at the
     positions `floats` are Python floats (weak scalars) instead, of a float32 or float64
     spec of shape (): the entry converts them as ``np.asarray(x, dtype)`` does (the
-    nearest value, ties to even). `keep` must stay
-    alive as long as the entry is used. None where this interpreter or numpy is not one
-    whose layout was checked, or a dtype has no native descriptor."""
+    nearest value, ties to even). The function owns `keep` (the objects that own the
+    kernel's code) and its own code, so they live as long as it does. None where this
+    interpreter or numpy is not one whose layout was checked, or a dtype has no native
+    descriptor."""
     layout = _numpy_layout()
     count = threads.count_cell()
     if layout is None:
@@ -170,24 +188,27 @@ def make_entry(kernel_address: int, input_specs, output_specs, miss, as_tuple: b
         raise ValueError("only a single result can be returned as itself")
     module = _entry_module(kernel_address, input_specs, output_specs, descrs, layout, count, as_tuple, set(floats))
     with LLVM_LOCK:
-        code = host_target_machine().emit_object(llvm.parse_assembly(str(module)))
+        code = _target_machine().emit_object(llvm.parse_assembly(str(module)))
     loaded = LoadedObject(code)
     definition = _MethodDef(b"kiln_entry", loaded.global_address("entry"), METH_FASTCALL, None)
     new = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p)(
         layout["PyCFunction_NewEx"]
     )
-    # A builtin function points at its PyMethodDef and code without owning them: the caller keeps
-    # them (and the kernel's own code) alive as long as it keeps the function.
-    return new(ctypes.addressof(definition), miss, None), (definition, loaded)
+    # A builtin function points at its PyMethodDef and code without owning them; it owns its
+    # `self`, so `self` holds them (and the kernel's owners), with `miss` first for the code to
+    # return. Any thread may drop the caller's last other reference while a call runs.
+    return new(ctypes.addressof(definition), (miss, definition, loaded, *keep), None)
 
 
 def _entry_module(kernel_address, input_specs, output_specs, descrs, layout, count, as_tuple, floats) -> ir.Module:
     module = ir.Module("kiln_entry")
     module.triple = llvm.get_process_triple()
     entry = ir.Function(module, ir.FunctionType(_i8p, [_i8p, _i8p.as_pointer(), _i64]), "entry")
-    miss_object, args, nargs = entry.args
+    owner, args, nargs = entry.args
     b = ir.IRBuilder(entry.append_basic_block("entry"))
     miss_block = entry.append_basic_block("miss")
+    # self is the tuple (miss, ...): its first item, PyTuple_GET_ITEM(self, 0).
+    miss_object = b.load(b.bitcast(b.gep(owner, [ir.Constant(_i64, layout["ob_item"])]), _i8p.as_pointer()))
 
     def c_function(name, result, *params):
         return c_function_at(b, layout[name], result, *params)

@@ -181,16 +181,15 @@ def test_the_kernel_address_is_called_with_inputs_then_outputs():
         ctypes.memmove(out, a, 8)
         return 0
 
-    made = cpython_entry.make_entry(
+    entry = cpython_entry.make_entry(
         ctypes.cast(kernel, ctypes.c_void_p).value,
         [((2,), np.dtype(np.int32)), ((1,), np.dtype(np.int8))],
         [((2,), np.dtype(np.int32))],
         plain_call.MISS,
         as_tuple=False,
     )
-    if made is None:
+    if entry is None:
         pytest.skip("no entry on this interpreter")
-    entry, _keep = made
     a, b = np.array([7, -9], np.int32), np.zeros(1, np.int8)
     out = entry(a, b)
     np.testing.assert_array_equal(out, a)
@@ -248,3 +247,35 @@ def test_a_structure_reader_takes_exactly_its_structure():
         ({"w": 1, "b": [2, None, Pair(3, 4)]},),  # a shorter tuple
     ):
         assert read(other) is None, other
+
+
+RACE = """
+import threading, numpy as np, kiln
+for trial in range(12):
+    f = kiln.compile(lambda x: np.tanh(x) * 2)  # a new function each time: its first calls race
+    x = np.ones((16, 16), np.float32)
+    for count in (3, 2):
+        barrier = threading.Barrier(count)
+        def work():
+            barrier.wait()
+            for _ in range(20):
+                assert np.array_equal(f(x), np.tanh(x) * 2)
+        workers = [threading.Thread(target=work) for _ in range(count)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+print("done")
+"""
+
+
+def test_threads_registering_one_signature_at_once_keep_every_entry_alive():
+    """Threads whose first calls of a signature meet each register a PlainCall, replacing one
+    another's; an entry the others still call must own its code (it segfaulted when the
+    PlainCall that made it was dropped). In a child process, so a crash is a failure."""
+    import subprocess
+
+    result = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", RACE], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0 and result.stdout.strip() == "done", result.stderr[-3000:]

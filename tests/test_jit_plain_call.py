@@ -134,6 +134,26 @@ def test_pytrees_of_arrays_and_floats_take_the_fast_path():
     assert len(checked) == 4
 
 
+def test_container_subclasses_take_the_checked_path_and_register_nothing():
+    """pytree.flatten takes an OrderedDict or a tuple subclass as a dict or a tuple, but the fast
+    path's reader takes only the exact types: registering such a call would add a PlainCall
+    that no later call finds, one per call."""
+    from collections import OrderedDict, defaultdict
+
+    f = kiln.compile(lambda d: d["a"] * 2 + d["b"])
+    x = np.ones(4, np.float32)
+    f({"a": x, "b": x})
+    f({"a": x, "b": x})
+    Pair = type("Pair", (tuple,), {})
+    for _ in range(5):
+        np.testing.assert_array_equal(f(OrderedDict(a=x, b=x)), x * 3)
+        np.testing.assert_array_equal(f(defaultdict(None, a=x, b=x)), x * 3)
+    g = kiln.compile(lambda p: p[0] - p[1])
+    for _ in range(5):
+        np.testing.assert_array_equal(g(Pair((x, x))), x - x)
+    assert len(f._plain_calls.structured) == 1 and not g._plain_calls.structured and not g._plain_calls.table
+
+
 def test_numpy_scalars_lists_and_0d_arrays():
     f = kiln.compile(lambda x: x * 2)
     zero_d = np.array(3, np.float32)
