@@ -31,7 +31,8 @@ ALLOWED = {
 # The tools the driver may use: the pipeline reads tuned schedules, and CompiledFunction.profile.
 DRIVER_USES_TOOLS = {"kiln.tools.tuning_db", "kiln.tools.profiler"}
 # Private attributes of other libraries' objects that their own APIs name with an underscore.
-FOREIGN_PRIVATE_API = {"_fields", "_getframe", "_asdict", "_replace"}
+# numpy's _ARRAY_API is its C-API table, the capsule every extension's import_array() reads.
+FOREIGN_PRIVATE_API = {"_fields", "_getframe", "_asdict", "_replace", "_ARRAY_API"}
 
 # Imports inside functions, each with the reason it is late. Nothing here may break a cycle.
 LATE_IMPORTS = {
