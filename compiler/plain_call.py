@@ -45,6 +45,11 @@ MISS = object()  # the fast path could not prove the call safe: take the checked
 _shape_and_dtype = operator.attrgetter("shape", "dtype")
 
 
+def _tuple_of_leaves(count: int) -> pytree.TreeDef:
+    """The structure of `count` plain positional arguments, or of a flat tuple of results."""
+    return pytree.TreeDef("tuple", None, (pytree.LEAF,) * count)
+
+
 def _missed(*args):
     return MISS
 
@@ -99,7 +104,7 @@ class PlainCall:
 
     def __init__(self, executable, in_treedef: pytree.TreeDef, floats: frozenset, out_treedef: pytree.TreeDef):
         self._input_specs = tuple(executable.input_specs)
-        flat = in_treedef == pytree.TreeDef("tuple", None, (pytree.LEAF,) * len(self._input_specs))
+        flat = in_treedef == _tuple_of_leaves(len(self._input_specs))
         self.key = self._input_specs if flat and not floats else None
         self._read = pytree.reader(in_treedef)
         self._floats = floats  # positions of the leaves that are Python floats
@@ -145,7 +150,7 @@ class PlainCall:
         the first len(specs) parameters, none of them static or variadic."""
         if call.static or getattr(executable, "native", None) is None or any(s.weak for s in specs):
             return None
-        flat = pytree.TreeDef("tuple", None, (pytree.LEAF,) * len(specs))
+        flat = _tuple_of_leaves(len(specs))
         if call.treedef != flat:
             return None
         positional = [
@@ -200,7 +205,7 @@ class PlainCall:
             return self._python_entry
         native = made
         scalars = any(not shape for shape, _ in self._output_specs)
-        tuple_of_leaves = pytree.TreeDef("tuple", None, (pytree.LEAF,) * len(self._output_specs))
+        tuple_of_leaves = _tuple_of_leaves(len(self._output_specs))
         if flat and not scalars and (self._single or self._out_treedef == tuple_of_leaves):
             return native
         read, results = self._read, self._results

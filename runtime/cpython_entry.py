@@ -5,7 +5,8 @@ runs: the compiled function's ``__call__``, a dictionary lookup by the arguments
 and dtypes, a cffi pointer per array, ``np.empty`` per result, the thread count, the
 cffi call. For kernels of a few microseconds (an embedding lookup, a small layer) that
 is most of the time. An *entry* does all of it in generated code:
-``PyObject *entry(PyObject *miss, PyObject *const *args, Py_ssize_t nargs)``, a
+``PyObject *entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)`` (`self` a
+tuple whose first item is the caller's miss sentinel and whose others own the code), a
 ``METH_FASTCALL`` builtin (the convention CPython's own builtins use), generated as LLVM
 IR for one signature. Per call it
 
