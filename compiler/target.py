@@ -93,7 +93,13 @@ class Target:
         recipe is a thread per element (the grid-stride mapping of the CUDA printer)."""
         if self.gpu:
             return gpu_default_schedule(function, skip=skip)
-        return default_schedule(function, llvm_target.vector_bits(), threads.available(), skip=skip)
+        return default_schedule(
+            function,
+            llvm_target.vector_bits(),
+            threads.available(),
+            skip=skip,
+            registers=llvm_target.vector_registers(),
+        )
 
     def fingerprint(self) -> str:
         """The key of this target's tuning records: the host CPU's (a hash of its triple, name,

@@ -6,8 +6,8 @@ loops, reductions along the contiguous axis (with a vector accumulator) and,
 where the innermost loop cannot be, an outer one (matmul along its columns,
 its reduction over k carrying vectors); then run the outermost loop in
 parallel if the kernel does enough work to pay for waking the thread pool.
-``default_schedule(function, vector_bits=256, threads=False)`` (AVX2's 8 float32 lanes, no
-thread pool; the pass ``default-schedule{vector-bits=256 threads=false}``). Before::
+``default_schedule(function, vector_bits=256, threads=False)`` (AVX2's 8 float32 lanes and
+16 registers, no thread pool; the pass ``default-schedule{vector-bits=256 threads=false}``). Before::
 
     func.func @scale(%x: memref<4x20xf32>, %c: memref<f32>, %out0: memref<4x20xf32>) attributes {kiln.buffers = ["x", "c", "out0"]} {
       affine.for %k0.i = 0 to 4 {
@@ -70,11 +70,12 @@ from .schedule import Schedule, apply_step, find_loop, kernels, trial_copy
 PARALLEL_MIN_WORK = 1 << 18
 
 
-def default_schedule(function, vector_bits: int = 256, threads: bool = True, skip=()) -> Schedule:
+def default_schedule(function, vector_bits: int = 256, threads: bool = True, skip=(), registers: int = 16) -> Schedule:
     """Choose and apply a schedule to `function` (affine level); returns the steps applied.
-    Kernels named in `skip` (``k0``, ...) are left alone."""
+    Kernels named in `skip` (``k0``, ...) are left alone. `vector_bits` and `registers` are
+    the width and number of the target's vector registers (AVX2's by default: 256 bits, 16)."""
     with collection_paused():
-        return _default_schedule(function, vector_bits, threads, skip)
+        return _default_schedule(function, vector_bits, threads, skip, registers)
 
 
 @declare_pass(
@@ -86,16 +87,23 @@ def default_schedule(function, vector_bits: int = 256, threads: bool = True, ski
     Option(
         "threads", bool, True, "run large kernels' outer loops in parallel (kiln.compile: when a thread pool exists)"
     ),
+    Option(
+        "vector-registers",
+        int,
+        16,
+        "how many vector registers the target has (kiln.compile: the host CPU's; 32 with AVX-512)",
+        power_of_two_from(8),
+    ),
 )
-def default_schedule_pass(module, vector_bits: int = 256, threads: bool = True):
+def default_schedule_pass(module, vector_bits: int = 256, threads: bool = True, vector_registers: int = 16):
     """default_schedule on each function of an affine-level module."""
     for function in module.body.ops:
         if isinstance(function, F.FuncOp):
-            default_schedule(function, vector_bits, threads)
+            default_schedule(function, vector_bits, threads, registers=vector_registers)
     return module
 
 
-def _default_schedule(function, vector_bits: int, threads: bool, skip) -> Schedule:
+def _default_schedule(function, vector_bits: int, threads: bool, skip, registers: int) -> Schedule:
     schedule = Schedule()
     done = {nest for nest in kernels(function) if A.kernel_of(nest) in skip}
     while True:  # steps can add nests (remainder loops): schedule those too
@@ -105,7 +113,7 @@ def _default_schedule(function, vector_bits: int, threads: bool, skip) -> Schedu
         nest = pending[0]
         done.add(nest)
         before = set(kernels(function))
-        if _matmul_recipe(function, nest, vector_bits, schedule):
+        if _matmul_recipe(function, nest, vector_bits, registers, schedule):
             # What the recipe made is scheduled, except remainder nests (rows left over).
             done.update(n for n in set(kernels(function)) - before if not A.loop_name(n).endswith(".tail"))
             continue
@@ -137,15 +145,26 @@ def _default_schedule(function, vector_bits: int, threads: bool, skip) -> Schedu
     return schedule
 
 
-MATMUL_ROWS, MATMUL_VECTORS = 8, 2  # 8 rows x 2 vectors: 16 vector registers of accumulators
+MATMUL_VECTORS = 2  # vectors of columns in a matmul's register block
+MAX_MATMUL_ROWS = 8  # 8 x 2 vectors on AVX-512's 32 registers runs at the FMA peak
 
 
-def _matmul_recipe(function, nest, vector_bits, schedule) -> bool:
+def matmul_rows(registers: int) -> int:
+    """Rows of a matmul's register block (rows x MATMUL_VECTORS vectors of accumulators) on a
+    machine with `registers` vector registers. Each k step also holds the vectors of B it
+    loaded and one broadcast element of A, so rows * vectors + vectors + 1 must fit: 6 rows on
+    AVX2's 16 (BLIS's 6x16 float32 kernel), 8 on 32. An 8-row block on 16 registers spills
+    accumulators every k step: matmul ran at a third of the FMA peak (docs/benchmarks.md)."""
+    fit = (registers - MATMUL_VECTORS - 1) // MATMUL_VECTORS
+    return max(1, min(MAX_MATMUL_ROWS, fit))
+
+
+def _matmul_recipe(function, nest, vector_bits, registers, schedule) -> bool:
     """For a kernel whose innermost result loop holds a reduction that cannot be vectorized
-    along itself (a matmul: k strides down B's columns): jam 8 rows into one k loop, put the
-    column loop outside them, vectorize it, and jam 2 vectors, so each k step updates an
-    8 x 2-vector block of accumulators held in registers; then pack each block of columns
-    of B into a contiguous tile."""
+    along itself (a matmul: k strides down B's columns): jam `matmul_rows` rows into one k
+    loop, put the column loop outside them, vectorize it, and jam 2 vectors, so each k step
+    updates a rows x 2-vector block of accumulators held in registers; then pack each block
+    of columns of B into a contiguous tile."""
     chain = root_chain(nest)
     if len(chain) < 2:
         return False
@@ -154,13 +173,14 @@ def _matmul_recipe(function, nest, vector_bits, schedule) -> bool:
     if len(inner) != 1 or not inner[0].inits or not rows.constant_bounds or not cols.constant_bounds:
         return False
     lanes = vector_bits // (8 * _widest_element(cols))
-    if rows.upper < MATMUL_ROWS or lanes < 2:
+    if rows.upper < MAX_MATMUL_ROWS or lanes < 2:
         return False
     i, j = A.loop_name(rows), A.loop_name(cols)
     if cols.upper < lanes * MATMUL_VECTORS:
         return _narrow_matmul(function, i, j, min(lanes, cols.upper), schedule)
+    block_rows = matmul_rows(registers)
     steps = [
-        ("unroll_jam", i, MATMUL_ROWS),
+        ("unroll_jam", i, block_rows),
         ("reorder", [j, f"{i}.u"]),
         ("vectorize", j, lanes),
         ("unroll_jam", j, MATMUL_VECTORS),
@@ -170,7 +190,7 @@ def _matmul_recipe(function, nest, vector_bits, schedule) -> bool:
         block = lanes * MATMUL_VECTORS
         panel = _row_reader(cols)
         steps = [
-            ("unroll_jam", i, MATMUL_ROWS),
+            ("unroll_jam", i, block_rows),
             ("reorder", [j, f"{i}.u"]),
             ("split", j, block),
             ("reorder", [f"{j}.o", f"{i}.u", f"{j}.i"]),
@@ -200,9 +220,10 @@ def _matmul_recipe(function, nest, vector_bits, schedule) -> bool:
 def _narrow_matmul(function, i, j, columns: int, schedule) -> bool:
     """Few columns (a layer with 10 outputs): 8 rows jammed around one vector of the
     widest power of two that fits the columns (the rest run as a remainder loop); rows
-    stay outermost, so the thread pool splits them."""
+    stay outermost, so the thread pool splits them. 8 accumulators, the loaded vector and
+    the broadcast fit 16 registers."""
     width = 1 << (columns.bit_length() - 1)
-    steps = [("unroll_jam", i, MATMUL_ROWS), ("vectorize", j, width)]
+    steps = [("unroll_jam", i, MAX_MATMUL_ROWS), ("vectorize", j, width)]
     if width < 4 or not _applies(function, steps):
         return False
     for step in steps:  # they applied to a verified copy (_applies)

@@ -166,7 +166,10 @@ def test_kiln_opt_with_the_compilers_pipeline_makes_its_stages(tmp_path, capsys,
     graph = ",".join(GRAPH_PASSES)
     status, out, _ = opt(capsys, str(path), "-p", f"{graph},lower-tensor-to-affine")
     assert status == 0 and out == print_ir(lowered.module("affine"), locations=False)
-    schedule = f"default-schedule{{vector-bits={llvm_target.vector_bits()} threads={str(threads.available()).lower()}}}"
+    schedule = (
+        f"default-schedule{{vector-bits={llvm_target.vector_bits()} threads={str(threads.available()).lower()} "
+        f"vector-registers={llvm_target.vector_registers()}}}"
+    )
     status, out, _ = opt(capsys, str(path), "-p", f"{graph},lower-tensor-to-affine,{schedule}")
     assert status == 0 and out == print_ir(lowered.module("scheduled"), locations=False)
 

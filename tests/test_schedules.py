@@ -1,12 +1,17 @@
 """Schedule primitives: results unchanged on sizes no factor divides, steps that
 print and replay, and clear refusals of illegal steps."""
 
+import re
+
 import numpy as np
 import pytest
 
 import kiln
 from kiln import Schedule, ScheduleError
 from kiln.codegen import llvm_target
+from kiln.dialects import print_ir
+from kiln.passes.default_schedule import matmul_rows
+from kiln.passes.registry import run_passes
 
 rng = np.random.default_rng(23)
 
@@ -122,8 +127,32 @@ def test_vectorize_makes_explicit_vector_code_and_a_scalar_remainder():
 
 def test_default_schedules_vectorize_and_register_block_a_matmul():
     text = kiln.compile(lambda a, b: a @ b).lower(kiln.f32[64, 64], kiln.f32[64, 64]).text("scheduled")
-    assert text.startswith("// schedule (default): unroll_jam(k0.i, 8); reorder([k0.j, k0.i.u]); vectorize(k0.j, ")
+    rows = matmul_rows(llvm_target.vector_registers())
+    assert text.startswith(
+        f"// schedule (default): unroll_jam(k0.i, {rows}); reorder([k0.j, k0.i.u]); vectorize(k0.j, "
+    )
     assert "iter_args(%acc0 = " in text and "vector<" in text
+
+
+@pytest.mark.parametrize("registers,rows", [(8, 2), (16, 6), (32, 8), (64, 8)])
+def test_a_matmuls_register_block_fits_the_vector_registers(registers, rows):
+    """rows x 2 accumulators, 2 loaded vectors of B and a broadcast of A: at most `registers`.
+    AVX2 has 16 (a 6 x 2 block, BLIS's), AVX-512 32; 16 accumulators on 16 registers spill."""
+    assert matmul_rows(registers) == rows
+    assert rows * 2 + 2 + 1 <= registers
+    module = kiln.compile(lambda a, b: a @ b).lower(kiln.f32[64, 64], kiln.f32[64, 64]).module("affine")
+    header = f"default-schedule{{vector-bits=256 threads=false vector-registers={registers}}}"
+    scheduled = print_ir(run_passes(module, [header]), locations=False)
+    # 64 rows in blocks of `rows`, the rest in a remainder loop
+    assert re.findall(r"affine.for %k0.i.u = 0 to (\d+) ", scheduled) == [str(64 // rows)]
+    assert ("%k0.i.tail = 0 to" in scheduled) == (64 % rows != 0)
+
+
+@pytest.mark.parametrize("m", [1, 5, 6, 7, 13, 64, 97])
+def test_matmuls_whose_rows_the_block_does_not_divide_match_numpy(m):
+    rng = np.random.default_rng(m)
+    a, b = rng.standard_normal((m, 37)).astype(np.float32), rng.standard_normal((37, 50)).astype(np.float32)
+    np.testing.assert_allclose(kiln.compile(lambda a, b: a @ b)(a, b), a @ b, rtol=1e-5, atol=1e-4)
 
 
 def test_a_remainder_nest_stays_on_one_thread_beside_its_parallel_main_nest():

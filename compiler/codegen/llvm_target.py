@@ -78,3 +78,12 @@ def vector_bits() -> int:
     if "+avx" in features or "+avx2" in features:
         return 256
     return 128
+
+
+def vector_registers() -> int:
+    """How many vector registers the host's instruction set names: 32 with AVX-512 (zmm0-31)
+    and on AArch64 (v0-v31), 16 on x86 without it (xmm/ymm0-15). A matmul's register block
+    must fit in them: 16 accumulators on a 16-register machine spill every k step."""
+    if "+avx512f" in host_features() or llvm.get_process_triple().startswith(("aarch64", "arm64")):
+        return 32
+    return 16
