@@ -9,6 +9,7 @@ import kiln
 from kiln.codegen import llvm_target
 from kiln.passes.cost_analysis import kernel_units
 from kiln.tools import profiler
+from kiln.tools.peak import Peak, fma_loop_ir, measure_peak
 from kiln.tools.profiler import _compile_probed, _ticks
 
 
@@ -182,3 +183,32 @@ def test_rates_of_a_kernel_with_no_time_print_as_a_dash():
     text = str(Profile("f", kernels=[row]))
     line = next(l for l in text.splitlines() if l.startswith("k0"))
     assert "~0" in line and " - " in line and "nan" not in text
+
+
+def test_a_kernels_share_of_the_measured_peak_counts_the_cores_it_ran_on():
+    peak = Peak(gflop_per_s=4.0, lanes=8, chains=12)
+    parallel = profiler.KernelProfile("k0", 1.0, 0.5, 8, 2_000_000_000, ["matmul"], cores=2)
+    serial = profiler.KernelProfile("k1", 1.0, 0.5, 8, 2_000_000_000, ["matmul"])
+    copy = profiler.KernelProfile("k2", 1.0, 0.5, 8, 0, ["copy"])
+    assert parallel.of_peak(4.0) == 0.25 and serial.of_peak(4.0) == 0.5 and copy.of_peak(4.0) is None
+    text = str(profiler.Profile("f", kernels=[parallel, serial, copy], peak=peak))
+    assert "peak 4.0 GFLOP/s a core (float32 FMA, measured: 12 chains of 8-lane vectors)" in text
+    rows = {line.split()[0]: line for line in text.splitlines()}
+    assert rows["k0"].endswith(" 25%  matmul") and rows["k1"].endswith(" 50%  matmul")
+    assert rows["k2"].endswith(" -  copy")
+
+
+def test_the_peak_loop_keeps_every_chain_and_measures_a_positive_rate():
+    text = fma_loop_ir(8, 12, llvm_target.host_target_machine().triple)
+    assert text.count("call <8 x float> @llvm.fma.v8f32") == 12
+    llvm_target.parse_and_verify(text)  # valid LLVM IR
+    peak = measure_peak()
+    assert peak.gflop_per_s > 0 and peak.lanes == llvm_target.vector_bits() // 32
+    assert peak.chains == min(16, llvm_target.vector_registers() - 4)
+    assert peak is measure_peak()  # measured once a process
+
+
+def test_a_profile_reports_the_peak_it_was_measured_against():
+    p = kiln.profile(kiln.compile(mlp), *args(), seconds=0.05)
+    assert p.peak is measure_peak()
+    assert "peak" in str(p).splitlines()[1] and all(0 < k.cores for k in p.kernels)

@@ -20,6 +20,7 @@ time or no work to divide, and a kernel the counter saw take no time as "~0".
 from __future__ import annotations
 
 import ctypes
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ import numpy as np
 from kiln.codegen import llvm_codegen, llvm_emitter, llvm_target
 from kiln.codegen.constant_pool import ConstantPool, pool_symbol
 from kiln.codegen.llvm_probes import NOW, TICKS
+from kiln.dialects import affine as A
 from kiln.dialects import tensor as T
 from kiln.errors import KilnError
 from kiln.passes.cost_analysis import buffer_bytes, count_flops, kernel_units
@@ -36,7 +38,10 @@ from kiln.passes.lower_tensor_to_affine import nest_origins
 from kiln.passes.memory_plan import is_kernel
 from kiln.passes.registry import run_passes
 from kiln.pipeline import run_pipeline
+from kiln.runtime import threads
 from kiln.runtime.native import LoadedObject
+
+from .peak import Peak, measure_peak
 
 
 @dataclass
@@ -47,6 +52,7 @@ class KernelProfile:
     bytes: int  # every buffer the kernel loads or stores, counted once
     flops: int  # floating-point operations its loops execute
     ops: list  # the tensor ops fused into it
+    cores: int = 1  # the cores it runs on: the thread pool's for a kernel with a parallel loop
 
     @property
     def gb_per_s(self) -> float | None:
@@ -56,6 +62,11 @@ class KernelProfile:
     @property
     def gflop_per_s(self) -> float | None:
         return self.flops / self.seconds / 1e9 if self.seconds > 0 else None
+
+    def of_peak(self, peak: float) -> float | None:
+        """Its GFLOP/s as a fraction of `peak` GFLOP/s a core times the cores it ran on."""
+        rate = self.gflop_per_s
+        return rate / (peak * self.cores) if rate is not None and self.flops and peak > 0 else None
 
 
 @dataclass
@@ -78,6 +89,7 @@ class Profile:
     arena_bytes: int | None = None
     kernels_before_fusion: int = 0
     kernels_after_fusion: int = 0
+    peak: Peak | None = None  # the host's measured float32 FMA peak, one core
 
     def __str__(self) -> str:
         lines = [
@@ -85,14 +97,19 @@ class Profile:
             f"({self.kernels_before_fusion} before fusion) in {_count(len(self.kernels), 'timed region')}, "
             + (f"arena {_size(self.arena_bytes)}" if self.arena_bytes is not None else "no arena"),
             f"{'kernel':8s} {'time':>10s} {'share':>7s} {'bytes':>9s} {'GB/s':>7s} {'GFLOP':>8s} "
-            f"{'GFLOP/s':>8s}  tensor ops",
+            f"{'GFLOP/s':>8s} {'peak':>5s}  tensor ops",
         ]
+        if self.peak is not None:
+            lines.insert(1, f"{self.peak}; a kernel's peak column is its share of it, times its cores")
+        peak = self.peak.gflop_per_s if self.peak is not None else 0.0
         for k in self.kernels:
             ops = ", ".join(k.ops)
             time = _ms(k.seconds) if k.seconds > 0 else "~0"
+            share = k.of_peak(peak)
             lines.append(
                 f"{k.name:8s} {time:>10s} {k.share:7.1%} {_size(k.bytes):>9s} "
-                f"{_rate(k.gb_per_s):>7s} {k.flops / 1e9:8.3f} {_rate(k.gflop_per_s):>8s}  {ops}"
+                f"{_rate(k.gb_per_s):>7s} {k.flops / 1e9:8.3f} {_rate(k.gflop_per_s):>8s} "
+                f"{'-' if share is None else f'{share:.0%}':>5s}  {ops}"
             )
         share = self.outside_seconds / self.native_seconds if self.native_seconds > 0 else 0.0
         lines.append(
@@ -151,6 +168,7 @@ def profile(compiled, *args, seconds: float = 2.0, **kwargs) -> Profile:
     function = module.body.ops[-1]
     units = kernel_units(function)
     costs = [(buffer_bytes(ops)[2], sum(count_flops(op) for op in ops)) for _, ops in units]  # before outlining
+    parallels = [any(isinstance(o, A.ParallelOp) for op in ops for o in op.walk()) for _, ops in units]
     loaded, native = _compile_probed(module, units, len(arrays), pipeline.target.codegen_passes)
     ticks, rate = _ticks(loaded, len(units) + 1), _counter_rate(loaded)
     native_seconds, call_seconds, per_call = _measure(
@@ -172,7 +190,11 @@ def profile(compiled, *args, seconds: float = 2.0, **kwargs) -> Profile:
     )
     plan = pipeline.memory_plan()
     result.arena_bytes = plan.arena_bytes if plan is not None else None
-    for (name, _), (accessed, flops), seconds_spent in zip(units, costs, spent):
+    result.peak = measure_peak()
+    # A parallel kernel's share of the peak is of the cores its threads can run on, no more.
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    pool = min(threads.thread_count(), cores) if threads.available() else 1
+    for (name, ops), (accessed, flops), seconds_spent, parallel in zip(units, costs, spent, parallels):
         result.kernels.append(
             KernelProfile(
                 name,
@@ -181,6 +203,7 @@ def profile(compiled, *args, seconds: float = 2.0, **kwargs) -> Profile:
                 accessed,
                 flops,
                 _tensor_ops(name, origins),
+                cores=pool if parallel else 1,
             )
         )
     return result
