@@ -79,7 +79,7 @@ def run_pipeline(
             if name == SCHEDULE:
                 module = (scheduler or Scheduler(target))(module, after_each)
             else:
-                module = run_passes(module, [name], after_each=after_each)
+                module = run_passes(module, [target.pass_spec(name)], after_each=after_each)
     return module
 
 
@@ -296,8 +296,9 @@ class Pipeline:
         stage is a deterministic function of these, so a second process that finds the key
         skips optimization, lowering, scheduling and LLVM altogether."""
         db = self.tuning_db()
+        later = [self.target.pass_spec(name) for stage, names in self.target.pipeline[1:] for name in names]
         options = (
-            f"passes={','.join(self.graph_passes)} schedule={self.requested_schedule!r} "
+            f"passes={','.join(self.graph_passes)} then={','.join(later)} schedule={self.requested_schedule!r} "
             f"tuning={db.digest() if db else None} debug={self.debug}"
         )
         host = f"{llvm_target.host_fingerprint()} threads={threads.available()}"

@@ -79,6 +79,13 @@ class Target:
     make_executable: Callable | None
     tuning: str | None
     codegen_passes: tuple = ()
+    host_options: Callable | None = None  # () -> {pass name: options}, decided on the host at run time
+
+    def pass_spec(self, name: str) -> str:
+        """Pass `name` of the pipeline as this target runs it: with the options it decides from
+        the host, if any (``lower-tensor-to-affine{vector-bits=512}`` on an AVX-512 CPU)."""
+        options = self.host_options().get(name) if self.host_options is not None else None
+        return f"{name}{{{options}}}" if options else name
 
     def __str__(self) -> str:
         return self.name
@@ -144,6 +151,13 @@ def gpu_description() -> str:
     return f"{p['name']}, compute capability {p['major']}.{p['minor']}, {p['multiprocessors']} SMs"
 
 
+def _cpu_pass_options() -> dict:
+    """The CPU's lowering rounds a convolution's columns to whole vectors of the host's width;
+    256 bits (AVX2) is the pass's default, so only another width is written out."""
+    bits = llvm_target.vector_bits()
+    return {} if bits == 256 else {"lower-tensor-to-affine": f"vector-bits={bits}"}
+
+
 def _cuda(emulate: bool) -> Target:
     return Target(
         name="cuda-emulate" if emulate else "cuda",
@@ -179,6 +193,7 @@ TARGETS = {
         make_executable=Executable,
         tuning="cpu",
         codegen_passes=CODEGEN_PASSES,
+        host_options=_cpu_pass_options,
     ),
     "interpret": Target(
         name="interpret",

@@ -49,7 +49,7 @@ from .lower_conv import lower_conv2d
 from .lower_indexed import LOWERINGS as INDEXED_LOWERINGS
 from .lower_scan import lower_scan
 from .lower_sort import lower_sort
-from .pass_spec import Option, declare_pass
+from .pass_spec import Option, declare_pass, power_of_two_from
 
 LOWERINGS: dict = {}
 
@@ -67,13 +67,23 @@ def lowers(*op_classes):
     "lower-tensor-to-affine",
     "lower tensor ops to affine loop nests over memrefs, one nest per kernel",
     Option("grid-sums", bool, False, "leave a whole-tensor float sum one loop, for a GPU to spread over its grid"),
+    Option(
+        "vector-bits",
+        int,
+        256,
+        "the width of the target's vector registers: a convolution's columns round up to whole vectors "
+        "(kiln.compile: the host CPU's)",
+        power_of_two_from(64),
+    ),
 )
-def lower_tensor_to_affine(module: builtin.ModuleOp, grid_sums: bool = False) -> builtin.ModuleOp:
+def lower_tensor_to_affine(
+    module: builtin.ModuleOp, grid_sums: bool = False, vector_bits: int = 256
+) -> builtin.ModuleOp:
     """Float sums become summation trees (see KernelEmitter.float_sum), except, with
     `grid_sums`, a whole-tensor sum, which a GPU backend spreads over its threads."""
     lowered = builtin.ModuleOp.empty()
     for function in module.body.ops:
-        FunctionLowering(function, lowered, grid_sums).run()
+        FunctionLowering(function, lowered, grid_sums, vector_bits).run()
     return lowered
 
 
@@ -83,10 +93,11 @@ def lower_tensor_to_affine_gpu(module: builtin.ModuleOp) -> builtin.ModuleOp:
 
 
 class FunctionLowering:
-    def __init__(self, function: F.FuncOp, module: builtin.ModuleOp, grid_sums: bool = False):
+    def __init__(self, function: F.FuncOp, module: builtin.ModuleOp, grid_sums: bool = False, vector_bits: int = 256):
         self.source = function
         self.module = module
         self.grid_sums = grid_sums
+        self.vector_bits = vector_bits
         results = function.function_type.results
         inputs = [memref_of(a.type) for a in function.arguments]
         outputs = [memref_of(t) for t in results]

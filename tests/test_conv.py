@@ -3,6 +3,8 @@ shapes: both lowerings (the flat matrix product and the direct nest), strides, p
 single pixels, channel counts that are not a multiple of any vector width, and gradients
 against finite differences."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -172,3 +174,61 @@ def test_conv2d_with_a_size_0_dimension_matches_the_definition(xs, ws, stride, p
     want = grouped_oracle(x, w, pair(stride), pair(padding), groups)
     assert got.shape == want.shape
     np.testing.assert_array_equal(got, want)
+
+
+LAYOUTS = [  # (n, c, h, w, kh, kw, sh, sw, ph, pw): strides that skip the last rows, kernels below the stride
+    (1, 2, 7, 7, 3, 3, 1, 1, 1, 1),
+    (1, 1, 9, 9, 2, 2, 2, 2, 0, 0),
+    (3, 1, 8, 5, 1, 1, 3, 2, 0, 0),
+    (2, 1, 14, 14, 3, 3, 1, 1, 1, 1),
+    (1, 1, 13, 11, 3, 2, 2, 1, 0, 1),
+    (2, 1, 23, 23, 7, 7, 2, 2, 3, 3),
+    (1, 1, 1, 1, 1, 1, 1, 1, 0, 0),
+]
+
+
+@pytest.mark.parametrize("multiple", [1, 4, 8, 16])
+@pytest.mark.parametrize("shape", LAYOUTS)
+def test_the_flat_layout_holds_every_input_and_tap_and_computes_whole_vectors(shape, multiple):
+    """The rule the flat lowering rests on: each input element has its place in the panel, each
+    tap of each computed column lies inside the panel, each output is a computed column, and
+    the columns are whole vectors of `multiple` lanes, past the last output by less than one
+    padded image row plus a vector."""
+    g = FlatLayout(*shape, multiple)
+    n, _, h, w, kh, kw, sh, sw, ph, pw = shape
+    places = [
+        b * g.image + (y + ph) // sh * g.phase_cols + (x + pw) // sw
+        for b in range(n)
+        for y in range(h)
+        for x in range(w)
+    ]
+    assert max(places) < g.panel_length
+    taps = [(i // sh) * g.phase_cols + j // sw for i in range(kh) for j in range(kw)]
+    assert g.columns - 1 + max(taps) < g.panel_length
+    outputs = [
+        b * g.image + y * g.phase_cols + x for b in range(n) for y in range(g.out_rows) for x in range(g.out_cols)
+    ]
+    assert max(outputs) < g.columns and g.columns % multiple == 0
+    assert g.columns - max(outputs) <= g.phase_cols + multiple
+
+
+@pytest.mark.parametrize("bits", [128, 512])
+@pytest.mark.parametrize("xs,ws,stride,padding", CASES[:4] + CASES[-2:])
+def test_conv2d_lowered_for_other_vector_widths_matches_the_definition(monkeypatch, xs, ws, stride, padding, bits):
+    """The CPU target rounds a convolution's columns to the host's vectors; other hosts' widths
+    (SSE's 128 bits, AVX-512's 512) give the same numbers, and their own cache entries."""
+    from kiln import target as targets
+
+    host = dataclasses.replace(
+        targets.TARGETS["cpu"], host_options=lambda: {"lower-tensor-to-affine": f"vector-bits={bits}"}
+    )
+    monkeypatch.setitem(targets.TARGETS, "cpu", host)
+    x, w = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
+    f = kiln.compile(lambda x, w: kiln.conv2d(x, w, stride=stride, padding=padding))
+    (sh, sw), (ph, pw) = pair(stride), pair(padding)
+    layout = FlatLayout(*xs, *ws[2:], sh, sw, ph, pw, bits // 32)
+    if layout.waste <= 2.0:  # the flat lowering: its wide buffer has the width's columns
+        affine = f.lower(x, w).text("affine", locations=False)
+        assert f"memref<{ws[0]}x{layout.columns}xf32>" in affine
+    want = oracle(x.astype(np.float64), w.astype(np.float64), pair(stride), pair(padding))
+    np.testing.assert_allclose(f(x, w), want, rtol=1e-4, atol=1e-4 * ws[1] * ws[2] * ws[3])
