@@ -258,22 +258,47 @@ def from_linear_form(terms: dict, constant: int) -> AffineExpr:
 def divide_in_range(expr: AffineExpr, divisor: int, extents) -> tuple:
     """(expr floordiv divisor, expr mod divisor), simplified knowing 0 <= d_i < extents[i].
 
-    Terms whose coefficients the divisor divides move to the quotient whole; if
-    the rest stays within [0, divisor) it is the remainder. Otherwise the
-    plain floordiv/mod expressions are kept."""
+    Terms whose coefficients the divisor divides (and the constant's multiple of it) move
+    to the quotient whole, since (m * divisor + s) floordiv divisor = m + s floordiv
+    divisor for any integers; a floordiv or mod already in `expr` counts as one term. If
+    the rest stays within [0, divisor) it is the remainder; otherwise only the rest is
+    divided. A reshape's index keeps each output dimension's own variables so: row q of
+    a (256, 3136) view of a (256, 56, 56) array reads [r, q floordiv 56, q mod 56], not
+    [r, ((r * 3136 + q) floordiv 56) mod 56, (r * 3136 + q) mod 56], and q still moves
+    along contiguous memory where 56 holds whole vectors (see kiln.passes.vectorize)."""
     low, high = bounds(expr, extents)
     if 0 <= low and high < divisor:
         return Const(0), expr
-    form = linear_form(expr)
-    if form is not None:
-        terms, constant = form
-        big = {d: c // divisor for d, c in terms.items() if c % divisor == 0}
-        small = {d: c for d, c in terms.items() if c % divisor != 0}
-        low = constant + sum(min(0, c * (extents[d] - 1)) for d, c in small.items())
-        high = constant + sum(max(0, c * (extents[d] - 1)) for d, c in small.items())
-        if 0 <= low and high < divisor:
-            return from_linear_form(big, 0), from_linear_form(small, constant)
-    return floordiv(expr, divisor), mod(expr, divisor)
+    terms, constant = _term_form(expr)
+    whole, rest = Const(constant // divisor), Const(constant % divisor)
+    for term, c in terms.items():
+        if c % divisor == 0:
+            whole = whole + term * (c // divisor)
+        else:
+            rest = rest + term * c
+    low, high = bounds(rest, extents)
+    if 0 <= low and high < divisor:
+        return whole, rest
+    if whole == Const(0):
+        return floordiv(expr, divisor), mod(expr, divisor)
+    return whole + floordiv(rest, divisor), mod(rest, divisor)
+
+
+def _term_form(expr: AffineExpr):
+    """({term: coefficient}, constant): `expr` as a sum of scaled terms, each a dimension or
+    a floordiv, ceildiv or mod expression taken whole."""
+    if isinstance(expr, Const):
+        return {}, expr.value
+    if isinstance(expr, Dim) or expr.kind not in ("+", "*"):
+        return {expr: 1}, 0
+    if expr.kind == "*":
+        terms, constant = _term_form(expr.lhs)
+        return {t: c * expr.rhs.value for t, c in terms.items()}, constant * expr.rhs.value
+    (a, ca), (b, cb) = _term_form(expr.lhs), _term_form(expr.rhs)
+    terms = dict(a)
+    for t, c in b.items():
+        terms[t] = terms.get(t, 0) + c
+    return {t: c for t, c in terms.items() if c}, ca + cb
 
 
 def bounds(expr: AffineExpr, extents) -> tuple:

@@ -59,7 +59,7 @@ from kiln.dialects import math as M
 from kiln.dialects import memref as MR
 from kiln.dialects import vector as V
 from kiln.dialects.affine import loop_name
-from kiln.dialects.affine_expr import AffineMap, Dim, linear_form, substitute
+from kiln.dialects.affine_expr import AffineMap, Binary, Dim, dims_of, linear_form, substitute
 from kiln.dialects.ir import Operation
 from kiln.dialects.rewriter import InsertPoint, OpList, Rewriter
 from kiln.dialects.traits import AFFINE_READ
@@ -474,11 +474,44 @@ class _Widener:
         )
         if contiguous:
             for r in results[:-1]:
-                if _coefficient(r, k) != 0:
+                if _coefficient(r, k) != 0 and not self._lane_invariant(r, k):
                     raise ScheduleError("cannot vectorize: an access moves along a non-contiguous dimension")
-            if _coefficient(results[-1], k) != self.stride:
+            if _coefficient(results[-1], k) != self.stride and not self._lanes_in_one_row(results[-1], k):
                 raise ScheduleError("cannot vectorize: an access is strided along the loop (not contiguous)")
         return indices, results, True
+
+    # A reshape's index splits a loop variable q into (q floordiv n, q mod n) (see
+    # kiln.dialects.affine_expr.divide_in_range). Where n holds whole vectors and lane 0 sits
+    # at a multiple of the width, a vector's lanes share q floordiv n and take consecutive
+    # q mod n: the vector is contiguous, within one row.
+
+    def _aligned(self, expr, k) -> bool:
+        """`expr` (lane 0's, the loop variable substituted) is linear, moves one element a
+        lane, and is a multiple of the width for every value of the other dimensions."""
+        form = linear_form(expr)
+        if form is None or form[0].get(k, 0) != self.stride:
+            return False
+        return form[1] % self.width == 0 and all(c % self.width == 0 for c in form[0].values())
+
+    def _lane_invariant(self, expr, k) -> bool:
+        """Whether `expr` has one value in every lane: the loop variable appears in it only
+        inside floordivs, by multiples of the width, of aligned expressions."""
+        if k not in dims_of(expr):
+            return True
+        if not isinstance(expr, Binary):
+            return False
+        if expr.kind == "floordiv" and expr.rhs.value % self.width == 0 and self._aligned(expr.lhs, k):
+            return True
+        return expr.kind != "ceildiv" and all(self._lane_invariant(c, k) for c in expr.children())
+
+    def _lanes_in_one_row(self, expr, k) -> bool:
+        """Whether `expr` is `e mod n` whose lanes are consecutive: e aligned, n whole vectors."""
+        return (
+            isinstance(expr, Binary)
+            and expr.kind == "mod"
+            and expr.rhs.value % self.width == 0
+            and self._aligned(expr.lhs, k)
+        )
 
     def load(self, op):
         indices, results, moves = self._index(op)
