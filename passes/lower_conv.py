@@ -36,7 +36,8 @@ furthest tap, 56 + 2*8 + 2)::
         affine.store %s, %wide[%f, %q]
       }
     }
-    out[n, f, oh, ow] = wide[f, n*64 + oh*8 + ow]        // the last nest
+    out[n, f, oh, ow] = wide[f, n*64 + oh*8 + ow]        // the last nest, for a returned result;
+                                                         // an intermediate's readers load wide so
 
 Where the thrown-away columns would be most of the work (a kernel nearly as large as
 its input, as in the weight gradient's correlation), the convolution stays a direct
@@ -160,7 +161,15 @@ def lower_flat(L, op, g: FlatLayout) -> None:
     element = op.input.type.element
     f = op.weight.type.shape[0]
     panel = _scratch(L, (g.c, g.sh, g.sw, g.panel_length), element)
-    _fill_zero(L, panel)
+    if g.sh == g.sw == 1 and g.ph == g.pw == 0:
+        # Unpadded and unstrided, the input fills columns 0 .. n*H*W - 1 of each channel's
+        # row whole: only the columns past it (rounding, the taps' reach) need zeros.
+        if g.panel_length > g.n * g.image:
+            with L.b.loops((g.c, g.panel_length - g.n * g.image)) as ivs:
+                zero = constant(L.b, 0, element)
+                L.b.store(zero, panel, [Dim(0), Const(0), Const(0), Dim(1) + g.n * g.image], ivs)
+    else:
+        _fill_zero(L, panel)
     with L.b.loops(op.input.type.shape) as ivs:  # x[n, c, y, x] goes to its padded row and column's phase
         bn, ch, y, x = (Dim(d) for d in range(4))
         row, col = y + g.ph, x + g.pw
@@ -198,11 +207,17 @@ def lower_flat(L, op, g: FlatLayout) -> None:
 
         (total,) = L.b.reduction([per_group], [init], step)
         L.b.store(total, wide, [row, q], outer)
+    bn, ch, y, x = (Dim(d) for d in range(4))
+    result = View(wide, (ch, bn * g.image + y * g.phase_cols + x))  # out[n, f, y, x] in the wide columns
+    if op.result not in L.destinations:
+        # An intermediate is read where it lies, as a view (its consumers' loads index the
+        # wide buffer): a copy to NCHW was a pass over memory per convolution, and the
+        # BatchNorm, ReLU or residual add after it reads it anyway.
+        L.views[op.result] = result
+        return
     out = L.destination(op.result)
     with L.b.loops(op.result.type.shape) as ivs:
-        bn, ch, y, x = (Dim(d) for d in range(4))
-        value = L.b.load(View.identity(wide), [ch, bn * g.image + y * g.phase_cols + x], ivs)
-        L.b.store(value, out, [bn, ch, y, x], ivs)
+        L.b.store(L.b.load(result, [bn, ch, y, x], ivs), out, [bn, ch, y, x], ivs)
 
 
 def lower_direct(L, op) -> None:

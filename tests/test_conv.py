@@ -232,3 +232,35 @@ def test_conv2d_lowered_for_other_vector_widths_matches_the_definition(monkeypat
         assert f"memref<{ws[0]}x{layout.columns}xf32>" in affine
     want = oracle(x.astype(np.float64), w.astype(np.float64), pair(stride), pair(padding))
     np.testing.assert_allclose(f(x, w), want, rtol=1e-4, atol=1e-4 * ws[1] * ws[2] * ws[3])
+
+
+@pytest.mark.parametrize("xs,ws,stride,padding", CASES)
+def test_a_convolution_read_by_other_ops_matches_the_definition(xs, ws, stride, padding):
+    """An intermediate convolution is read where the flat lowering computed it (a view of its
+    wide columns, no copy to NCHW): its readers index those columns right, a second
+    convolution's packing included."""
+    x, w = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
+    w2 = rng.standard_normal((3, ws[0], 1, 1)).astype(np.float32)
+
+    def block(x, w, w2):
+        y = kiln.conv2d(x, w, stride=stride, padding=padding)
+        z = np.maximum(y, 0) + y * 0.5  # read twice, as a residual block reads it
+        return kiln.conv2d(z, w2), z.sum(axis=(2, 3))
+
+    got, sums = kiln.compile(block)(x, w, w2)
+    y = oracle(x.astype(np.float64), w.astype(np.float64), pair(stride), pair(padding))
+    z = np.maximum(y, 0) + y * 0.5
+    np.testing.assert_allclose(got, oracle(z, w2.astype(np.float64), (1, 1), (0, 0)), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(sums, z.sum(axis=(2, 3)), rtol=1e-4, atol=1e-3)
+
+
+def test_an_intermediate_convolution_is_not_copied_out_and_an_unpadded_panel_zeroes_only_its_tail():
+    f = kiln.compile(lambda x, w: np.maximum(kiln.conv2d(x, w), 0))
+    affine = f.lower(kiln.f32[1, 4, 8, 8], kiln.f32[6, 4, 3, 3]).text("affine", locations=False)
+    nests = [line for line in affine.splitlines() if line.startswith("    affine.for")]
+    # the panel's zero tail (6 output rows of 8 make 48 columns, which the taps reach past
+    # by 2*8 + 2: 66, of which the input fills 64), the input's copy, the product, and the
+    # ReLU reading the wide columns: no copy to NCHW between
+    assert nests[0].startswith("    affine.for %k0.i = 0 to 4") and len(nests) == 4
+    assert "affine.for %k0.j = 0 to 2 " in affine and "memref<4x1x1x66xf32>" in affine
+    assert "affine.load %buf1[%k3.j, %k3.i * 64 + %k3.k * 8 + %k3.l]" in affine
