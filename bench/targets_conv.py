@@ -2,12 +2,13 @@
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/run.py --only conv,conv_layers,pool,conv_backward
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/run.py --only resnet50,squeezenet
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/run.py --only shufflenet,inception_v1,densenet121
 
 Each table shows milliseconds, GFLOP/s (for convolutions) and each implementation's speed
 relative to ONNX Runtime and PyTorch (above 1: kiln is faster). Convolutions and pools go
 through kiln.onnx.load of a one-node model, as imported models run them; ONNX Runtime runs
-the same model. Whole models are the onnx package's light ResNet-50 and SqueezeNet with
-random weights, batch 1 and 8.
+the same model. Whole models are the onnx package's light ResNet-50, SqueezeNet, ShuffleNet,
+Inception v1 and DenseNet-121 with random weights, batch 1 and 8.
 """
 
 from __future__ import annotations
@@ -194,9 +195,13 @@ def _light_model(name, batch):
     image.type.tensor_type.shape.dim[0].dim_value = batch
     for output in model.graph.output:
         output.type.tensor_type.shape.dim[0].dim_param = "N"
-    for t in model.graph.initializer:  # a Reshape to (1, features) flattens any batch
-        if t.data_type == onnx.TensorProto.INT64 and list(numpy_helper.to_array(t)[:1]) == [1] and t.dims == [2]:
-            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * [-1, 1], t.name))
+    # A Reshape to a constant shape that starts with the batch of 1 (a flatten to (1, features),
+    # ShuffleNet's channel shuffle) keeps the input's batch instead: 0 copies that dimension.
+    shapes = {node.input[1] for node in model.graph.node if node.op_type == "Reshape"}
+    for t in model.graph.initializer:
+        if t.name in shapes and t.data_type == onnx.TensorProto.INT64 and list(numpy_helper.to_array(t)[:1]) == [1]:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t) * ([0] + [1] * (t.dims[0] - 1)), t.name))
+    del model.graph.value_info[:]  # shapes declared for a batch of 1: let both runtimes infer them
     shape = [d.dim_value for d in image.type.tensor_type.shape.dim]
     return model, image.name, shape
 
@@ -223,6 +228,18 @@ def bench_squeezenet(np, kiln, found, quick):
     _bench_model(np, kiln, found, "squeezenet", quick)
 
 
+def bench_shufflenet(np, kiln, found, quick):
+    _bench_model(np, kiln, found, "shufflenet", quick)
+
+
+def bench_inception_v1(np, kiln, found, quick):
+    _bench_model(np, kiln, found, "inception_v1", quick)
+
+
+def bench_densenet121(np, kiln, found, quick):
+    _bench_model(np, kiln, found, "densenet121", quick)
+
+
 WORKLOADS = {
     "conv": bench_conv,
     "conv_layers": bench_conv_layers,
@@ -230,4 +247,7 @@ WORKLOADS = {
     "conv_backward": bench_conv_backward,
     "resnet50": bench_resnet50,
     "squeezenet": bench_squeezenet,
+    "shufflenet": bench_shufflenet,
+    "inception_v1": bench_inception_v1,
+    "densenet121": bench_densenet121,
 }
