@@ -2,7 +2,8 @@
 
 A convolution is a matrix product: rows are output channels f, columns are output
 positions, the reduction runs over input channels and kernel taps. kiln's matmul
-schedule (8 rows jammed, 2 vectors of columns) runs such a product near the FMA peak
+schedule (as many rows jammed as the registers hold, 2 vectors of columns) runs such a
+product near the FMA peak
 when the columns are read contiguously, so the lowering lays the input out to make
 them contiguous:
 

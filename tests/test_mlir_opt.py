@@ -161,3 +161,20 @@ def test_elided_constants_are_mlir_opts_own_form():
         mlir_opt(text, *flags)
     full = lowered.text("affine", elide_constants=None)
     assert "dense_resource<__elided__>" in mlir_opt(full, "--mlir-elide-elementsattrs-if-larger=100")
+
+
+@pytest.mark.parametrize(
+    "fn,args",
+    [
+        # a vector read along q floordiv 56, q mod 56 of a reshaped array (the matmul recipe)
+        (lambda x, w: w @ x.reshape(16, -1), (kiln.f32[1, 16, 56, 56], kiln.f32[12, 16])),
+        # a convolution's readers loading its wide columns; a panel zeroed only past the input
+        (lambda x, w: np.maximum(kiln.conv2d(x, w), 0) + 1, (kiln.f32[2, 4, 9, 9], kiln.f32[13, 4, 3, 3])),
+    ],
+    ids=["reshaped-matmul", "conv-read-in-place"],
+)
+def test_the_register_blocked_and_reshaped_stages_are_accepted_by_mlir_opt(fn, args):
+    lowered = kiln.compile(fn).lower(*args)
+    for stage, (generic, flags) in STAGE_FORMS.items():
+        mlir_opt(lowered.text(stage, generic=generic), *flags)
+    assert "affine.vector_load" in lowered.text("scheduled")
