@@ -57,6 +57,7 @@ from kiln.dialects.types import MemRefType
 from .affine_builder import View
 from .scalar_rules import SCALAR_RULES, constant, reduction_identity
 
+SCRATCH_OFFSET = "scratch_offset"  # the panel's byte offset in the arena, as the memory plan placed it
 REDUCTION_MULTIPLE = 32  # lower_few_outputs' flat rows round up to whole pairs of 16-lane vectors
 MAX_WASTE = 2.0  # flat layout only while it computes at most this many times the useful outputs
 MAX_SMALL_OUTPUTS = 16  # lower_few_outputs keeps this many accumulators at most (in registers)
@@ -124,17 +125,45 @@ class FlatLayout:
         return self.columns / (self.n * self.out_rows * self.out_cols)
 
 
+def flat_layout(op, multiple: int) -> FlatLayout | None:
+    """The layout of `op`'s flat lowering with columns in multiples of `multiple`, or None
+    where it is lowered otherwise (too many thrown-away columns, or no elements)."""
+    (n, c, h, w), (_, _, kh, kw) = op.input.type.shape, op.weight.type.shape
+    layout = FlatLayout(n, c, h, w, kh, kw, *op.stride, *op.padding, multiple)
+    if 0 in op.input.type.shape + op.weight.type.shape or layout.waste > MAX_WASTE:
+        return None
+    return layout
+
+
+def scratch_bytes(op, multiple: int) -> tuple:
+    """(wide, panel): the bytes of the flat lowering's two buffers, (0, 0) where there is none."""
+    g = flat_layout(op, multiple)
+    if g is None:
+        return 0, 0
+    size = op.input.type.dtype.itemsize
+    return op.weight.type.shape[0] * g.columns * size, g.c * g.sh * g.sw * g.panel_length * size
+
+
+def planned_scratch_bytes(op) -> tuple:
+    """What the memory plan reserves for `op`'s flat buffers: their bytes at 64-byte vectors
+    (AVX-512), which every narrower vector's multiple divides, so the buffers fit at any width."""
+    return scratch_bytes(op, 64 // op.input.type.dtype.itemsize)
+
+
 def lower_conv2d(L, op) -> None:
     """Lower `op` (a ``T.Conv2DOp``) into `L` (a ``FunctionLowering``): the flat matrix
     product where it wastes little, else the direct nest."""
-    (n, c, h, w), (_, _, kh, kw) = op.input.type.shape, op.weight.type.shape
     lanes = max(L.vector_bits // (8 * op.input.type.dtype.itemsize), 1)
-    layout = FlatLayout(n, c, h, w, kh, kw, *op.stride, *op.padding, lanes)
+    layout = flat_layout(op, lanes)
     if 0 in op.input.type.shape + op.weight.type.shape:
         lower_direct(L, op)  # no elements to lay out (an empty batch, no channels): loops of 0 trips
-    elif layout.waste <= MAX_WASTE:
+    elif layout is not None:
         lower_flat(L, op, layout)
-    elif op.stride == (1, 1) and op.groups == 1 and layout.out_rows * layout.out_cols <= MAX_SMALL_OUTPUTS:
+    elif (
+        op.stride == (1, 1)
+        and op.groups == 1
+        and op.result.type.shape[2] * op.result.type.shape[3] <= MAX_SMALL_OUTPUTS
+    ):
         lower_few_outputs(L, op)
     else:
         lower_direct(L, op)
@@ -144,6 +173,18 @@ def _scratch(L, shape, element):
     buffer = L.b.op(MR.AllocOp, result_type=MemRefType(tuple(shape), element))
     L.name_buffer(buffer)
     L.allocated.append(buffer)
+    return buffer
+
+
+def _planned(L, op, attribute: str, reserved: int, shape, element):
+    """The buffer at the arena offset the memory plan recorded as `attribute` on `op`, where
+    it reserved enough bytes (`reserved`) for `shape`; else a buffer of its own."""
+    t = MemRefType(tuple(shape), element)
+    offset = op.attributes.get(attribute)
+    if offset is None or L.arena is None or t.size * t.dtype.itemsize > reserved:
+        return _scratch(L, shape, element)
+    buffer = L.arena_view(offset, t)
+    L.name_buffer(buffer)
     return buffer
 
 
@@ -161,7 +202,8 @@ def _multiply_add(L, op, element, acc, x, w):
 def lower_flat(L, op, g: FlatLayout) -> None:
     element = op.input.type.element
     f = op.weight.type.shape[0]
-    panel = _scratch(L, (g.c, g.sh, g.sw, g.panel_length), element)
+    wide_bytes, panel_bytes = planned_scratch_bytes(op)
+    panel = _planned(L, op, SCRATCH_OFFSET, panel_bytes, (g.c, g.sh, g.sw, g.panel_length), element)
     if g.sh == g.sw == 1 and g.ph == g.pw == 0:
         # Unpadded and unstrided, the input fills columns 0 .. n*H*W - 1 of each channel's
         # row whole: only the columns past it (rounding, the taps' reach) need zeros.
@@ -177,7 +219,10 @@ def lower_flat(L, op, g: FlatLayout) -> None:
         place = bn * g.image + floordiv(row, g.sh) * g.phase_cols + floordiv(col, g.sw)
         value = L.b.load(L.views[op.input], [bn, ch, y, x], ivs)
         L.b.store(value, panel, [ch, mod(row, g.sh), mod(col, g.sw), place], ivs)
-    wide = _scratch(L, (f, g.columns), element)
+    if op.result in L.destinations:  # returned: computed here, then copied to the output
+        wide = _scratch(L, (f, g.columns), element)
+    else:  # the result's own place in the arena, which the plan sized for the wide columns
+        wide = _planned(L, op, "arena_offset", wide_bytes, (f, g.columns), element)
     weight = L.views[op.weight]
     groups, per_group = op.groups, op.weight.type.shape[1]
     # Grouped: loops (group, filter in group, column), so that the last two are the matrix

@@ -156,9 +156,7 @@ class FunctionLowering:
         if value in self.destinations:
             buffer = self.destinations[value]
         elif offset is not None and self.arena is not None:
-            shift = self.b.op(AR.ConstantOp, result_type=index, value=offset)
-            buffer = self.b.op(MR.ViewOp, self.arena, shift, result_type=memref_of(value.type))
-            self.view_offsets[buffer] = offset
+            buffer = self.arena_view(offset, memref_of(value.type))
         else:
             buffer = self.b.op(MR.AllocOp, result_type=memref_of(value.type))
             self.allocated.append(buffer)
@@ -167,6 +165,13 @@ class FunctionLowering:
         if buffer in self.view_offsets:
             self.mark_in_place(value, buffer, offset)
         self.views[value] = View.identity(buffer)
+        return buffer
+
+    def arena_view(self, offset: int, memref_type):
+        """A view of the arena at byte `offset`, of `memref_type` (named by the caller)."""
+        shift = self.b.op(AR.ConstantOp, result_type=index, value=offset)
+        buffer = self.b.op(MR.ViewOp, self.arena, shift, result_type=memref_type)
+        self.view_offsets[buffer] = offset
         return buffer
 
     def mark_in_place(self, value, buffer, offset: int) -> None:

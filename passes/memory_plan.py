@@ -41,6 +41,7 @@ from kiln.dialects.rewriter import Rewriter
 from kiln.dialects.traits import ELEMENTWISE
 
 from .fusion import computing_uses, free
+from .lower_conv import SCRATCH_OFFSET, planned_scratch_bytes
 from .pass_spec import Option, declare_pass, function_pass, power_of_two_from
 
 ALIGNMENT = 64
@@ -177,16 +178,23 @@ def plan(function: F.FuncOp, alignment: int = ALIGNMENT) -> MemoryPlan:
     kernels = [op for op in function.body.ops if is_kernel(op)]
     position = {op: k for k, op in enumerate(kernels)}
     returned = set(function.body.ops[-1].operands)
-    buffers, by_value = [], {}
+    buffers, by_value, scratch = [], {}, {}
     for k, op in enumerate(kernels):
         value = op.results[0]
         op.attributes.pop("arena_offset", None)
+        op.attributes.pop(SCRATCH_OFFSET, None)
+        wide, panel = planned_scratch_bytes(op) if isinstance(op, T.Conv2DOp) else (0, 0)
+        if panel:  # a convolution's packed input: needed only while the convolution runs
+            scratch[op] = Buffer(f"%{k}.panel", _aligned(panel, alignment), k, k)
+            buffers.append(scratch[op])
         if value in returned:
             continue
         # Returned through a view, it is read when the outputs are copied, after every kernel.
         readers = [position.get(user, len(kernels)) for user, _, _ in computing_uses(value)]
         t = value.type
-        buffer = Buffer(f"%{k}", _aligned(t.size * t.dtype.itemsize, alignment), k, max(readers, default=k))
+        # A convolution's result stays in its wide columns (see lower_conv): reserve those.
+        size = max(t.size * t.dtype.itemsize, wide)
+        buffer = Buffer(f"%{k}", _aligned(size, alignment), k, max(readers, default=k))
         buffer.in_place_of = [by_value[v].name for v in _in_place_inputs(op, by_value)]
         by_value[value] = buffer
         buffers.append(buffer)
@@ -200,6 +208,8 @@ def plan(function: F.FuncOp, alignment: int = ALIGNMENT) -> MemoryPlan:
         raise VerificationError(f"memory plan overlaps live buffers: {result.conflicts()}")
     for value, buffer in by_value.items():
         value.op.attributes["arena_offset"] = buffer.offset
+    for op, buffer in scratch.items():
+        op.attributes[SCRATCH_OFFSET] = buffer.offset
     function.attributes["arena_bytes"] = result.arena_bytes
     function.attributes["unplanned_bytes"] = result.unplanned_bytes
     return result
@@ -234,6 +244,7 @@ def _in_place_inputs(op, planned) -> list:
     for value in dict.fromkeys(op.operands):
         if (
             value in planned
+            and not isinstance(getattr(value, "op", None), T.Conv2DOp)  # its bytes hold the wide layout
             and value.type.shape == result.shape
             and value.type.dtype.itemsize == result.dtype.itemsize
             and all(

@@ -264,3 +264,32 @@ def test_an_intermediate_convolution_is_not_copied_out_and_an_unpadded_panel_zer
     assert nests[0].startswith("    affine.for %k0.i = 0 to 4") and len(nests) == 4
     assert "affine.for %k0.j = 0 to 2 " in affine and "memref<4x1x1x66xf32>" in affine
     assert "affine.load %buf1[%k3.j, %k3.i * 64 + %k3.k * 8 + %k3.l]" in affine
+
+
+def test_a_convolutions_buffers_are_planned_in_the_arena():
+    """The panel lives while its convolution runs and the wide columns while the result is
+    read, so the memory plan places both in the arena: the arena grows by the largest
+    panel, not by every convolution's, and nothing else is allocated. A reader of the
+    result never overwrites it in place (its bytes hold the wide layout, not NCHW)."""
+
+    def net(x, w1, w2, w3):
+        y = np.maximum(kiln.conv2d(x, w1, padding=1), 0)
+        y = np.maximum(kiln.conv2d(y, w2, padding=1), 0)
+        return kiln.conv2d(y, w3, padding=1).sum()
+
+    x = rng.standard_normal((2, 3, 12, 12)).astype(np.float32)
+    ws = [rng.standard_normal(s).astype(np.float32) for s in [(8, 3, 3, 3), (8, 8, 3, 3), (4, 8, 3, 3)]]
+    f = kiln.compile(net)
+    lowered = f.lower(x, *ws)
+    affine = lowered.text("affine", locations=False)
+    assert affine.count("memref.alloc(") == 1  # the arena alone
+    optimized = lowered.module("optimized").body.ops[0]
+    convs = [op for op in optimized.body.ops if op.name == "kiln.conv2d"]
+    assert len(convs) == 3 and all("scratch_offset" in op.attributes for op in convs)
+    plan = lowered.pipeline.memory_plan()
+    assert not plan.conflicts() and plan.arena_bytes < plan.unplanned_bytes
+    want = x.astype(np.float64)
+    for w in ws[:2]:
+        want = np.maximum(oracle(want, w.astype(np.float64), (1, 1), (1, 1)), 0)
+    want = oracle(want, ws[2].astype(np.float64), (1, 1), (1, 1)).sum()
+    np.testing.assert_allclose(f(x, *ws), want, rtol=1e-4)
