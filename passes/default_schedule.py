@@ -173,7 +173,7 @@ def _matmul_recipe(function, nest, vector_bits, registers, schedule) -> bool:
     if len(inner) != 1 or not inner[0].inits or not rows.constant_bounds or not cols.constant_bounds:
         return False
     lanes = vector_bits // (8 * _widest_element(cols))
-    if rows.upper < 2 or lanes < 2:
+    if rows.upper < 2 or cols.upper < 1 or lanes < 2:  # no columns: nothing to block (an empty result)
         return False
     i, j = A.loop_name(rows), A.loop_name(cols)
     if cols.upper < lanes * MATMUL_VECTORS:

@@ -451,3 +451,14 @@ def test_the_default_matmul_recipe_is_tried_on_a_copy_of_its_own_kernel(monkeypa
     assert len(trials) >= 3 and all(len(kernels) == 1 for kernels in trials), trials
     assert text.count("unroll_jam(") >= 3
     np.testing.assert_allclose(fn(a), np.tanh((np.tanh(a @ a) + 1) @ a) @ a, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("m", [1, 7, 8, 13])
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_a_matmul_with_no_columns_is_empty(m, dtype):
+    """(m, k) @ (k, 0): no columns to block or vectorize (8 rows or more used to reach the
+    narrow recipe with a width of 1 << -1)."""
+    a, b = np.ones((m, 3), dtype), np.ones((3, 0), dtype)
+    got = kiln.compile(lambda a, b: a @ b)(a, b)
+    assert got.shape == (m, 0) and got.dtype == dtype
+    assert kiln.compile(lambda a, b: a @ b.T + 1)(a, b.T.copy()).shape == (m, 0)

@@ -7,8 +7,9 @@ hypervisor leaves all differ. So kiln measures it, as the figure every kernel's 
 is a fraction of: one loop of independent fused multiply-adds on the widest vectors the
 host has, enough chains to cover the FMA latency on every unit (latency 4 x 2 units = 8
 in flight on Zen 3 and Zen 5; 12 on 16 registers, 16 on 32), with nothing else in the
-loop but its counter. The best of a few timed runs is the peak of one core; it is
-measured once per process (about 0.1 s) on the calling thread.
+loop but its counter. The best of a dozen short timed runs is the peak of one core (on a
+machine busy throughout, every run is slowed, and kernels can show above 100% of it); it
+is measured once per process (about 0.15 s) on the calling thread.
 
 >>> p = measure_peak()
 >>> p.gflop_per_s > 0 and p.lanes >= 4 and p.chains >= 8
@@ -77,7 +78,7 @@ def fma_loop_ir(lanes: int, chains: int, triple: str) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def measure_peak(seconds: float = 0.02, rounds: int = 5) -> Peak:
+def measure_peak(seconds: float = 0.01, rounds: int = 12) -> Peak:
     """The float32 FMA peak of one core of this host, in GFLOP/s (each FMA lane counts two
     operations), as a ``Peak``: the best of `rounds` runs of about `seconds` each."""
     import numpy as np
