@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
 from dataclasses import dataclass
 from typing import Callable
 
@@ -139,8 +138,7 @@ def _digest(text: str) -> str:
 def host_fingerprint() -> str:
     """The key of this CPU's tuning records: a hash of its triple, name, features and cores
     (computed once: none of them changes while a process runs)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return _digest(f"{llvm_target.host_fingerprint()}|cores={cores}")
+    return _digest(f"{llvm_target.host_fingerprint()}|cores={threads.usable_cores()}")
 
 
 def gpu_description() -> str:

@@ -178,11 +178,16 @@ def full_team_limit() -> int:
     return library.omp_get_thread_limit()
 
 
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity mask, where the OS has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def thread_count() -> int:
     count = config.get("KILN_NUM_THREADS")
     if count is not None:
         return count
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return usable_cores()
 
 
 def set_thread_count(count: int) -> None:

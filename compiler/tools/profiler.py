@@ -20,7 +20,6 @@ time or no work to divide, and a kernel the counter saw take no time as "~0".
 from __future__ import annotations
 
 import ctypes
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -192,9 +191,8 @@ def profile(compiled, *args, seconds: float = 2.0, **kwargs) -> Profile:
     result.arena_bytes = plan.arena_bytes if plan is not None else None
     result.peak = measure_peak()
     # A parallel kernel's share of the peak is of the cores its threads can run on, no more.
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    pool = min(threads.thread_count(), cores) if threads.available() else 1
-    for (name, ops), (accessed, flops), seconds_spent, parallel in zip(units, costs, spent, parallels):
+    pool = min(threads.thread_count(), threads.usable_cores()) if threads.available() else 1
+    for (name, _), (accessed, flops), seconds_spent, parallel in zip(units, costs, spent, parallels):
         result.kernels.append(
             KernelProfile(
                 name,
