@@ -462,3 +462,16 @@ def test_a_matmul_with_no_columns_is_empty(m, dtype):
     got = kiln.compile(lambda a, b: a @ b)(a, b)
     assert got.shape == (m, 0) and got.dtype == dtype
     assert kiln.compile(lambda a, b: a @ b.T + 1)(a, b.T.copy()).shape == (m, 0)
+
+
+@pytest.mark.parametrize("m", [2, 13, 60, 64])
+def test_a_product_with_b_transposed_keeps_leftover_rows_in_the_packed_column_block(m):
+    """a @ b.T packs each block of B's rows transposed; the rows a register block leaves over
+    run in that same column block, not in a nest of their own reading B unpacked."""
+    rng = np.random.default_rng(m)
+    a, b = rng.standard_normal((m, 40)).astype(np.float32), rng.standard_normal((64, 40)).astype(np.float32)
+    f = kiln.compile(lambda a, b: a @ b.T)
+    np.testing.assert_allclose(f(a, b), a @ b.T, rtol=1e-5, atol=1e-4)
+    scheduled = f.lower(a, b).text("scheduled", locations=False)
+    if "cache_read(k0.j.o, b, [1, 0])" in scheduled.splitlines()[0]:
+        assert len(re.findall(r"affine\.(for|parallel) \(?%k0\.j\.o\)? = ", scheduled)) == 1
